@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package Weft's build, tests, demo and benchmarks need.
+# Idempotent: a second run only checks that everything is present.
+set -euo pipefail
+
+PACKAGES=(
+  # build
+  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
+  libnl-3-dev libnl-route-3-dev libnftables-dev libmnl-dev libnftnl-dev
+  libsqlite3-dev nlohmann-json3-dev libcurl4-openssl-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  # runtime tools the tests and demo drive
+  iproute2 nftables iptables iputils-ping procps psmisc conntrack sqlite3
+  etcd-server etcd-client containernetworking-plugins busybox-static
+  # real runtimes (interop tests)
+  podman runc containerd python3-grpcio python3-grpc-tools python3-protobuf
+  # benchmarks
+  iperf3 gnuplot-nox
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup.sh: run as root (it installs Debian packages)" >&2
+  exit 1
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup.sh: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "setup.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# etcd-server's package starts a system etcd; the tests run their own in a netns.
+if command -v systemctl >/dev/null 2>&1; then
+  systemctl disable --now etcd >/dev/null 2>&1 || true
+  systemctl disable --now containerd >/dev/null 2>&1 || true
+fi
+echo "setup.sh: done"

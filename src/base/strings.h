@@ -1,0 +1,28 @@
+#pragma once
+// Small string helpers and the validators for names that come from outside
+// (container IDs, interface names, network names): every such name is checked
+// here before it reaches a path, a link name or a firewall rule.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace weft {
+
+std::vector<std::string_view> Split(std::string_view s, char sep);
+std::string_view Trim(std::string_view s);
+bool StartsWith(std::string_view s, std::string_view p);
+
+// The spec's charset for container IDs and network names:
+// ^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$
+bool IsValidCniName(std::string_view s);
+// Linux interface names: 1-15 bytes, not "." or "..", no '/', ':' or space.
+// Returns an empty string when valid, else the reason.
+std::string InterfaceNameProblem(std::string_view s);
+
+// FNV-1a 64-bit: stable across versions, used for deterministic link names.
+uint64_t Fnv1a64(std::string_view s);
+std::string Hex(uint64_t v, int digits);
+
+}  // namespace weft

@@ -1,0 +1,123 @@
+#include "cni/skel.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace weft::cni {
+namespace {
+
+using nlohmann::json;
+
+class FakePlugin : public Plugin {
+ public:
+  Result<CniResult> CmdAdd(const CmdArgs&) override {
+    ++adds;
+    if (add_error) return *add_error;
+    CniResult r;
+    r.ips.push_back({*IpPrefix::Parse("10.0.0.2/32"), std::nullopt, std::nullopt});
+    return r;
+  }
+  Status CmdDel(const CmdArgs&) override { ++dels; return Status::Ok(); }
+  Status CmdCheck(const CmdArgs&) override { ++checks; return Status::Ok(); }
+  Status CmdStatus(const CmdArgs&) override { ++statuses; return Status::Ok(); }
+  Status CmdGc(const CmdArgs&, const std::vector<Attachment>& v) override {
+    gc_valid = v;
+    return Status::Ok();
+  }
+  int adds = 0, dels = 0, checks = 0, statuses = 0;
+  std::optional<Status> add_error;
+  std::vector<Attachment> gc_valid;
+};
+
+EnvLookup Env(const std::string& cmd) {
+  auto m = std::make_shared<std::map<std::string, std::string>>(std::map<std::string, std::string>{
+      {"CNI_COMMAND", cmd}, {"CNI_CONTAINERID", "c1"}, {"CNI_NETNS", "/run/netns/x"},
+      {"CNI_IFNAME", "eth0"}, {"CNI_PATH", "/usr/lib/cni"}});
+  return [m](const char* k) -> const char* {
+    auto it = m->find(k);
+    return it == m->end() ? nullptr : it->second.c_str();
+  };
+}
+
+std::string Conf(const std::string& version) {
+  return R"({"cniVersion":")" + version + R"(","name":"n1","type":"weft"})";
+}
+
+TEST(Skel, AddPrintsTheResultInTheConfigVersion) {
+  FakePlugin p;
+  std::string out;
+  EXPECT_EQ(PluginMain(p, Env("ADD"), Conf("0.3.1"), &out), 0);
+  auto j = json::parse(out);
+  EXPECT_EQ(j["cniVersion"], "0.3.1");
+  EXPECT_EQ(j["ips"][0]["version"], "4");
+  EXPECT_EQ(PluginMain(p, Env("ADD"), R"({"name":"n1","type":"weft"})", &out), 0);
+  EXPECT_EQ(json::parse(out)["cniVersion"], "0.1.0");  // missing cniVersion means 0.1.0
+  EXPECT_TRUE(json::parse(out).contains("ip4"));
+}
+
+TEST(Skel, ErrorsAreCniErrorObjects) {
+  FakePlugin p;
+  std::string out;
+  p.add_error = Status::Error(Code::kNoFreeAddress, "no free address in 10.0.0.0/30", "4 of 4 in use");
+  EXPECT_EQ(PluginMain(p, Env("ADD"), Conf("1.0.0"), &out), 1);
+  auto j = json::parse(out);
+  EXPECT_EQ(j["code"], 100);
+  EXPECT_EQ(j["cniVersion"], "1.0.0");
+  EXPECT_EQ(j["details"], "4 of 4 in use");
+
+  EXPECT_EQ(PluginMain(p, Env("ADD"), "{not json", &out), 1);
+  EXPECT_EQ(json::parse(out)["code"], 6);
+  EXPECT_EQ(PluginMain(p, Env("ADD"), Conf("0.9.0"), &out), 1);
+  EXPECT_EQ(json::parse(out)["code"], 1);
+  EXPECT_EQ(PluginMain(p, Env("ADD"), R"({"cniVersion":"1.0.0","type":"weft"})", &out), 1);
+  EXPECT_EQ(json::parse(out)["code"], 7);
+  EXPECT_EQ(PluginMain(p, Env("BOGUS"), Conf("1.0.0"), &out), 1);
+  EXPECT_EQ(json::parse(out)["code"], 4);
+}
+
+TEST(Skel, VerbsAreGatedByVersion) {
+  FakePlugin p;
+  std::string out;
+  EXPECT_EQ(PluginMain(p, Env("CHECK"), Conf("0.3.1"), &out), 1);
+  EXPECT_EQ(json::parse(out)["code"], 1);
+  EXPECT_EQ(PluginMain(p, Env("CHECK"), Conf("0.4.0"), &out), 0);
+  EXPECT_EQ(PluginMain(p, Env("STATUS"), Conf("1.0.0"), &out), 1);
+  EXPECT_EQ(json::parse(out)["code"], 1);
+  EXPECT_EQ(PluginMain(p, Env("STATUS"), Conf("1.1.0"), &out), 0);
+  EXPECT_EQ(PluginMain(p, Env("GC"), Conf("1.0.0"), &out), 1);
+  EXPECT_EQ(p.checks, 1);
+  EXPECT_EQ(p.statuses, 1);
+}
+
+TEST(Skel, VersionAnswersAllSupportedVersions) {
+  FakePlugin p;
+  std::string out;
+  EXPECT_EQ(PluginMain(p, Env("VERSION"), R"({"cniVersion":"0.4.0"})", &out), 0);
+  auto j = json::parse(out);
+  EXPECT_EQ(j["cniVersion"], "0.4.0");
+  EXPECT_EQ(j["supportedVersions"].size(), 7u);
+  EXPECT_EQ(PluginMain(p, Env("VERSION"), "", &out), 0);
+  EXPECT_EQ(json::parse(out)["cniVersion"], "1.1.0");
+}
+
+TEST(Skel, GcReadsBothAttachmentKeys) {
+  FakePlugin p;
+  std::string out;
+  std::string conf = R"({"cniVersion":"1.1.0","name":"n1","type":"weft",
+      "cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"}]})";
+  EXPECT_EQ(PluginMain(p, Env("GC"), conf, &out), 0);
+  ASSERT_EQ(p.gc_valid.size(), 1u);
+  EXPECT_EQ(p.gc_valid[0].container_id, "a");
+  std::string old = R"({"cniVersion":"1.1.0","name":"n1","type":"weft",
+      "cni.dev/attachments":[{"containerID":"b","ifname":"net1"}]})";
+  EXPECT_EQ(PluginMain(p, Env("GC"), old, &out), 0);
+  ASSERT_EQ(p.gc_valid.size(), 1u);
+  EXPECT_EQ(p.gc_valid[0].ifname, "net1");
+  std::string bad = R"({"cniVersion":"1.1.0","name":"n1","type":"weft","cni.dev/valid-attachments":{}})";
+  EXPECT_EQ(PluginMain(p, Env("GC"), bad, &out), 1);
+  EXPECT_EQ(json::parse(out)["code"], 7);
+}
+
+}  // namespace
+}  // namespace weft::cni

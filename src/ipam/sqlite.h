@@ -1,0 +1,87 @@
+#pragma once
+// Thin RAII over the SQLite C API: Db (connection), Stmt (prepared
+// statement), Txn (rolls back unless committed). SQLite result codes become
+// Status values here, at the adapter.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace weft::ipam {
+
+class Db {
+ public:
+  // Opens (creating, 0600) the database file. Sets WAL, synchronous=NORMAL,
+  // foreign keys and the busy timeout.
+  static Result<Db> Open(const std::string& path, int busy_timeout_ms);
+  Db(Db&& o) noexcept;
+  Db& operator=(Db&& o) noexcept;
+  ~Db();
+
+  Status Exec(const std::string& sql);
+  sqlite3* get() const { return db_; }
+  const std::string& path() const { return path_; }
+  // Maps the last SQLite error on this connection to a Status.
+  Status Error(int rc, const std::string& what) const;
+  int64_t Changes() const;
+  int64_t LastInsertId() const;
+
+ private:
+  Db(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+class Stmt {
+ public:
+  static Result<Stmt> Prepare(const Db& db, const char* sql);
+  Stmt(Stmt&& o) noexcept;
+  ~Stmt();
+
+  Stmt& Bind(int i, int64_t v);
+  Stmt& Bind(int i, const std::string& v);
+  Stmt& BindNull(int i);
+  Stmt& BindOpt(int i, const std::optional<std::string>& v) {
+    return v ? Bind(i, *v) : BindNull(i);
+  }
+  // Returns true when a row is available, false when done.
+  Result<bool> Step();
+  // Runs to completion (for statements without rows).
+  Status Run();
+  int64_t Int(int col) const;
+  std::string Text(int col) const;
+  bool IsNull(int col) const;
+  Status Reset();
+
+  int last_rc() const { return rc_; }
+
+ private:
+  Stmt(const Db* db, sqlite3_stmt* s) : db_(db), s_(s) {}
+  const Db* db_;
+  sqlite3_stmt* s_ = nullptr;
+  int rc_ = 0;
+};
+
+// BEGIN IMMEDIATE (takes the write lock up front, so a transaction never
+// fails half-way on lock upgrade); rolls back on destruction unless committed.
+class Txn {
+ public:
+  static Result<Txn> Begin(Db& db, bool immediate = true);
+  Txn(Txn&& o) noexcept;
+  ~Txn();
+  Status Commit();
+
+ private:
+  explicit Txn(Db* db) : db_(db) {}
+  Db* db_;
+  bool done_ = false;
+};
+
+bool IsConstraintViolation(const Status& s);
+
+}  // namespace weft::ipam

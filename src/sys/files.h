@@ -1,0 +1,34 @@
+#pragma once
+// File helpers. Errors carry the path and errno.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/unique_fd.h"
+
+namespace weft::sys {
+
+// Reads at most `max_bytes` (everything by default).
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes = SIZE_MAX);
+// Writes to a temporary file beside `path`, fsyncs, renames over `path`.
+// Readers (e.g. containerd's inotify reload) never see a partial file.
+Status WriteFileAtomic(const std::string& path, const std::string& data, int mode = 0644);
+// mkdir -p; created directories get `mode`.
+Status MkdirAll(const std::string& path, int mode = 0755);
+bool PathExists(const std::string& path);
+Status RemoveFile(const std::string& path);  // OK when already gone
+// Names in a directory (no "." / ".."), sorted.
+Result<std::vector<std::string>> ListDir(const std::string& path);
+
+// An exclusive flock(2) held for the object's lifetime.
+class FileLock {
+ public:
+  static Result<FileLock> Acquire(const std::string& path);
+ private:
+  explicit FileLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;
+};
+
+}  // namespace weft::sys

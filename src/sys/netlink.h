@@ -1,0 +1,116 @@
+#pragma once
+// rtnetlink through libnl-route-3. A Netlink object is a socket bound to the
+// network namespace it was opened in; every call acts on that namespace.
+// Not thread-safe: one Netlink per thread.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/ip.h"
+#include "base/status.h"
+#include "sys/netns.h"
+
+struct nl_sock;
+
+namespace weft::sys {
+
+// Routes Weft programs carry this rtm_protocol so reconcilers and doctor can
+// tell them from anybody else's (also in /etc/iproute2/rt_protos style: 201).
+constexpr int kRouteProtoWeft = 201;
+
+struct LinkInfo {
+  int index = 0;
+  std::string name;
+  std::string kind;  // "veth", "bridge", "vxlan", ... ("" if none)
+  std::string mac;
+  int mtu = 0;
+  bool up = false;
+  int master = 0;
+};
+
+struct AddrInfo {
+  int index = 0;
+  IpPrefix prefix;  // address with its prefix length
+  int scope = 0;
+};
+
+struct RouteSpec {
+  IpPrefix dst;                   // 0.0.0.0/0 for default
+  std::optional<IpAddress> gw;    // none for a scope-link route
+  int oif = 0;                    // output interface index
+  int scope = 0;                  // RT_SCOPE_UNIVERSE (0) or RT_SCOPE_LINK (253)
+  int table = 254;                // RT_TABLE_MAIN
+  int protocol = 4;               // RTPROT_STATIC unless set
+  bool onlink = false;
+  int mtu = 0;
+  int priority = 0;
+  bool operator==(const RouteSpec&) const = default;
+};
+
+struct NeighSpec {
+  int index = 0;
+  IpAddress dst;          // IP (ARP/NDP) or the remote host IP (FDB)
+  std::string mac;        // lladdr aa:bb:..
+  bool fdb = false;       // AF_BRIDGE entry on a vxlan device
+};
+
+class Netlink {
+ public:
+  // A socket in the calling thread's namespace.
+  static Result<Netlink> Open();
+  // A socket in `ns`, created on a helper thread (see RunInNetns).
+  static Result<Netlink> OpenIn(const Netns& ns);
+
+  Netlink(Netlink&&) noexcept;
+  Netlink& operator=(Netlink&&) noexcept;
+  ~Netlink();
+
+  // Links.
+  Result<std::optional<LinkInfo>> GetLink(const std::string& name);
+  Result<std::optional<LinkInfo>> GetLink(int index);
+  Result<std::vector<LinkInfo>> ListLinks();
+  // Creates a veth pair in one RTM_NEWLINK: `host` here, `peer` placed into
+  // the namespace `peer_ns_fd` (never brought up at creation). Errors carry
+  // EEXIST when either name is taken.
+  Status CreateVeth(const std::string& host, const std::string& peer, int peer_ns_fd, int mtu);
+  Status CreateBridge(const std::string& name, int mtu);
+  // VXLAN: VNI, UDP port, local IP, underlay device, learning off.
+  Status CreateVxlan(const std::string& name, uint32_t vni, int port, const IpAddress& local,
+                     int underlay_index, int mtu);
+  // Brings the link up; with `proxy_arp` also enables IPv4 proxy ARP on it in
+  // the same message.
+  Status SetUp(int index, bool proxy_arp = false);
+  Status SetMtu(int index, int mtu);
+  Status SetMaster(int index, int master_index);
+  // Deletes by name. Returns kUnknownContainer-free OK when already gone:
+  // `*existed` tells whether anything was deleted.
+  Status DeleteLink(const std::string& name, bool* existed = nullptr);
+
+  // Addresses. `nodad` skips IPv6 duplicate address detection.
+  Status AddAddress(int index, const IpPrefix& addr, bool nodad = false, bool replace = false);
+  Result<std::vector<AddrInfo>> ListAddresses(int family /* AF_INET, AF_INET6, 0 */);
+
+  // Routes. `replace` makes the call idempotent (NLM_F_REPLACE).
+  Status AddRoute(const RouteSpec& r, bool replace = false);
+  Status DeleteRoute(const RouteSpec& r, bool* existed = nullptr);
+  Result<std::vector<RouteSpec>> ListRoutes(int family, int table = 254);
+
+  // Neighbours: ARP/NDP entries and FDB entries, always NUD_PERMANENT.
+  Status AddNeigh(const NeighSpec& n);
+  Status DeleteNeigh(const NeighSpec& n, bool* existed = nullptr);
+  Result<std::vector<NeighSpec>> ListNeighs(int index, bool fdb);
+
+ private:
+  explicit Netlink(nl_sock* sk) : sk_(sk) {}
+  nl_sock* sk_ = nullptr;
+};
+
+// Maps a libnl error (negative NLE_*) to a Status with errno semantics.
+Status NlError(int nlerr, const std::string& what);
+bool IsExists(const Status& s);    // EEXIST
+bool IsNotFound(const Status& s);  // ENODEV / ENOENT / ESRCH
+
+}  // namespace weft::sys

@@ -1,0 +1,52 @@
+#include "sys/netns.h"
+
+#include <fcntl.h>
+#include <linux/nsfs.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <thread>
+
+namespace weft::sys {
+
+Result<Netns> Netns::Open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    Code code = (err == ENOENT) ? Code::kUnknownContainer : Code::kInvalidEnv;
+    return Status::FromErrno(code, "open netns " + path, err);
+  }
+  UniqueFd owned(fd);
+  int type = ::ioctl(fd, NS_GET_NSTYPE);
+  if (type != CLONE_NEWNET) {
+    return Status::Error(Code::kInvalidEnv, path + " is not a network namespace");
+  }
+  return Netns(std::move(owned), path);
+}
+
+Result<Netns> Netns::Current() { return Open("/proc/thread-self/ns/net"); }
+
+Status RunInNetns(const Netns& ns, const std::function<Status()>& fn) {
+  Status result = Status::Error(Code::kInternal, "netns thread did not run");
+  std::thread t([&] {
+    int self = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (self < 0) {
+      result = Status::FromErrno(Code::kIo, "open current netns", errno);
+      return;
+    }
+    UniqueFd self_fd(self);
+    if (::setns(ns.fd(), CLONE_NEWNET) != 0) {
+      result = Status::FromErrno(Code::kKernel, "enter netns " + ns.path(), errno);
+      return;
+    }
+    result = fn();
+    if (::setns(self_fd.get(), CLONE_NEWNET) != 0) std::abort();
+  });
+  t.join();
+  return result;
+}
+
+}  // namespace weft::sys

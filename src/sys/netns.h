@@ -1,0 +1,36 @@
+#pragma once
+// Network namespace handles. A Netns owns an fd on the namespace; it is
+// validated to really be a network namespace when opened.
+
+#include <functional>
+#include <string>
+
+#include "base/status.h"
+#include "base/unique_fd.h"
+
+namespace weft::sys {
+
+class Netns {
+ public:
+  // Opens `path` (e.g. /run/netns/x or /proc/<pid>/ns/net). Errors:
+  // kUnknownContainer when it does not exist, kInvalidEnv when it is not a
+  // network namespace.
+  static Result<Netns> Open(const std::string& path);
+  // The calling thread's current network namespace.
+  static Result<Netns> Current();
+
+  int fd() const { return fd_.get(); }
+  const std::string& path() const { return path_; }
+
+ private:
+  Netns(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
+  UniqueFd fd_;
+  std::string path_;
+};
+
+// Runs `fn` on a dedicated thread that has joined `ns`, so the caller's
+// namespace never changes. Aborts the process if the thread cannot switch
+// back (it would otherwise run later work in the wrong namespace).
+Status RunInNetns(const Netns& ns, const std::function<Status()>& fn);
+
+}  // namespace weft::sys

@@ -1,0 +1,18 @@
+#pragma once
+// Sysctls under /proc/sys. Network sysctls apply to the calling thread's
+// network namespace. Keys use '/' separators: "net/ipv4/ip_forward".
+// REQUIRES: any interface name inside `key` has been validated.
+
+#include <string>
+
+#include "base/status.h"
+
+namespace weft::sys {
+
+Result<std::string> ReadSysctl(const std::string& key);
+Status WriteSysctl(const std::string& key, const std::string& value);
+// Writes only when the current value differs: avoids a write (and the
+// kernel-side work some sysctls trigger) on the hot path.
+Status EnsureSysctl(const std::string& key, const std::string& value);
+
+}  // namespace weft::sys

@@ -1,0 +1,148 @@
+#include "testutil/netns_fixture.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include "sys/exec.h"
+#include "sys/netns.h"
+
+namespace weft::testing {
+
+const std::string& Prefix() {
+  static const std::string p = "wt" + std::to_string(::getpid());
+  return p;
+}
+
+std::string BinaryPath(const std::string& name) {
+  return std::string(WEFT_BUILD_DIR) + "/cmd/" + name + "/" + name;
+}
+
+std::string TempDir(const std::string& tag) {
+  std::string t = "/tmp/" + Prefix() + "-" + tag + "-XXXXXX";
+  std::vector<char> buf(t.begin(), t.end());
+  buf.push_back(0);
+  if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed");
+  return buf.data();
+}
+
+void RemoveTree(const std::string& path) {
+  if (path.rfind("/tmp/" + Prefix(), 0) != 0) return;  // only our own
+  Run({"/bin/rm", "-rf", path});
+}
+
+int Run(const std::vector<std::string>& argv, std::string* out, std::string* err, const std::string& input) {
+  sys::ExecRequest req;
+  req.path = argv[0];
+  if (req.path.find('/') == std::string::npos) {
+    auto p = sys::FindInPath(req.path, {"/usr/sbin", "/usr/bin", "/sbin", "/bin"});
+    if (!p.ok()) return 127;
+    req.path = *p;
+  }
+  req.argv = argv;
+  req.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  req.stdin_data = input;
+  req.timeout = std::chrono::seconds(120);
+  auto r = sys::Exec(req);
+  if (!r.ok()) return 127;
+  if (out) *out = r->out;
+  if (err) *err = r->err;
+  return r->timed_out ? 124 : (r->term_signal ? 128 + r->term_signal : r->exit_code);
+}
+
+TestNetns::TestNetns(const std::string& suffix) : name_(Prefix() + "-" + suffix) {
+  Run({"ip", "netns", "del", name_});  // a leftover from a crashed run of this pid
+  std::string err;
+  if (Run({"ip", "netns", "add", name_}, nullptr, &err) != 0)
+    throw std::runtime_error("ip netns add " + name_ + ": " + err);
+  Run({"ip", "-n", name_, "link", "set", "lo", "up"});
+}
+
+TestNetns::~TestNetns() { Run({"ip", "netns", "del", name_}); }
+
+int TestNetns::Exec(const std::vector<std::string>& argv, std::string* out) const {
+  std::vector<std::string> full = {"ip", "netns", "exec", name_};
+  full.insert(full.end(), argv.begin(), argv.end());
+  return Run(full, out);
+}
+
+nlohmann::json TestNetns::IpJson(const std::vector<std::string>& args) const {
+  std::vector<std::string> full = {"ip", "-n", name_, "-j"};
+  full.insert(full.end(), args.begin(), args.end());
+  std::string out;
+  if (Run(full, &out) != 0 || out.empty()) return nlohmann::json::array();
+  try {
+    return nlohmann::json::parse(out);
+  } catch (...) {
+    return nlohmann::json::array();
+  }
+}
+
+bool TestNetns::HasLink(const std::string& ifname) const {
+  return Run({"ip", "-n", name_, "link", "show", "dev", ifname}) == 0;
+}
+
+bool TestNetns::Ping(const std::string& ip, int count) const {
+  std::string c = std::to_string(count);
+  std::vector<std::string> argv = {"ping", "-c", c, "-W", "2", "-i", "0.2", ip};
+  if (ip.find(':') != std::string::npos) argv.insert(argv.begin() + 1, "-6");
+  return Exec(argv) == 0;
+}
+
+TestNode::TestNode(const std::string& suffix, int host_octet, int uplink_mtu) : TestNetns(suffix) {
+  const std::string& n = name();
+  std::string mtu = std::to_string(uplink_mtu);
+  Run({"ip", "-n", n, "link", "add", "up0", "mtu", mtu, "type", "veth", "peer", "name", "up1", "mtu", mtu});
+  Run({"ip", "-n", n, "addr", "add", "192.0.2." + std::to_string(host_octet) + "/24", "dev", "up0"});
+  Run({"ip", "-n", n, "link", "set", "up0", "up"});
+  Run({"ip", "-n", n, "link", "set", "up1", "up"});
+  Run({"ip", "-n", n, "route", "add", "default", "via", "192.0.2.254", "dev", "up0"});
+}
+
+nlohmann::json PluginRun::Json() const {
+  try {
+    return out.empty() ? nlohmann::json::object() : nlohmann::json::parse(out);
+  } catch (...) {
+    return nlohmann::json::object();
+  }
+}
+
+PluginRun RunPlugin(const std::string& plugin, const TestNetns& ns, const std::map<std::string, std::string>& env,
+                    const std::string& stdin_data) {
+  PluginRun run;
+  auto netns = sys::Netns::Open(ns.path());
+  if (!netns.ok()) {
+    run.err = netns.status().ToString();
+    return run;
+  }
+  sys::ExecRequest req;
+  req.path = plugin;
+  req.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  for (const auto& [k, v] : env) req.env.push_back(k + "=" + v);
+  req.stdin_data = stdin_data;
+  req.netns_fd = netns->fd();
+  req.timeout = std::chrono::seconds(60);
+  auto r = sys::Exec(req);
+  if (!r.ok()) {
+    run.err = r.status().ToString();
+    return run;
+  }
+  run.exit_code = r->timed_out ? 124 : r->exit_code;
+  run.out = r->out;
+  run.err = r->err;
+  return run;
+}
+
+std::map<std::string, std::string> CniEnv(const std::string& cmd, const std::string& cid,
+                                          const std::string& netns_path, const std::string& ifname) {
+  std::map<std::string, std::string> e = {{"CNI_COMMAND", cmd},
+                                          {"CNI_CONTAINERID", cid},
+                                          {"CNI_IFNAME", ifname},
+                                          {"CNI_PATH", std::string(WEFT_BUILD_DIR) + "/cmd/weft:/usr/lib/cni"}};
+  if (!netns_path.empty()) e["CNI_NETNS"] = netns_path;
+  return e;
+}
+
+}  // namespace weft::testing

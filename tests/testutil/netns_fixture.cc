@@ -30,10 +30,10 @@ std::string TempDir(const std::string& tag) {
 
 void RemoveTree(const std::string& path) {
   if (path.rfind("/tmp/" + Prefix(), 0) != 0) return;  // only our own
-  Run({"/bin/rm", "-rf", path});
+  Cmd({"/bin/rm", "-rf", path});
 }
 
-int Run(const std::vector<std::string>& argv, std::string* out, std::string* err, const std::string& input) {
+int Cmd(const std::vector<std::string>& argv, std::string* out, std::string* err, const std::string& input) {
   sys::ExecRequest req;
   req.path = argv[0];
   if (req.path.find('/') == std::string::npos) {
@@ -53,26 +53,26 @@ int Run(const std::vector<std::string>& argv, std::string* out, std::string* err
 }
 
 TestNetns::TestNetns(const std::string& suffix) : name_(Prefix() + "-" + suffix) {
-  Run({"ip", "netns", "del", name_});  // a leftover from a crashed run of this pid
+  Cmd({"ip", "netns", "del", name_});  // a leftover from a crashed run of this pid
   std::string err;
-  if (Run({"ip", "netns", "add", name_}, nullptr, &err) != 0)
+  if (Cmd({"ip", "netns", "add", name_}, nullptr, &err) != 0)
     throw std::runtime_error("ip netns add " + name_ + ": " + err);
-  Run({"ip", "-n", name_, "link", "set", "lo", "up"});
+  Cmd({"ip", "-n", name_, "link", "set", "lo", "up"});
 }
 
-TestNetns::~TestNetns() { Run({"ip", "netns", "del", name_}); }
+TestNetns::~TestNetns() { Cmd({"ip", "netns", "del", name_}); }
 
 int TestNetns::Exec(const std::vector<std::string>& argv, std::string* out) const {
   std::vector<std::string> full = {"ip", "netns", "exec", name_};
   full.insert(full.end(), argv.begin(), argv.end());
-  return Run(full, out);
+  return Cmd(full, out);
 }
 
 nlohmann::json TestNetns::IpJson(const std::vector<std::string>& args) const {
   std::vector<std::string> full = {"ip", "-n", name_, "-j"};
   full.insert(full.end(), args.begin(), args.end());
   std::string out;
-  if (Run(full, &out) != 0 || out.empty()) return nlohmann::json::array();
+  if (Cmd(full, &out) != 0 || out.empty()) return nlohmann::json::array();
   try {
     return nlohmann::json::parse(out);
   } catch (...) {
@@ -81,7 +81,7 @@ nlohmann::json TestNetns::IpJson(const std::vector<std::string>& args) const {
 }
 
 bool TestNetns::HasLink(const std::string& ifname) const {
-  return Run({"ip", "-n", name_, "link", "show", "dev", ifname}) == 0;
+  return Cmd({"ip", "-n", name_, "link", "show", "dev", ifname}) == 0;
 }
 
 bool TestNetns::Ping(const std::string& ip, int count) const {
@@ -94,11 +94,11 @@ bool TestNetns::Ping(const std::string& ip, int count) const {
 TestNode::TestNode(const std::string& suffix, int host_octet, int uplink_mtu) : TestNetns(suffix) {
   const std::string& n = name();
   std::string mtu = std::to_string(uplink_mtu);
-  Run({"ip", "-n", n, "link", "add", "up0", "mtu", mtu, "type", "veth", "peer", "name", "up1", "mtu", mtu});
-  Run({"ip", "-n", n, "addr", "add", "192.0.2." + std::to_string(host_octet) + "/24", "dev", "up0"});
-  Run({"ip", "-n", n, "link", "set", "up0", "up"});
-  Run({"ip", "-n", n, "link", "set", "up1", "up"});
-  Run({"ip", "-n", n, "route", "add", "default", "via", "192.0.2.254", "dev", "up0"});
+  Cmd({"ip", "-n", n, "link", "add", "up0", "mtu", mtu, "type", "veth", "peer", "name", "up1", "mtu", mtu});
+  Cmd({"ip", "-n", n, "addr", "add", "192.0.2." + std::to_string(host_octet) + "/24", "dev", "up0"});
+  Cmd({"ip", "-n", n, "link", "set", "up0", "up"});
+  Cmd({"ip", "-n", n, "link", "set", "up1", "up"});
+  Cmd({"ip", "-n", n, "route", "add", "default", "via", "192.0.2.254", "dev", "up0"});
 }
 
 nlohmann::json PluginRun::Json() const {

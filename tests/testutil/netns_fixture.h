@@ -20,7 +20,7 @@ std::string TempDir(const std::string& tag);
 void RemoveTree(const std::string& path);
 
 // Runs argv (no shell) and returns its exit code; stdout/stderr captured.
-int Run(const std::vector<std::string>& argv, std::string* out = nullptr, std::string* err = nullptr,
+int Cmd(const std::vector<std::string>& argv, std::string* out = nullptr, std::string* err = nullptr,
         const std::string& input = "");
 
 // A named network namespace (`ip netns add`), deleted with everything in it

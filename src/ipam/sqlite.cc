@@ -4,6 +4,8 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <thread>
 #include <utility>
 
 #include "base/unique_fd.h"
@@ -62,8 +64,7 @@ Result<Db> Db::Open(const std::string& path, int busy_timeout_ms) {
   // Keep the WAL file between connections (no unlink/recreate per process).
   int one = 1;
   sqlite3_file_control(raw, "main", SQLITE_FCNTL_PERSIST_WAL, &one);
-  WEFT_RETURN_IF_ERROR(db.Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
-                               "PRAGMA foreign_keys=ON; PRAGMA wal_autocheckpoint=256;"));
+  WEFT_RETURN_IF_ERROR(db.Exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA wal_autocheckpoint=256;"));
   return db;
 }
 
@@ -80,9 +81,15 @@ Db::~Db() {
   if (db_) sqlite3_close_v2(db_);
 }
 
+Result<std::string> Db::QueryText(const char* sql) {
+  WEFT_ASSIGN_OR_RETURN(Stmt st, Stmt::Prepare(*this, sql));
+  WEFT_ASSIGN_OR_RETURN(bool row, st.Step());
+  return row ? st.Text(0) : std::string();
+}
+
 Status Db::Exec(const std::string& sql) {
   int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr);
-  if (rc != SQLITE_OK) return Error(rc, "sql");
+  if (rc != SQLITE_OK) return Error(rc, "run \"" + sql.substr(0, 40) + (sql.size() > 40 ? "..." : "") + "\"");
   return Status::Ok();
 }
 

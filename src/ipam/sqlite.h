@@ -16,14 +16,17 @@ namespace weft::ipam {
 
 class Db {
  public:
-  // Opens (creating, 0600) the database file. Sets WAL, synchronous=NORMAL,
-  // foreign keys and the busy timeout.
+  // Opens (creating, 0600) the database file and sets the per-connection
+  // settings: synchronous=NORMAL, foreign keys, busy timeout. WAL mode is
+  // persistent and set once by the owner of the schema (ipam::Store).
   static Result<Db> Open(const std::string& path, int busy_timeout_ms);
   Db(Db&& o) noexcept;
   Db& operator=(Db&& o) noexcept;
   ~Db();
 
   Status Exec(const std::string& sql);
+  // First column of the first row ("" when there is none).
+  Result<std::string> QueryText(const char* sql);
   sqlite3* get() const { return db_; }
   const std::string& path() const { return path_; }
   // Maps the last SQLite error on this connection to a Status.

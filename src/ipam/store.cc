@@ -1,6 +1,7 @@
 #include "ipam/store.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "sys/files.h"
 
@@ -165,19 +166,39 @@ Result<Store> Store::Open(const std::string& data_dir, int busy_timeout_ms) {
     Status st = sys::MkdirAll(data_dir, 0700);
     if (!st.ok()) return st.Prefix("create dataDir");
   }
-  WEFT_ASSIGN_OR_RETURN(Db db, Db::Open(data_dir + "/ipam.db", busy_timeout_ms));
+  const std::string path = data_dir + "/ipam.db";
+  {
+    WEFT_ASSIGN_OR_RETURN(Db db, Db::Open(path, busy_timeout_ms));
+    Store store(std::move(db));
+    WEFT_ASSIGN_OR_RETURN(bool ready, store.Initialized());
+    if (ready) return store;  // the hot path: two pragma reads
+  }
+  // First use of this dataDir (or an older schema): initialise once, with
+  // every other process waiting on the lock. Switching to WAL takes an
+  // exclusive lock for which SQLite does not run the busy handler, and a
+  // connection opened before the switch must not be reused.
+  WEFT_ASSIGN_OR_RETURN(auto lock, sys::FileLock::Acquire(data_dir + "/ipam.lock"));
+  WEFT_ASSIGN_OR_RETURN(Db db, Db::Open(path, busy_timeout_ms));
   Store store(std::move(db));
   WEFT_RETURN_IF_ERROR(store.EnsureSchema());
   return store;
 }
 
+Result<bool> Store::Initialized() {
+  WEFT_ASSIGN_OR_RETURN(std::string mode, db_.QueryText("PRAGMA journal_mode"));
+  WEFT_ASSIGN_OR_RETURN(std::string version, db_.QueryText("PRAGMA user_version"));
+  return mode == "wal" && version == std::to_string(kSchemaVersion);
+}
+
 Status Store::EnsureSchema() {
-  WEFT_ASSIGN_OR_RETURN(Stmt v, Stmt::Prepare(db_, "PRAGMA user_version"));
-  WEFT_ASSIGN_OR_RETURN(bool row, v.Step());
-  if (row && v.Int(0) == kSchemaVersion) return Status::Ok();
-  if (row && v.Int(0) > kSchemaVersion)
+  WEFT_ASSIGN_OR_RETURN(std::string mode, db_.QueryText("PRAGMA journal_mode"));
+  if (mode != "wal") WEFT_RETURN_IF_ERROR(db_.Exec("PRAGMA journal_mode=WAL"));
+  WEFT_ASSIGN_OR_RETURN(std::string v, db_.QueryText("PRAGMA user_version"));
+  int64_t version = std::atoll(v.c_str());
+  if (version == kSchemaVersion) return Status::Ok();
+  if (version > kSchemaVersion)
     return Status::Error(Code::kStore, "IPAM database " + db_.path() + " has schema version " +
-                                           std::to_string(v.Int(0)) + ", newer than this weft (" +
+                                           std::to_string(version) + ", newer than this weft (" +
                                            std::to_string(kSchemaVersion) + ")");
   WEFT_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(db_));
   WEFT_RETURN_IF_ERROR(db_.Exec(kSchema));

@@ -92,6 +92,7 @@ class Store {
 
  private:
   explicit Store(Db db) : db_(std::move(db)) {}
+  Result<bool> Initialized();
   Status EnsureSchema();
   Db db_;
 };

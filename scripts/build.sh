@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Configures and builds Weft into ./build (or $WEFT_BUILD_DIR). Used by the
+# demo and test commands; safe to run repeatedly.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${WEFT_BUILD_DIR:-build}
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+ninja -C "$BUILD_DIR" -j"$(nproc)" "$@"

@@ -101,6 +101,18 @@ TestNode::TestNode(const std::string& suffix, int host_octet, int uplink_mtu) : 
   Cmd({"ip", "-n", n, "route", "add", "default", "via", "192.0.2.254", "dev", "up0"});
 }
 
+std::string HttpGet(const TestNetns& from, const std::string& url, int seconds) {
+  const char* kClient =
+      "import sys, urllib.request\n"
+      "print(urllib.request.urlopen(sys.argv[1], timeout=2).read().decode(), end='')\n";
+  std::string out;
+  for (int i = 0; i < seconds * 4; ++i) {
+    if (from.Exec({"/usr/bin/python3", "-c", kClient, url}, &out) == 0) return out;
+    ::usleep(250 * 1000);
+  }
+  return "";
+}
+
 nlohmann::json PluginRun::Json() const {
   try {
     return out.empty() ? nlohmann::json::object() : nlohmann::json::parse(out);

@@ -53,6 +53,11 @@ class TestNode : public TestNetns {
   TestNode(const std::string& suffix, int host_octet = 10, int uplink_mtu = 1500);
 };
 
+// HTTP GET from inside `from` (Debian's python3; busybox wget segfaults
+// here). Retries for up to `seconds` since servers start asynchronously.
+// Returns the body, or "" when nothing answered.
+std::string HttpGet(const TestNetns& from, const std::string& url, int seconds = 5);
+
 struct PluginRun {
   int exit_code = -1;
   std::string out, err;

@@ -1,0 +1,319 @@
+#include "bench/datapath.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "base/unique_fd.h"
+#include "bench/ns.h"
+#include "bench/stats.h"
+#include "sys/exec.h"
+
+namespace weft::bench {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int kRrPort = 7001;
+constexpr int kIperfPort = 5201;
+
+// Two endpoints: the client netns sends to `server_ip` in the server netns.
+struct Topology {
+  std::string key, label, baseline;  // baseline: key of the row it is compared with
+  std::string client_ns, server_ns, server_ip;
+  std::string reason;  // non-empty: not measured
+  std::vector<std::string> netns;  // to delete
+  std::unique_ptr<Node> node;  // plugin topologies
+  std::vector<Pod> pods;
+  const NetConfig* cfg = nullptr;
+};
+
+Result<UniqueFd> SocketIn(const std::string& ns_name) {
+  WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::Open(NetnsPath(ns_name)));
+  int fd = -1;
+  WEFT_RETURN_IF_ERROR(sys::RunInNetns(ns, [&] {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    return fd < 0 ? Status::FromErrno(Code::kIo, "socket", errno) : Status::Ok();
+  }));
+  return UniqueFd(fd);
+}
+
+sockaddr_in Addr(const std::string& ip, int port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  ::inet_pton(AF_INET, ip.c_str(), &a.sin_addr);
+  return a;
+}
+
+// One byte each way per transaction, as netperf TCP_RR does by default.
+Result<json> RequestResponse(const Topology& t, int seconds) {
+  WEFT_ASSIGN_OR_RETURN(UniqueFd lfd, SocketIn(t.server_ns));
+  int one = 1;
+  ::setsockopt(lfd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa = Addr(t.server_ip, kRrPort);
+  if (::bind(lfd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+    return Status::FromErrno(Code::kIo, "bind " + t.server_ip, errno);
+  if (::listen(lfd.get(), 1) != 0) return Status::FromErrno(Code::kIo, "listen", errno);
+  std::thread server([&] {
+    int c = ::accept4(lfd.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) return;
+    ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char b;
+    while (::read(c, &b, 1) == 1 && ::write(c, &b, 1) == 1) {
+    }
+    ::close(c);
+  });
+  WEFT_ASSIGN_OR_RETURN(UniqueFd cfd, SocketIn(t.client_ns));
+  ::setsockopt(cfd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  timeval tv{5, 0};
+  ::setsockopt(cfd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  Status st;
+  std::vector<double> us;
+  if (::connect(cfd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    st = Status::FromErrno(Code::kIo, "connect " + t.server_ip, errno);
+    ::shutdown(lfd.get(), SHUT_RDWR);  // unblocks accept
+  } else {
+    auto end = Clock::now() + std::chrono::seconds(seconds);
+    us.reserve(200000);
+    char b = 'x';
+    for (auto now = Clock::now(); now < end;) {
+      if (::write(cfd.get(), &b, 1) != 1 || ::read(cfd.get(), &b, 1) != 1) {
+        st = Status::FromErrno(Code::kIo, "request/response", errno);
+        break;
+      }
+      auto after = Clock::now();
+      us.push_back(std::chrono::duration<double, std::micro>(after - now).count());
+      now = after;
+    }
+    ::shutdown(cfd.get(), SHUT_RDWR);
+  }
+  server.join();
+  if (!st.ok()) return st;
+  json j = {{"trans_per_s", static_cast<double>(us.size()) / seconds},
+            {"p50_us", Percentile(us, 50)},
+            {"p99_us", Percentile(us, 99)}};
+  return j;
+}
+
+Result<double> IperfGbps(const Topology& t, int seconds) {
+  WEFT_ASSIGN_OR_RETURN(auto sns, sys::Netns::Open(NetnsPath(t.server_ns)));
+  WEFT_ASSIGN_OR_RETURN(auto cns, sys::Netns::Open(NetnsPath(t.client_ns)));
+  const std::vector<std::string> env = {"PATH=/usr/bin:/bin"};
+  Result<sys::ExecResult> server_res = Status::Error(Code::kExec, "not run");
+  std::thread server([&] {
+    sys::ExecRequest req;
+    req.path = "/usr/bin/iperf3";
+    req.argv = {"iperf3", "-s", "-1", "-B", t.server_ip, "-p", std::to_string(kIperfPort)};
+    req.env = env;
+    req.netns_fd = sns.fd();
+    req.timeout = std::chrono::seconds(seconds + 30);
+    server_res = sys::Exec(req);
+  });
+  std::string last;
+  Result<double> out = Status::Error(Code::kExec, "iperf3 client never connected");
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    sys::ExecRequest req;
+    req.path = "/usr/bin/iperf3";
+    req.argv = {"iperf3", "-c", t.server_ip, "-p", std::to_string(kIperfPort), "-t", std::to_string(seconds), "-J"};
+    req.env = env;
+    req.netns_fd = cns.fd();
+    req.timeout = std::chrono::seconds(seconds + 20);
+    auto r = sys::Exec(req);
+    if (!r.ok()) {
+      out = r.status();
+      break;
+    }
+    json j;
+    try {
+      j = json::parse(r->out);
+    } catch (...) {
+    }
+    if (r->exit_code == 0 && j.contains("end")) {
+      out = j["end"]["sum_received"].value("bits_per_second", 0.0) / 1e9;
+      break;
+    }
+    last = j.is_object() ? j.value("error", r->out.substr(0, 200)) : r->out.substr(0, 200);
+    if (last.find("refused") == std::string::npos && last.find("connect") == std::string::npos) {
+      out = Status::Error(Code::kExec, "iperf3: " + last);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  }
+  if (!out.ok()) {
+    // The one-off server is still waiting: end it by its own netns.
+    for (int i = 0; i < 1; ++i) {
+      sys::ExecRequest req;
+      req.path = "/usr/bin/iperf3";
+      req.argv = {"iperf3", "-c", t.server_ip, "-p", std::to_string(kIperfPort), "-t", "1"};
+      req.env = env;
+      req.netns_fd = cns.fd();
+      (void)sys::Exec(req);
+    }
+  }
+  server.join();
+  return out;
+}
+
+Status VethPair(const std::string& a, const std::string& b, const std::string& ifname, const std::string& ip_a,
+                const std::string& ip_b, int mtu) {
+  WEFT_ASSIGN_OR_RETURN(auto nsa, sys::Netns::Open(NetnsPath(a)));
+  WEFT_ASSIGN_OR_RETURN(auto nsb, sys::Netns::Open(NetnsPath(b)));
+  WEFT_ASSIGN_OR_RETURN(auto nla, sys::Netlink::OpenIn(nsa));
+  WEFT_ASSIGN_OR_RETURN(auto nlb, sys::Netlink::OpenIn(nsb));
+  WEFT_RETURN_IF_ERROR(nla.CreateVeth(ifname, ifname, nsb.fd(), mtu));
+  WEFT_RETURN_IF_ERROR(AddrUp(nla, ifname, ip_a));
+  return AddrUp(nlb, ifname, ip_b);
+}
+
+Status Vxlan(const std::string& ns_name, const std::string& local, const std::string& remote,
+             const std::string& overlay) {
+  WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::Open(NetnsPath(ns_name)));
+  WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::OpenIn(ns));
+  WEFT_ASSIGN_OR_RETURN(int up0, LinkIndex(nl, "up0"));
+  WEFT_RETURN_IF_ERROR(nl.CreateVxlan("vxlan0", 42, 4789, *IpAddress::Parse(local), up0, 1450));
+  WEFT_ASSIGN_OR_RETURN(int vx, LinkIndex(nl, "vxlan0"));
+  // Default FDB entry: flood everything to the one remote VTEP.
+  WEFT_RETURN_IF_ERROR(nl.AddNeigh({vx, *IpAddress::Parse(remote), "00:00:00:00:00:00", true}));
+  return AddrUp(nl, "vxlan0", overlay);
+}
+
+Status Setup(Topology& t, const DatapathOptions& opt, const Runner& runner, int idx) {
+  const std::string p = opt.prefix + "-d" + std::to_string(idx);
+  if (t.key == "veth") {
+    t.netns = {p + "a", p + "b"};
+    for (const auto& n : t.netns) WEFT_RETURN_IF_ERROR(CreateNetns(n, true));
+    WEFT_RETURN_IF_ERROR(VethPair(p + "a", p + "b", "eth0", "10.99.0.1/24", "10.99.0.2/24", 1500));
+    t.client_ns = p + "a";
+    t.server_ns = p + "b";
+    t.server_ip = "10.99.0.2";
+  } else if (t.key == "underlay" || t.key == "vxlan") {
+    t.netns = {p + "a", p + "b"};
+    for (const auto& n : t.netns) WEFT_RETURN_IF_ERROR(CreateNetns(n, true));
+    WEFT_RETURN_IF_ERROR(VethPair(p + "a", p + "b", "up0", "192.0.2.1/24", "192.0.2.2/24", 1500));
+    t.client_ns = p + "a";
+    t.server_ns = p + "b";
+    t.server_ip = "192.0.2.2";
+    if (t.key == "vxlan") {
+      WEFT_RETURN_IF_ERROR(Vxlan(p + "a", "192.0.2.1", "192.0.2.2", "10.98.0.1/24"));
+      WEFT_RETURN_IF_ERROR(Vxlan(p + "b", "192.0.2.2", "192.0.2.1", "10.98.0.2/24"));
+      t.server_ip = "10.98.0.2";
+    }
+  } else {
+    WEFT_ASSIGN_OR_RETURN(Node node, MakeNode(opt.prefix, p + "n", 10));
+    t.node = std::make_unique<Node>(std::move(node));
+    for (int i = 0; i < 2; ++i) {
+      Pod pod;
+      pod.id = p + "-" + std::to_string(i);
+      pod.netns = pod.id;
+      WEFT_RETURN_IF_ERROR(CreateNetns(pod.netns, true));
+      auto r = runner.Add(*t.cfg, *t.node, pod);
+      t.pods.push_back(pod);
+      if (!r.ok) return Status::Error(Code::kExec, r.error);
+    }
+    t.client_ns = t.pods[0].netns;
+    t.server_ns = t.pods[1].netns;
+    t.server_ip = PodIp(t.pods[1].result);
+    if (t.server_ip.empty()) return Status::Error(Code::kExec, "the ADD result has no IPv4 address");
+  }
+  return Status::Ok();
+}
+
+void Teardown(Topology& t) {
+  for (const auto& n : t.netns) DeleteNetns(n);
+  if (t.node) DropNode(*t.node, t.pods);
+}
+
+}  // namespace
+
+json RunDatapath(const DatapathOptions& opt, const Runner& runner, const std::vector<NetConfig>& configs,
+                 const json& control) {
+  std::vector<Topology> topo;
+  auto add = [&](std::string key, std::string label, std::string baseline) {
+    Topology t;
+    t.key = std::move(key);
+    t.label = std::move(label);
+    t.baseline = std::move(baseline);
+    topo.push_back(std::move(t));
+  };
+  add("veth", "same node: bare veth pair (baseline)", "");
+  for (const auto& c : configs) {
+    if (!c.datapath) continue;
+    add(c.key, "same node: " + c.label, "veth");
+    topo.back().cfg = &c;
+    for (const auto& r : control)
+      if (r.value("key", "") == c.key && !r.value("available", false))
+        topo.back().reason = "not available yet: " + r.value("reason", "");
+  }
+  add("underlay", "two nodes: underlay veth (baseline)", "");
+  add("vxlan", "two nodes: bare kernel VXLAN (baseline)", "underlay");
+  add("weft-vxlan", "two nodes: weft VXLAN (weftd)", "vxlan");
+  add("weft-host-gw", "two nodes: weft host-gw (weftd)", "underlay");
+  for (auto& t : topo)
+    if (t.key == "weft-vxlan" || t.key == "weft-host-gw")
+      t.reason = "pending: needs weftd (issue 5); bench/weftd_hook is where it plugs in";
+
+  // Setup all, measure round-robin (noise from other load lands on every row
+  // alike), tear down all.
+  for (size_t i = 0; i < topo.size(); ++i) {
+    if (!topo[i].reason.empty()) continue;
+    Status st = Setup(topo[i], opt, runner, static_cast<int>(i));
+    if (!st.ok()) topo[i].reason = "setup failed: " + st.ToString();
+  }
+  std::vector<std::vector<double>> gbps(topo.size()), tps(topo.size()), p50(topo.size()), p99(topo.size());
+  std::vector<std::string> errs(topo.size());
+  try {
+    for (int round = 0; round < opt.rounds; ++round) {
+      for (size_t i = 0; i < topo.size(); ++i) {
+        CheckInterrupt();
+        if (!topo[i].reason.empty()) continue;
+        auto g = IperfGbps(topo[i], opt.seconds);
+        if (g.ok()) gbps[i].push_back(*g);
+        else errs[i] = g.status().ToString();
+        CheckInterrupt();
+        auto rr = RequestResponse(topo[i], std::max(1, opt.seconds / 2 + 1));
+        if (rr.ok()) {
+          tps[i].push_back((*rr)["trans_per_s"]);
+          p50[i].push_back((*rr)["p50_us"]);
+          p99[i].push_back((*rr)["p99_us"]);
+        } else {
+          errs[i] = rr.status().ToString();
+        }
+      }
+    }
+  } catch (const Interrupted&) {
+    for (auto& t : topo) Teardown(t);
+    throw;
+  }
+  for (auto& t : topo) Teardown(t);
+
+  json rows = json::array();
+  for (size_t i = 0; i < topo.size(); ++i) {
+    json r = {{"key", topo[i].key}, {"label", topo[i].label}, {"baseline", topo[i].baseline}};
+    if (!topo[i].reason.empty()) {
+      r["available"] = false;
+      r["reason"] = topo[i].reason;
+    } else {
+      r["available"] = !gbps[i].empty() || !tps[i].empty();
+      r["gbps"] = Median(gbps[i]);
+      r["gbps_runs"] = gbps[i];
+      r["rr_trans_per_s"] = Median(tps[i]);
+      r["rr_p50_us"] = Median(p50[i]);
+      r["rr_p99_us"] = Median(p99[i]);
+      if (!errs[i].empty()) r["error"] = errs[i];
+    }
+    rows.push_back(r);
+  }
+  return {{"seconds", opt.seconds}, {"rounds", opt.rounds}, {"rows", rows}};
+}
+
+}  // namespace weft::bench

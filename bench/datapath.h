@@ -1,0 +1,27 @@
+#pragma once
+// The datapath: TCP throughput (iperf3) and a TCP_RR-style request/response
+// loop (one byte each way, TCP_NODELAY) between two netns, for pods wired by
+// each plugin on one node and for the baselines (a bare veth pair; two nodes
+// over a veth underlay, and a bare kernel VXLAN on it).
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/control.h"
+
+namespace weft::bench {
+
+struct DatapathOptions {
+  std::string prefix;
+  int seconds = 3;  // per iperf3 run and per RR run
+  int rounds = 3;   // all topologies once per round, interleaved; medians
+};
+
+// `configs`: plugin configurations to wire two pods with on one node (only
+// those with `datapath` set and available in `control`).
+nlohmann::json RunDatapath(const DatapathOptions& opt, const Runner& runner, const std::vector<NetConfig>& configs,
+                           const nlohmann::json& control);
+
+}  // namespace weft::bench

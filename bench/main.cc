@@ -1,0 +1,233 @@
+// weft-bench: the benchmark driver (issue 7). Usually started by
+// bench/run.sh; see docs/performance.md.
+//
+//   weft-bench [--quick] --out DIR [--prefix wbNNN] [--build-dir DIR]
+//              [--only floor,control,datapath,weftd] [--configs key,key]
+//
+// Writes DIR/results.json (summary), DIR/raw.json (every sample), DIR/table.txt
+// and gnuplot inputs, prints the JSON and the table. Exit status: 0 when the
+// benchmark ran (whatever the targets say), 1 when it is broken (a required
+// configuration or a baseline could not be measured), 130 on Ctrl-C.
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "bench/control.h"
+#include "bench/datapath.h"
+#include "bench/ns.h"
+#include "bench/report.h"
+#include "sys/exec.h"
+#include "sys/files.h"
+
+namespace weft::bench {
+namespace {
+
+using nlohmann::json;
+
+struct Args {
+  bool quick = false;
+  std::string out, prefix, build_dir = WEFT_BUILD_DIR, commit;
+  std::set<std::string> only, configs;
+};
+
+std::set<std::string> SplitSet(const std::string& s) {
+  std::set<std::string> out;
+  std::stringstream ss(s);
+  for (std::string part; std::getline(ss, part, ',');)
+    if (!part.empty()) out.insert(part);
+  return out;
+}
+
+bool ParseArgs(int argc, char** argv, Args* a) {
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto val = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (k == "--quick") a->quick = true;
+    else if (k == "--out") a->out = val();
+    else if (k == "--prefix") a->prefix = val();
+    else if (k == "--build-dir") a->build_dir = val();
+    else if (k == "--commit") a->commit = val();
+    else if (k == "--only") a->only = SplitSet(val());
+    else if (k == "--configs") a->configs = SplitSet(val());
+    else return false;
+  }
+  if (a->prefix.empty()) a->prefix = "wb" + std::to_string(::getpid());
+  return !a->out.empty() && a->prefix.rfind("wb", 0) == 0;
+}
+
+std::string FirstLine(const std::string& path, const std::string& key) {
+  auto f = sys::ReadFile(path, 1 << 20);
+  if (!f.ok()) return "";
+  std::stringstream ss(*f);
+  for (std::string line; std::getline(ss, line);) {
+    if (key.empty()) return line;
+    if (line.rfind(key, 0) == 0) {
+      auto c = line.find(':');
+      return c == std::string::npos ? line : line.substr(c + 2);
+    }
+  }
+  return "";
+}
+
+void OnSignal(int) { InterruptFlag().store(true); }
+
+// Section 4, weftd, is measured by the weftd engineer's hook: an executable
+// bench/weftd_hook (any language) run as `weftd_hook --out DIR [--quick]
+// --prefix P` that prints one JSON object with at least rss_mb_1000_peers,
+// converge_s_1000_peers and peer_change_ms (plus whatever else it measured,
+// e.g. rss_mb_100_peers, rss_mb_5000_peers, cpu_s_1000_peers), and may add
+// "datapath_rows" for the two-node weft VXLAN/host-gw topologies.
+json RunWeftdHook(const Args& a) {
+  const std::string hook = std::string(WEFT_SOURCE_DIR) + "/bench/weftd_hook";
+  if (::access(hook.c_str(), X_OK) != 0)
+    return {{"pending", true},
+            {"reason", "weftd is not built yet (issue 5); an executable bench/weftd_hook printing "
+                       "{rss_mb_1000_peers, converge_s_1000_peers, peer_change_ms, ...} plugs it in"}};
+  sys::ExecRequest req;
+  req.path = hook;
+  req.argv = {hook, "--out", a.out, "--prefix", a.prefix + "-wd", "--build-dir", a.build_dir};
+  if (a.quick) req.argv.push_back("--quick");
+  req.env = sys::CurrentEnv();
+  req.timeout = std::chrono::minutes(20);
+  auto r = sys::Exec(req);
+  if (!r.ok() || r->exit_code != 0)
+    return {{"pending", true}, {"broken", true},
+            {"reason", "bench/weftd_hook failed: " + (r.ok() ? r->err.substr(0, 300) : r.status().ToString())}};
+  try {
+    json j = json::parse(r->out);
+    j["pending"] = false;
+    return j;
+  } catch (...) {
+    return {{"pending", true}, {"broken", true}, {"reason", "bench/weftd_hook printed no JSON"}};
+  }
+}
+
+int Main(int argc, char** argv) {
+  Args a;
+  if (!ParseArgs(argc, argv, &a)) {
+    std::fprintf(stderr,
+                 "usage: weft-bench [--quick] --out DIR [--prefix wbNNN] [--build-dir DIR] [--commit SHA]\n"
+                 "                  [--only floor,control,datapath,weftd] [--configs key,...]\n");
+    return 2;
+  }
+  if (::geteuid() != 0) {
+    std::fprintf(stderr, "weft-bench: needs root (it creates network namespaces)\n");
+    return 2;
+  }
+  ::mkdir(a.out.c_str(), 0755);
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  auto want = [&](const std::string& s) { return a.only.empty() || a.only.count(s); };
+
+  json r;
+  json raw = {{"fill", json::object()}};
+  {
+    char ts[64];
+    std::time_t now = std::time(nullptr);
+    std::strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
+    r["started"] = ts;
+  }
+  r["mode"] = a.quick ? "quick" : "full";
+  r["prefix"] = a.prefix;
+  if (!a.commit.empty()) r["commit"] = a.commit;
+  utsname u{};
+  ::uname(&u);
+  r["machine"] = {{"cpu", FirstLine("/proc/cpuinfo", "model name")},
+                  {"cores", static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN))},
+                  {"kernel", u.release},
+                  {"os", FirstLine("/etc/debian_version", "")},
+                  {"loadavg_start", FirstLine("/proc/loadavg", "")}};
+
+  const std::string weft_dir = a.build_dir + "/cmd/weft";
+  Runner runner({weft_dir, "/usr/lib/cni"});
+  std::vector<NetConfig> configs;
+  for (auto& c : SuiteConfigs("/tmp"))
+    if (a.configs.empty() || a.configs.count(c.key)) configs.push_back(c);
+  bool broken = false;
+  int rc = 0;
+  try {
+    if (want("floor")) {
+      std::cerr << "[bench] floor\n";
+      FloorOptions fo{a.prefix, a.build_dir + "/bench/weft-bench-floor", a.build_dir + "/bench/weft-bench-noop",
+                      a.quick ? 15 : 200};
+      r["floor"] = RunFloor(fo);
+      if (r["floor"].contains("error") || r["floor"]["errors"].value("count", 0) > 0) broken = true;
+      Settle(a.prefix, fo.samples);
+    }
+    if (want("control")) {
+      ControlOptions co;
+      co.prefix = a.prefix;
+      co.quick = a.quick;
+      co.levels = a.quick ? std::vector<int>{5, 20} : std::vector<int>{10, 100, 500, 1000};
+      co.samples = a.quick ? 5 : 40;
+      co.parallel_pods = a.quick ? 16 : 240;
+      r["control"] = json::array();
+      for (size_t i = 0; i < configs.size(); ++i) {
+        std::cerr << "[bench] control: " << configs[i].label << "\n";
+        json c = RunControl(configs[i], static_cast<int>(i), co, runner);
+        if (c.contains("fill")) {
+          raw["fill"][configs[i].key] = c["fill"];
+          c.erase("fill");
+        }
+        if (c.value("broken", false) || (configs[i].required && !c.value("available", false))) broken = true;
+        std::cerr << "[bench]   " << (c.value("available", false) ? "done" : "not available: " + c.value("reason", ""))
+                  << "\n";
+        r["control"].push_back(c);
+      }
+    }
+    if (want("datapath")) {
+      std::cerr << "[bench] datapath\n";
+      DatapathOptions dopt{a.prefix, a.quick ? 1 : 4, a.quick ? 1 : 3};
+      r["datapath"] = RunDatapath(dopt, runner, configs, r.value("control", json::array()));
+      for (const auto& row : r["datapath"]["rows"]) {
+        bool baseline = row["key"] == "veth" || row["key"] == "underlay" || row["key"] == "vxlan";
+        if (baseline && (!row.value("available", false) || row.contains("error"))) broken = true;
+      }
+    }
+    r["weftd"] = want("weftd") ? RunWeftdHook(a) : json{{"pending", true}, {"reason", "skipped (--only)"}};
+    if (r["weftd"].value("broken", false)) broken = true;
+  } catch (const Interrupted&) {
+    std::cerr << "[bench] interrupted: removing " << a.prefix << "-* namespaces and dirs\n";
+    CleanupPrefix(a.prefix);
+    return 130;
+  }
+  CleanupPrefix(a.prefix);
+  r["machine"]["loadavg_end"] = FirstLine("/proc/loadavg", "");
+  r["targets"] = EvaluateTargets(r);
+  r["broken"] = broken;
+  std::ofstream(a.out + "/results.json") << r.dump(2) << "\n";
+  std::ofstream(a.out + "/raw.json") << raw.dump() << "\n";
+  std::string table = RenderTable(r);
+  std::ofstream(a.out + "/table.txt") << table;
+  WritePlotData(r, raw, a.out);
+  std::cout << r.dump(2) << "\n\n" << table;
+  if (broken) {
+    std::cerr << "[bench] BROKEN: a required configuration or baseline could not be measured (see above)\n";
+    rc = 1;
+  }
+  return rc;
+}
+
+}  // namespace
+}  // namespace weft::bench
+
+int main(int argc, char** argv) {
+  try {
+    return weft::bench::Main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "weft-bench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,369 @@
+#include "bench/report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <vector>
+
+namespace weft::bench {
+
+using nlohmann::json;
+
+namespace {
+
+std::string Fmt(double v, int prec = 2) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+
+std::string Pad(const std::string& s, size_t w, bool right = false) {
+  if (s.size() >= w) return s;
+  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
+}
+
+double Num(const json& j, const std::string& ptr) {
+  json::json_pointer p(ptr);
+  if (!j.contains(p) || !j[p].is_number()) return NAN;
+  return j[p].get<double>();
+}
+
+const json* Control(const json& results, const std::string& key) {
+  if (!results.contains("control")) return nullptr;
+  for (const auto& c : results["control"])
+    if (c.value("key", "") == key) return &c;
+  return nullptr;
+}
+
+bool Usable(const json* c) { return c && c->value("available", false) && c->contains("levels"); }
+
+// A verdict row. `le`: measured must be <= limit; else >= limit.
+json Target(const std::string& config, const std::string& target, double measured, double limit, bool le,
+            const std::string& unit, const std::string& note = "") {
+  json t = {{"config", config}, {"target", target}, {"limit", limit}, {"unit", unit}};
+  if (!note.empty()) t["note"] = note;
+  if (std::isnan(measured)) {
+    t["pending"] = true;
+    t["verdict"] = "not measured";
+    return t;
+  }
+  t["measured"] = measured;
+  bool met = le ? measured <= limit : measured >= limit;
+  t["met"] = met;
+  std::string m = Fmt(measured) + unit;
+  if (met) {
+    t["verdict"] = "met (" + m + ")";
+  } else if (le) {
+    t["verdict"] = "MISSED: " + m + " is " + Fmt(measured / limit) + "x the limit (" +
+                   Fmt(measured - limit) + unit + " over)";
+  } else {
+    t["verdict"] = "MISSED: " + m + " is " + Fmt(100.0 * (1 - measured / limit), 0) + "% short (" +
+                   Fmt(limit - measured) + unit + " short)";
+  }
+  return t;
+}
+
+}  // namespace
+
+json EvaluateTargets(const json& r) {
+  json out = json::array();
+  const json* ref = Control(r, "ref-bridge");
+  double veth_del = Num(r, "/floor/kernel_veth_del/p50");
+  if (r.contains("control")) {
+    for (const auto& c : r["control"]) {
+      if (!c.value("weft", false)) continue;
+      const std::string label = c.value("label", "");
+      if (!Usable(&c)) {
+        out.push_back({{"config", label}, {"target", "control-path targets"}, {"pending", true},
+                       {"verdict", "not available yet: " + c.value("reason", "")}});
+        continue;
+      }
+      const json& lv = c["levels"];
+      double worst_p50 = 0, worst_p99 = 0, worst_del = 0, min_speedup = INFINITY;
+      for (size_t i = 0; i < lv.size(); ++i) {
+        worst_p50 = std::max(worst_p50, Num(lv[i], "/add/p50"));
+        worst_p99 = std::max(worst_p99, Num(lv[i], "/add/p99"));
+        worst_del = std::max(worst_del, Num(lv[i], "/del/p50"));
+        if (Usable(ref) && i < (*ref)["levels"].size())
+          min_speedup = std::min(min_speedup, Num((*ref)["levels"][i], "/add/p50") / Num(lv[i], "/add/p50"));
+      }
+      out.push_back(Target(label, "ADD p50 <= 2 ms (worst pod count)", worst_p50, 2, true, " ms"));
+      out.push_back(Target(label, "ADD p99 <= 5 ms (worst pod count)", worst_p99, 5, true, " ms"));
+      out.push_back(Target(label, "ADD >= 15x faster than ref bridge (p50, worst pod count)",
+                           std::isinf(min_speedup) ? NAN : min_speedup, 15, false, "x"));
+      if (lv.size() >= 2) {
+        int lo = lv.front().value("pods", 0), hi = lv.back().value("pods", 0);
+        std::string note;
+        if (Usable(ref))
+          note = "ref bridge grows " +
+                 Fmt(Num((*ref)["levels"].back(), "/add/p50") / Num((*ref)["levels"].front(), "/add/p50")) + "x";
+        out.push_back(Target(label,
+                             "ADD p50 at " + std::to_string(hi) + " pods <= 1.1x at " + std::to_string(lo) + " pods",
+                             Num(lv.back(), "/add/p50") / Num(lv.front(), "/add/p50"), 1.1, true, "x", note));
+      }
+      out.push_back(Target(label, "DEL p50 <= 1.2x kernel veth deletion (worst pod count)", worst_del / veth_del, 1.2,
+                           true, "x",
+                           "DEL p50 " + Fmt(worst_del) + " ms vs kernel veth deletion " + Fmt(veth_del) + " ms"));
+      out.push_back(Target(label, "8-way parallel >= 500 ADD/s", Num(c, "/parallel/add/per_s"), 500, false, " ADD/s"));
+    }
+  }
+  if (r.contains("datapath")) {
+    std::map<std::string, json> by_key;
+    for (const auto& row : r["datapath"]["rows"]) by_key[row["key"]] = row;
+    for (const auto& row : r["datapath"]["rows"]) {
+      std::string key = row["key"];
+      if (key.rfind("weft", 0) != 0) continue;
+      std::string label = row.value("label", key);
+      if (!row.value("available", false)) {
+        out.push_back({{"config", label}, {"target", "datapath >= 0.95x baseline"}, {"pending", true},
+                       {"verdict", row.value("reason", "")}});
+        continue;
+      }
+      const json& base = by_key[row["baseline"]];
+      out.push_back(Target(label, "TCP throughput >= 0.95x " + base.value("label", ""),
+                           Num(row, "/gbps") / Num(base, "/gbps"), 0.95, false, "x"));
+      out.push_back(Target(label, "TCP_RR transactions/s >= 0.95x " + base.value("label", ""),
+                           Num(row, "/rr_trans_per_s") / Num(base, "/rr_trans_per_s"), 0.95, false, "x"));
+    }
+  }
+  const json wd = r.value("weftd", json::object());
+  auto weftd = [&](const std::string& target, const std::string& field, double limit, const std::string& unit) {
+    double v = wd.contains(field) && wd[field].is_number() ? wd[field].get<double>() : NAN;
+    json t = Target("weftd", target, v, limit, true, unit);
+    if (std::isnan(v)) t["verdict"] = "pending: " + wd.value("reason", std::string("weftd hook not run"));
+    out.push_back(t);
+  };
+  weftd("RSS with 1000 peers <= 10 MB", "rss_mb_1000_peers", 10, " MB");
+  weftd("1000 peers converged <= 1 s", "converge_s_1000_peers", 1, " s");
+  weftd("peer change applied <= 50 ms", "peer_change_ms", 50, " ms");
+  return out;
+}
+
+std::string RenderTable(const json& r) {
+  std::ostringstream o;
+  const json* ref = Control(r, "ref-bridge");
+  o << "Weft benchmark — " << r.value("mode", "") << " run, " << r.value("started", "") << "\n";
+  if (r.contains("machine"))
+    o << "machine: " << r["machine"].value("cpu", "") << ", " << r["machine"].value("cores", 0) << " cores, kernel "
+      << r["machine"].value("kernel", "") << ", load " << r["machine"].value("loadavg_start", "") << " -> "
+      << r["machine"].value("loadavg_end", "") << "\n";
+
+  o << "\n1. Control path, one pod at a time (ms): ADD of one more pod with N already on the node, then its DEL\n";
+  o << Pad("config", 30) << Pad("pods", 6, true) << Pad("ADD p50", 9, true) << Pad("ADD p99", 9, true)
+    << Pad("DEL p50", 9, true) << Pad("DEL p99", 9, true) << "  ADD p50 vs ref bridge\n";
+  std::vector<std::string> unavailable;
+  if (r.contains("control")) {
+    for (const auto& c : r["control"]) {
+      if (!Usable(&c)) {
+        unavailable.push_back(c.value("label", "") + ": " + (c.value("broken", false) ? "BROKEN: " : "not available yet: ") +
+                              c.value("reason", ""));
+        continue;
+      }
+      for (size_t i = 0; i < c["levels"].size(); ++i) {
+        const json& l = c["levels"][i];
+        std::string vs;
+        if (Usable(ref) && i < (*ref)["levels"].size() && c.value("key", "") != "ref-bridge") {
+          double ratio = Num((*ref)["levels"][i], "/add/p50") / Num(l, "/add/p50");
+          vs = ratio >= 1 ? Fmt(ratio, 1) + "x faster" : Fmt(1 / ratio, 1) + "x slower";
+        }
+        o << Pad(i == 0 ? c.value("label", "") : "", 30) << Pad(std::to_string(l.value("pods", 0)), 6, true)
+          << Pad(Fmt(Num(l, "/add/p50")), 9, true) << Pad(Fmt(Num(l, "/add/p99")), 9, true)
+          << Pad(Fmt(Num(l, "/del/p50")), 9, true) << Pad(Fmt(Num(l, "/del/p99")), 9, true) << "  " << vs << "\n";
+      }
+      if (c.contains("errors") && c["errors"].value("count", 0) > 0)
+        o << "    (" << c["errors"]["count"] << " failed ops; first: " << c["errors"].value("first", "") << ")\n";
+    }
+  }
+
+  o << "\n2. 8-way parallel, fresh node\n";
+  o << Pad("config", 30) << Pad("pods", 6, true) << Pad("ADD/s", 9, true) << Pad("ADD p50", 9, true)
+    << Pad("ADD p99", 9, true) << Pad("DEL/s", 9, true) << Pad("DEL p99", 9, true) << "  ADD/s vs ref bridge\n";
+  if (r.contains("control")) {
+    for (const auto& c : r["control"]) {
+      if (!c.contains("parallel")) continue;
+      const json& p = c["parallel"];
+      std::string vs;
+      if (ref && ref->contains("parallel") && c.value("key", "") != "ref-bridge")
+        vs = Fmt(Num(p, "/add/per_s") / Num(*ref, "/parallel/add/per_s"), 1) + "x";
+      o << Pad(c.value("label", ""), 30) << Pad(std::to_string(p.value("pods", 0)), 6, true)
+        << Pad(Fmt(Num(p, "/add/per_s"), 0), 9, true) << Pad(Fmt(Num(p, "/add/p50")), 9, true)
+        << Pad(Fmt(Num(p, "/add/p99")), 9, true) << Pad(Fmt(Num(p, "/del/per_s"), 0), 9, true)
+        << Pad(Fmt(Num(p, "/del/p99")), 9, true) << "  " << vs << "\n";
+      for (const char* ph : {"add", "del"})
+        if (p[ph]["errors"].value("count", 0) > 0)
+          o << "    (" << p[ph]["errors"]["count"] << " failed " << ph << "s; first: " << p[ph]["errors"].value("first", "")
+            << ")\n";
+    }
+  }
+
+  o << "\n3. The floor (ms, p50)\n";
+  if (r.contains("floor") && !r["floor"].contains("error")) {
+    const json& f = r["floor"];
+    o << "  kernel work of one routed ADD, in-process    " << Fmt(Num(f, "/inproc_add/p50"), 3) << "  (p99 "
+      << Fmt(Num(f, "/inproc_add/p99"), 3) << ")\n";
+    o << "  the same, exec'd as a static binary          " << Fmt(Num(f, "/exec_add/p50"), 3) << "  (p99 "
+      << Fmt(Num(f, "/exec_add/p99"), 3) << ")\n";
+    o << "  no-op exec: static / dynamic (/bin/true)     " << Fmt(Num(f, "/noop_exec_static/p50"), 3) << " / "
+      << Fmt(Num(f, "/noop_exec_dynamic/p50"), 3) << "\n";
+    o << "  kernel veth deletion, in-process             " << Fmt(Num(f, "/kernel_veth_del/p50"), 3) << "  (p99 "
+      << Fmt(Num(f, "/kernel_veth_del/p99"), 3) << ")\n";
+    if (r.contains("control")) {
+      for (const auto& c : r["control"]) {
+        if (!c.value("weft", false) || !Usable(&c)) continue;
+        double a = Num(c["levels"][0], "/add/p50");
+        o << "  " << c.value("label", "") << " ADD p50 (" << c["levels"][0].value("pods", 0) << " pods) " << Fmt(a)
+          << " ms = " << Fmt(a / Num(f, "/inproc_add/p50"), 1) << "x the in-process floor, "
+          << Fmt(a / Num(f, "/exec_add/p50"), 2) << "x the exec'd floor; "
+          << Fmt(a - Num(f, "/noop_exec_static/p50")) << " ms above a no-op exec\n";
+      }
+    }
+  } else if (r.contains("floor")) {
+    o << "  BROKEN: " << r["floor"].value("error", "") << "\n";
+  }
+
+  o << "\n4. Datapath (median of " << Num(r, "/datapath/rounds") << " rounds)\n";
+  o << Pad("topology", 44) << Pad("Gbit/s", 8, true) << Pad("vs base", 9, true) << Pad("RR/s", 9, true)
+    << Pad("vs base", 9, true) << Pad("RR p50us", 10, true) << Pad("p99us", 8, true) << "\n";
+  if (r.contains("datapath")) {
+    std::map<std::string, json> by_key;
+    for (const auto& row : r["datapath"]["rows"]) by_key[row["key"]] = row;
+    for (const auto& row : r["datapath"]["rows"]) {
+      if (!row.value("available", false)) {
+        o << Pad(row.value("label", ""), 44) << "  " << row.value("reason", "") << "\n";
+        continue;
+      }
+      std::string vs_g, vs_r;
+      std::string b = row.value("baseline", "");
+      if (!b.empty() && by_key.count(b) && by_key[b].value("available", false)) {
+        vs_g = Fmt(Num(row, "/gbps") / Num(by_key[b], "/gbps")) + "x";
+        vs_r = Fmt(Num(row, "/rr_trans_per_s") / Num(by_key[b], "/rr_trans_per_s")) + "x";
+      }
+      o << Pad(row.value("label", ""), 44) << Pad(Fmt(Num(row, "/gbps")), 8, true) << Pad(vs_g, 9, true)
+        << Pad(Fmt(Num(row, "/rr_trans_per_s"), 0), 9, true) << Pad(vs_r, 9, true)
+        << Pad(Fmt(Num(row, "/rr_p50_us"), 1), 10, true) << Pad(Fmt(Num(row, "/rr_p99_us"), 1), 8, true) << "\n";
+      if (row.contains("error")) o << "    (error in a run: " << row.value("error", "") << ")\n";
+    }
+  }
+
+  o << "\n5. weftd\n";
+  const json wd = r.value("weftd", json::object());
+  if (wd.value("pending", true)) o << "  pending: " << wd.value("reason", "") << "\n";
+  else o << "  " << wd.dump() << "\n";
+
+  o << "\n6. Targets (ratios measured in this run; never asserted)\n";
+  for (const auto& t : r.value("targets", json::array()))
+    o << "  " << Pad(t.value("config", ""), 24) << Pad(t.value("target", ""), 62) << t.value("verdict", "")
+      << (t.contains("note") ? "  [" + t.value("note", "") + "]" : "") << "\n";
+  if (!unavailable.empty()) {
+    o << "\nNot measured in this run:\n";
+    for (const auto& u : unavailable) o << "  " << u << "\n";
+  }
+  return o.str();
+}
+
+void WritePlotData(const json& r, const json& raw, const std::string& dir) {
+  std::ostringstream gp;
+  auto quote = [](std::string s) {
+    for (auto& ch : s)
+      if (ch == '"') ch = '\'';
+    return "\"" + s + "\"";
+  };
+  std::vector<std::pair<std::string, std::string>> ctl;  // key, label
+  if (r.contains("control")) {
+    for (const auto& c : r["control"]) {
+      if (!Usable(&c)) continue;
+      std::string key = c["key"];
+      ctl.push_back({key, c["label"]});
+      std::ofstream f(dir + "/control_" + key + ".dat");
+      f << "# pods add_p50 add_p99 del_p50 del_p99\n";
+      for (const auto& l : c["levels"])
+        f << l.value("pods", 0) << " " << Num(l, "/add/p50") << " " << Num(l, "/add/p99") << " " << Num(l, "/del/p50")
+          << " " << Num(l, "/del/p99") << "\n";
+      std::ofstream g(dir + "/fill_" + key + ".dat");
+      g << "# pods_already_on_node add_ms\n";
+      if (raw.contains("fill") && raw["fill"].contains(key))
+        for (const auto& p : raw["fill"][key]) g << p[0] << " " << p[1] << "\n";
+    }
+  }
+  {
+    std::ofstream f(dir + "/parallel.dat");
+    f << "# label add_per_s del_per_s\n";
+    if (r.contains("control"))
+      for (const auto& c : r["control"])
+        if (c.contains("parallel"))
+          f << quote(c["label"]) << " " << Num(c, "/parallel/add/per_s") << " " << Num(c, "/parallel/del/per_s") << "\n";
+  }
+  {
+    std::ofstream f(dir + "/datapath.dat");
+    f << "# label gbps rr_trans_per_s\n";
+    if (r.contains("datapath"))
+      for (const auto& row : r["datapath"]["rows"])
+        if (row.value("available", false))
+          f << quote(row["label"]) << " " << Num(row, "/gbps") << " " << Num(row, "/rr_trans_per_s") / 1000 << "\n";
+  }
+  {
+    std::ofstream f(dir + "/floor.dat");
+    f << "# label p50_ms\n";
+    if (r.contains("floor") && !r["floor"].contains("error")) {
+      const json& fl = r["floor"];
+      f << "\"no-op exec (static)\" " << Num(fl, "/noop_exec_static/p50") << "\n";
+      f << "\"kernel floor in-process\" " << Num(fl, "/inproc_add/p50") << "\n";
+      f << "\"kernel floor exec'd\" " << Num(fl, "/exec_add/p50") << "\n";
+      if (r.contains("control"))
+        for (const auto& c : r["control"])
+          if (Usable(&c)) f << quote(c.value("label", "") + " ADD") << " " << Num(c["levels"][0], "/add/p50") << "\n";
+    }
+  }
+  // One script, rendered twice: PNG and SVG.
+  for (const auto& [term, ext] : {std::pair{"pngcairo size 1100,650 noenhanced", "png"},
+                                  std::pair{"svg size 1100,650 noenhanced", "svg"}}) {
+    gp << "set terminal " << term << "\n";
+    gp << "set grid\nset key outside right top\n";
+    gp << "set output 'add_latency." << ext << "'\n";
+    gp << "set title 'ADD latency vs pods already on the node (solid p50, dashed p99)'\n";
+    gp << "set logscale xy\nset xlabel 'pods already on the node'\nset ylabel 'ms'\n";
+    if (!ctl.empty()) {
+      gp << "plot ";
+      for (size_t i = 0; i < ctl.size(); ++i)
+        gp << (i ? ", " : "") << "'control_" << ctl[i].first << ".dat' using 1:2 with linespoints lw 2 lc " << i + 1
+           << " title " << quote(ctl[i].second) << ", '' using 1:3 with lines dt 2 lc " << i + 1 << " notitle";
+      gp << "\n";
+    }
+    gp << "set output 'del_latency." << ext << "'\n";
+    gp << "set title 'DEL latency vs pods on the node (solid p50, dashed p99)'\n";
+    if (!ctl.empty()) {
+      gp << "plot ";
+      for (size_t i = 0; i < ctl.size(); ++i)
+        gp << (i ? ", " : "") << "'control_" << ctl[i].first << ".dat' using 1:4 with linespoints lw 2 lc " << i + 1
+           << " title " << quote(ctl[i].second) << ", '' using 1:5 with lines dt 2 lc " << i + 1 << " notitle";
+      gp << "\n";
+    }
+    gp << "set output 'add_fill." << ext << "'\n";
+    gp << "set title 'Every ADD as the node fills up'\nset logscale y\nunset logscale x\n";
+    if (!ctl.empty()) {
+      gp << "plot ";
+      for (size_t i = 0; i < ctl.size(); ++i)
+        gp << (i ? ", " : "") << "'fill_" << ctl[i].first << ".dat' using 1:2 with points pt 7 ps 0.4 lc " << i + 1
+           << " title " << quote(ctl[i].second);
+      gp << "\n";
+    }
+    gp << "unset logscale\nset style data histograms\nset style fill solid 0.8 border -1\nset boxwidth 0.8\n"
+          "set xtics rotate by -25\nset yrange [0:*]\nset key inside top right\n";
+    gp << "set output 'parallel." << ext << "'\nset title '8-way parallel throughput (ops/s, fresh node)'\n"
+          "set ylabel 'ops/s'\nset logscale y\nset yrange [1:*]\n"
+          "plot 'parallel.dat' using 2:xtic(1) title 'ADD/s', '' using 3 title 'DEL/s'\nunset logscale y\n"
+          "set yrange [0:*]\n";
+    gp << "set output 'floor." << ext << "'\nset title 'ADD p50 against the floor (ms)'\nset ylabel 'ms'\n"
+          "set logscale y\nset yrange [0.1:*]\n"
+          "plot 'floor.dat' using 2:xtic(1) notitle\nunset logscale y\nset yrange [0:*]\n";
+    gp << "set output 'datapath." << ext << "'\nset title 'Datapath: TCP throughput (Gbit/s) and TCP_RR (k trans/s)'\n"
+          "set ylabel ''\nplot 'datapath.dat' using 2:xtic(1) title 'Gbit/s', '' using 3 title 'k trans/s (RR)'\n";
+    gp << "unset xtics\nset xtics\nunset style\nunset title\n";
+  }
+  std::ofstream(dir + "/plots.gp") << gp.str();
+}
+
+}  // namespace weft::bench

@@ -64,6 +64,7 @@ Result<json> RequestResponse(const Topology& t, int seconds) {
   if (::bind(lfd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
     return Status::FromErrno(Code::kIo, "bind " + t.server_ip, errno);
   if (::listen(lfd.get(), 1) != 0) return Status::FromErrno(Code::kIo, "listen", errno);
+  WEFT_ASSIGN_OR_RETURN(UniqueFd cfd, SocketIn(t.client_ns));
   std::thread server([&] {
     int c = ::accept4(lfd.get(), nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) return;
@@ -73,7 +74,6 @@ Result<json> RequestResponse(const Topology& t, int seconds) {
     }
     ::close(c);
   });
-  WEFT_ASSIGN_OR_RETURN(UniqueFd cfd, SocketIn(t.client_ns));
   ::setsockopt(cfd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   timeval tv{5, 0};
   ::setsockopt(cfd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -119,6 +119,12 @@ Result<double> IperfGbps(const Topology& t, int seconds) {
     req.timeout = std::chrono::seconds(seconds + 30);
     server_res = sys::Exec(req);
   });
+  struct Joiner {
+    std::thread& t;
+    ~Joiner() {
+      if (t.joinable()) t.join();
+    }
+  } joiner{server};
   std::string last;
   Result<double> out = Status::Error(Code::kExec, "iperf3 client never connected");
   for (int attempt = 0; attempt < 50; ++attempt) {
@@ -138,15 +144,15 @@ Result<double> IperfGbps(const Topology& t, int seconds) {
       j = json::parse(r->out);
     } catch (...) {
     }
-    if (r->exit_code == 0 && j.contains("end")) {
-      out = j["end"]["sum_received"].value("bits_per_second", 0.0) / 1e9;
+    const json::json_pointer bps("/end/sum_received/bits_per_second");
+    if (r->exit_code == 0 && j.contains(bps) && j[bps].is_number()) {
+      out = j[bps].get<double>() / 1e9;
       break;
     }
-    last = j.is_object() ? j.value("error", r->out.substr(0, 200)) : r->out.substr(0, 200);
-    if (last.find("refused") == std::string::npos && last.find("connect") == std::string::npos) {
-      out = Status::Error(Code::kExec, "iperf3: " + last);
-      break;
-    }
+    last = j.contains("error") && j["error"].is_string() ? j["error"].get<std::string>()
+                                                          : r->out.substr(0, 200) + r->err.substr(0, 200);
+    out = Status::Error(Code::kExec, "iperf3: " + last);
+    if (last.find("refused") == std::string::npos && last.find("connect") == std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(40));
   }
   if (!out.ok()) {
@@ -160,7 +166,6 @@ Result<double> IperfGbps(const Topology& t, int seconds) {
       (void)sys::Exec(req);
     }
   }
-  server.join();
   return out;
 }
 

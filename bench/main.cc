@@ -170,9 +170,9 @@ int Main(int argc, char** argv) {
       ControlOptions co;
       co.prefix = a.prefix;
       co.quick = a.quick;
-      co.levels = a.quick ? std::vector<int>{5, 20} : std::vector<int>{10, 100, 500, 1000};
-      co.samples = a.quick ? 5 : 40;
-      co.parallel_pods = a.quick ? 16 : 240;
+      co.levels = a.quick ? std::vector<int>{3, 10} : std::vector<int>{10, 100, 500, 1000};
+      co.samples = a.quick ? 4 : 40;
+      co.parallel_pods = a.quick ? 8 : 240;
       r["control"] = json::array();
       for (size_t i = 0; i < configs.size(); ++i) {
         std::cerr << "[bench] control: " << configs[i].label << "\n";
@@ -189,7 +189,7 @@ int Main(int argc, char** argv) {
     }
     if (want("datapath")) {
       std::cerr << "[bench] datapath\n";
-      DatapathOptions dopt{a.prefix, a.quick ? 1 : 4, a.quick ? 1 : 3};
+      DatapathOptions dopt{a.prefix, a.quick ? 1 : 3, a.quick ? 1 : 5};
       r["datapath"] = RunDatapath(dopt, runner, configs, r.value("control", json::array()));
       for (const auto& row : r["datapath"]["rows"]) {
         bool baseline = row["key"] == "veth" || row["key"] == "underlay" || row["key"] == "vxlan";

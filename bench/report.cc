@@ -255,8 +255,8 @@ std::string RenderTable(const json& r) {
 
   o << "\n6. Targets (ratios measured in this run; never asserted)\n";
   for (const auto& t : r.value("targets", json::array()))
-    o << "  " << Pad(t.value("config", ""), 24) << Pad(t.value("target", ""), 62) << t.value("verdict", "")
-      << (t.contains("note") ? "  [" + t.value("note", "") + "]" : "") << "\n";
+    o << "  [" << t.value("config", "") << "] " << t.value("target", "") << ": " << t.value("verdict", "")
+      << (t.contains("note") ? "  (" + t.value("note", "") + ")" : "") << "\n";
   if (!unavailable.empty()) {
     o << "\nNot measured in this run:\n";
     for (const auto& u : unavailable) o << "  " << u << "\n";

@@ -1,0 +1,20 @@
+// weftctl: drives any CNI plugin as a container runtime does. The commands
+// live in src/runtime (ctl.h); add new ones (doctor, state) here.
+
+#include <exception>
+#include <iostream>
+
+#include "runtime/ctl.h"
+
+int main(int argc, char** argv) {
+  try {
+    weft::runtime::ctl::Ctl ctl;
+    weft::runtime::ctl::AddCniCommands(ctl);
+    return ctl.Main(argc, argv, weft::runtime::ctl::ProcessContext());
+  } catch (const std::exception& e) {
+    std::cerr << "weftctl: internal error: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "weftctl: internal error\n";
+  }
+  return weft::runtime::ctl::kExitFailed;
+}

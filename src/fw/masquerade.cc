@@ -4,15 +4,13 @@
 #include <chrono>
 
 #include "base/strings.h"
-#include "sys/exec.h"
+#include "fw/tool.h"
 #include "sys/files.h"
 #include "sys/nft_query.h"
 
 namespace weft::fw {
 
 namespace {
-
-const std::vector<std::string> kSbin = {"/usr/sbin", "/sbin", "/usr/bin", "/bin"};
 
 std::vector<IpPrefix> Family(const std::vector<IpPrefix>& in, bool v6) {
   std::vector<IpPrefix> out;
@@ -31,25 +29,6 @@ std::string Join(const std::vector<IpPrefix>& ps) {
   std::string s;
   for (const auto& p : ps) s += (s.empty() ? "" : ", ") + p.ToString();
   return s;
-}
-
-Result<sys::ExecResult> RunTool(const std::string& tool, std::vector<std::string> args,
-                                const std::string& input) {
-  WEFT_ASSIGN_OR_RETURN(std::string path, sys::FindInPath(tool, kSbin));
-  sys::ExecRequest req;
-  req.path = path;
-  req.argv = {tool};
-  req.argv.insert(req.argv.end(), args.begin(), args.end());
-  req.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
-  req.stdin_data = input;
-  req.timeout = std::chrono::seconds(30);
-  return sys::Exec(req);
-}
-
-Status ToolError(const std::string& what, const sys::ExecResult& r) {
-  std::string err = std::string(Trim(r.err));
-  if (r.timed_out) err = "timed out";
-  return Status::Error(Code::kFirewall, what + " failed (exit " + std::to_string(r.exit_code) + ")", err);
 }
 
 }  // namespace

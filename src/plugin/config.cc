@@ -27,6 +27,26 @@ Result<std::vector<IpPrefix>> PrefixList(const json& j, const std::string& field
   return out;
 }
 
+// host-local's shapes: "ranges": [[{"subnet": ...}, ...], ...] and the older
+// top-level "subnet". Anything else contributes nothing (other IPAM plugins).
+Result<std::vector<IpPrefix>> IpamSubnets(const json& ipam) {
+  std::vector<IpPrefix> out;
+  auto add = [&](const json& s) -> Status {
+    if (!s.is_string()) return Invalid("ipam", "has a non-string subnet");
+    auto p = IpPrefix::Parse(s.get<std::string>());
+    if (!p) return Invalid("ipam", "has subnet \"" + s.get<std::string>() + "\", which is not a CIDR");
+    out.push_back(p->Masked());
+    return Status::Ok();
+  };
+  if (ipam.contains("subnet")) WEFT_RETURN_IF_ERROR(add(ipam["subnet"]));
+  if (ipam.contains("ranges") && ipam["ranges"].is_array())
+    for (const auto& set : ipam["ranges"])
+      if (set.is_array())
+        for (const auto& r : set)
+          if (r.is_object() && r.contains("subnet")) WEFT_RETURN_IF_ERROR(add(r["subnet"]));
+  return out;
+}
+
 }  // namespace
 
 Result<Config> ParseConfig(const cni::NetConf& net) {
@@ -39,10 +59,17 @@ Result<Config> ParseConfig(const cni::NetConf& net) {
     if (m == "routed") {
       c.mode = Mode::kRouted;
     } else if (m == "bridge") {
-      return Invalid("mode", "is \"bridge\", which this build does not support yet; use \"routed\"");
+      c.mode = Mode::kBridge;
     } else {
       return Invalid("mode", "is \"" + m + "\"; expected \"routed\" or \"bridge\"");
     }
+  }
+  if (j.contains("bridge") && !j["bridge"].is_null()) {
+    if (!j["bridge"].is_string()) return Invalid("bridge", "must be a string");
+    c.bridge = j["bridge"].get<std::string>();
+    if (auto why = InterfaceNameProblem(c.bridge); !why.empty())
+      return Invalid("bridge", "is not a valid interface name: it " + why);
+    if (!j.contains("mode") || j["mode"].is_null()) c.mode = Mode::kBridge;
   }
   if (j.contains("mtu") && !j["mtu"].is_null()) {
     if (!j["mtu"].is_number_integer()) return Invalid("mtu", "must be an integer");
@@ -73,15 +100,53 @@ Result<Config> ParseConfig(const cni::NetConf& net) {
     if (dotdot)
       return Invalid("dataDir", "may not contain \"..\"");
   }
+  if (!net.ipam.is_null()) {
+    if (!net.ipam.contains("type") || !net.ipam["type"].is_string() || net.ipam["type"].get<std::string>().empty())
+      return Invalid("ipam", "needs a string \"type\" (an IPAM plugin in CNI_PATH, or \"weft\")");
+    std::string t = net.ipam["type"].get<std::string>();
+    if (t != kBuiltinIpamType) {
+      if (t.find('/') != std::string::npos || t == "." || t == "..")
+        return Invalid("ipam", "has type \"" + t + "\", which is not a plugin name");
+      c.delegated_ipam = t;
+      WEFT_ASSIGN_OR_RETURN(c.ipam_subnets, IpamSubnets(net.ipam));
+    }
+  }
   if (j.contains("ranges") && !j["ranges"].is_null()) {
     WEFT_ASSIGN_OR_RETURN(c.ranges, PrefixList(j["ranges"], "ranges"));
   }
-  if (c.ranges.empty()) return Invalid("ranges", "must list at least one pod CIDR, e.g. [\"10.244.2.0/24\"]");
+  if (c.ranges.empty() && c.delegated_ipam.empty())
+    return Invalid("ranges", "must list at least one pod CIDR, e.g. [\"10.244.2.0/24\"]");
   for (size_t a = 0; a < c.ranges.size(); ++a)
     for (size_t b = a + 1; b < c.ranges.size(); ++b)
       if (c.ranges[a].Overlaps(c.ranges[b]))
         return Invalid("ranges", "has overlapping ranges " + c.ranges[a].ToString() + " and " +
                                      c.ranges[b].ToString());
+  if (j.contains("gateways") && !j["gateways"].is_null()) {
+    if (!j["gateways"].is_array()) return Invalid("gateways", "must be an array of IP addresses");
+    for (const auto& g : j["gateways"]) {
+      auto a = g.is_string() ? IpAddress::Parse(g.get<std::string>()) : std::nullopt;
+      if (!a) return Invalid("gateways", "must be an array of IP addresses");
+      bool inside = c.ranges.empty();
+      for (const auto& r : c.ranges)
+        if (r.Contains(*a)) inside = true;
+      if (!inside) return Invalid("gateways", "has " + a->ToString() + ", which is in none of \"ranges\"");
+      for (const auto& o : c.gateways)
+        if (o.is_v4() == a->is_v4()) return Invalid("gateways", "may hold one address per family");
+      c.gateways.push_back(*a);
+    }
+  }
+  if (j.contains("ipsToRouteViaHost") && !j["ipsToRouteViaHost"].is_null()) {
+    const json& v = j["ipsToRouteViaHost"];
+    if (!v.is_array()) return Invalid("ipsToRouteViaHost", "must be an array of IP addresses");
+    for (const auto& e : v) {
+      std::string s = e.is_string() ? e.get<std::string>() : std::string();
+      std::optional<IpPrefix> p;
+      if (auto a = IpAddress::Parse(s)) p = IpPrefix(*a, a->family_bits());
+      else p = IpPrefix::Parse(s);
+      if (!p) return Invalid("ipsToRouteViaHost", "has \"" + s + "\", which is not an IP address or CIDR");
+      c.route_via_host.push_back(p->Masked());
+    }
+  }
   if (j.contains("clusterCIDRs") && !j["clusterCIDRs"].is_null()) {
     WEFT_ASSIGN_OR_RETURN(c.cluster_cidrs, PrefixList(j["clusterCIDRs"], "clusterCIDRs"));
   }

@@ -14,9 +14,23 @@ namespace weft::plugin {
 enum class Mode { kRouted, kBridge };
 enum class FwBackend { kNftables, kIptables };
 
+inline constexpr const char* kDefaultBridge = "weft0";
+// `ipam.type` naming the built-in SQLite IPAM (same as no `ipam` section).
+inline constexpr const char* kBuiltinIpamType = "weft";
+
 struct Config {
   cni::NetConf net;
   Mode mode = Mode::kRouted;
+  std::string bridge = kDefaultBridge;  // bridge mode only
+  // Bridge mode: explicit gateway per family; otherwise the first usable
+  // address of the family's range (built-in IPAM) or IPAM's gateway.
+  std::vector<IpAddress> gateways;
+  // Non-empty: exec this IPAM plugin from CNI_PATH instead of the SQLite IPAM.
+  std::string delegated_ipam;
+  // Subnets named by a delegated host-local-style `ipam` section
+  // (`ranges[][].subnet`, `subnet`): the masquerade's source set.
+  std::vector<IpPrefix> ipam_subnets;
+  std::vector<IpPrefix> route_via_host;  // ipsToRouteViaHost, as host prefixes
   int mtu = 0;  // 0: derive from the host's default-route interface
   bool masquerade = false;
   FwBackend masquerade_backend = FwBackend::kNftables;
@@ -31,6 +45,8 @@ inline constexpr int kMinMtu = 68;
 inline constexpr int kMaxMtu = 65535;
 
 // Validates every weft key. Errors are kInvalidConfig and name the field.
+// `ranges` is required only with the built-in IPAM. A config with a
+// `bridge` key and no `mode` is bridge mode (seed 000's conflist).
 Result<Config> ParseConfig(const cni::NetConf& net);
 
 // The host end of the veth for container+ifname: "wft" + 12 hex digits of a

@@ -69,3 +69,50 @@ TEST(Config, HostVethNamesAreStableAndShort) {
 
 }  // namespace
 }  // namespace weft::plugin
+
+namespace weft::plugin {
+namespace {
+
+TEST(Config, SeedZeroConflistIsBridgeModeWithDelegatedIpam) {
+  auto c = Parse(R"({"cniVersion":"1.0.0","name":"custom-bridge","type":"weft","bridge":"cnibr0","mtu":1450,
+     "masquerade":true,"masqueradeBackend":"iptables","ipam":{"type":"host-local",
+     "routes":[{"dst":"0.0.0.0/0"}],"ranges":[[{"subnet":"10.88.0.0/24"}]]}})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->mode, Mode::kBridge);
+  EXPECT_EQ(c->bridge, "cnibr0");
+  EXPECT_EQ(c->delegated_ipam, "host-local");
+  ASSERT_EQ(c->ipam_subnets.size(), 1u);
+  EXPECT_EQ(c->ipam_subnets[0].ToString(), "10.88.0.0/24");
+  EXPECT_EQ(c->masquerade_backend, FwBackend::kIptables);
+}
+
+TEST(Config, BuiltinIpamTypeAndBridgeDefaults) {
+  auto c = Parse(R"({"cniVersion":"1.0.0","name":"w","type":"weft","mode":"bridge","ipam":{"type":"weft"},
+     "ranges":["10.0.0.0/24","fd00::/64"],"gateways":["10.0.0.254"],"ipsToRouteViaHost":["169.254.20.10"]})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->mode, Mode::kBridge);
+  EXPECT_EQ(c->bridge, kDefaultBridge);
+  EXPECT_TRUE(c->delegated_ipam.empty());
+  ASSERT_EQ(c->route_via_host.size(), 1u);
+  EXPECT_EQ(c->route_via_host[0].ToString(), "169.254.20.10/32");
+  // An explicit routed mode wins over a stray bridge key.
+  auto r = Parse(R"({"cniVersion":"1.0.0","name":"w","type":"weft","mode":"routed","bridge":"x","ranges":["10.0.0.0/24"]})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->mode, Mode::kRouted);
+}
+
+TEST(Config, NewKeysRejectBadValues) {
+  for (const char* bad : {R"("ranges":["10.0.0.0/24"],"bridge":"way-too-long-bridge-name")",
+                          R"("ranges":["10.0.0.0/24"],"bridge":5)",
+                          R"("ranges":["10.0.0.0/24"],"gateways":["10.1.0.1"])",
+                          R"("ranges":["10.0.0.0/24"],"ipsToRouteViaHost":["x"])",
+                          R"("ipam":{"type":"../evil"})", R"("ipam":{"ranges":[]})",
+                          R"("ipam":{"type":"host-local","ranges":[[{"subnet":"nope"}]]})"}) {
+    auto r = Parse(std::string(R"({"cniVersion":"1.0.0","name":"w","type":"weft",)") + bad + "}");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Code::kInvalidConfig) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace weft::plugin

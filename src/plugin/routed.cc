@@ -71,6 +71,11 @@ Result<sys::LinkInfo> ConfigurePodSide(sys::Netlink& pod, const std::string& ifn
     WEFT_RETURN_IF_ERROR(AddPodRoute(pod, def, ifname));
     WEFT_RETURN_IF_ERROR(pod.AddNeigh({link->index, Gw6(), host_mac, false}));
   }
+  for (const auto& dst : a.extra_routes) {
+    if (dst.is_v4() ? !a.v4 : !a.v6) continue;
+    sys::RouteSpec r{dst, dst.is_v4() ? Gw4() : Gw6(), link->index, RT_SCOPE_UNIVERSE};
+    WEFT_RETURN_IF_ERROR(pod.AddRoute(r, /*replace=*/true));
+  }
   link->up = true;
   return *link;
 }
@@ -148,6 +153,8 @@ cni::CniResult RoutedResult(const sys::LinkInfo& host, const sys::LinkInfo& pod,
     r.ips.push_back({Host(*a.v6), Gw6(), 1});
     r.routes.push_back({Default(true), Gw6()});
   }
+  for (const auto& dst : a.extra_routes)
+    if (dst.is_v4() ? a.v4.has_value() : a.v6.has_value()) r.routes.push_back({dst, dst.is_v4() ? Gw4() : Gw6()});
   return r;
 }
 

@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/ip.h"
 #include "base/status.h"
@@ -20,6 +21,9 @@ inline constexpr const char* kGatewayV6 = "fe80::1";
 
 struct PodAddrs {
   std::optional<IpAddress> v4, v6;
+  // Further destinations routed via the gateway (ipsToRouteViaHost, IPAM
+  // routes); only those of a family the pod has an address in are used.
+  std::vector<IpPrefix> extra_routes;
 };
 
 // Creates the veth pair with the peer directly inside the pod netns. EEXIST

@@ -1,15 +1,21 @@
 #include "plugin/weft_plugin.h"
 
 #include <algorithm>
+#include <map>
 
 #include "base/log.h"
 #include "base/scope_guard.h"
+#include "fw/hostport.h"
 #include "fw/masquerade.h"
 #include "ipam/store.h"
+#include "plugin/bridge.h"
 #include "plugin/config.h"
+#include "plugin/ipam_delegate.h"
 #include "plugin/routed.h"
+#include "plugin/runtime_config.h"
 #include "sys/netlink.h"
 #include "sys/netns.h"
+#include "sys/sysctl.h"
 
 namespace weft::plugin {
 
@@ -35,24 +41,114 @@ std::unique_ptr<fw::Firewall> FirewallFor(const Config& cfg) {
                                                         : fw::NewNftFirewall(cfg.data_dir);
 }
 
-fw::MasqueradeSpec MasqSpec(const Config& cfg) {
-  return {cfg.net.name, cfg.ranges, cfg.cluster_cidrs};
+std::unique_ptr<fw::HostPortFirewall> HostPortsFor(const Config& cfg) {
+  return cfg.masquerade_backend == FwBackend::kIptables ? fw::NewIptablesHostPorts(cfg.data_dir)
+                                                        : fw::NewNftHostPorts(cfg.data_dir);
 }
 
-PodAddrs AddrsOf(const ipam::PodRecord& rec) {
+// The masquerade's sources: the configured ranges, the delegated IPAM's
+// subnets, or (for an IPAM plugin whose config names none) the pod's subnet.
+fw::MasqueradeSpec MasqSpec(const Config& cfg, const ipam::PodRecord& rec) {
+  std::vector<IpPrefix> sources = cfg.delegated_ipam.empty() ? cfg.ranges : cfg.ipam_subnets;
+  if (sources.empty()) {
+    if (rec.ip_v4) sources.push_back(rec.ip_v4->Masked());
+    if (rec.ip_v6) sources.push_back(rec.ip_v6->Masked());
+  }
+  return {cfg.net.name, sources, cfg.cluster_cidrs};
+}
+
+DelegateCall CallFor(const cni::CmdArgs& args) {
+  return {args.env.container_id, args.env.netns, args.env.ifname, args.env.args_raw, args.env.path};
+}
+
+std::optional<DelegatedIpam> DelegateFor(const Config& cfg, const cni::CmdArgs& args) {
+  if (cfg.delegated_ipam.empty()) return std::nullopt;
+  return DelegatedIpam(cfg.delegated_ipam, args.stdin_data, args.conf.cni_version);
+}
+
+// The gateway of the configured range holding `addr` (bridge mode, built-in
+// IPAM): the configured one of that family, else the range's first usable.
+std::optional<IpAddress> BuiltinGateway(const Config& cfg, const IpPrefix& addr) {
+  for (const auto& g : cfg.gateways)
+    if (g.is_v4() == addr.is_v4()) return g;
+  for (const auto& r : cfg.ranges)
+    if (r.Contains(addr.addr())) return FirstUsable(r);
+  return std::nullopt;
+}
+
+PodAddrs RoutedPlan(const Config& cfg, const ipam::PodRecord& rec, const std::vector<cni::Route>& ipam_routes) {
   PodAddrs a;
   if (rec.ip_v4) a.v4 = rec.ip_v4->addr();
   if (rec.ip_v6) a.v6 = rec.ip_v6->addr();
+  for (const auto& r : ipam_routes)
+    if (r.dst.len() > 0) a.extra_routes.push_back(r.dst.Masked());
+  for (const auto& p : cfg.route_via_host) a.extra_routes.push_back(p);
   return a;
 }
 
+// `ipam_routes`: the delegated plugin's routes, or nullopt with the built-in
+// IPAM (a default route per family).
+BridgeAddrs BridgePlan(const Config& cfg, const ipam::PodRecord& rec,
+                       const std::optional<std::vector<cni::Route>>& ipam_routes) {
+  BridgeAddrs a;
+  a.v4 = rec.ip_v4;
+  a.v6 = rec.ip_v6;
+  a.gw4 = rec.gateway_v4;
+  a.gw6 = rec.gateway_v6;
+  if (a.v4 && !a.gw4) a.gw4 = BuiltinGateway(cfg, *a.v4);
+  if (a.v6 && !a.gw6) a.gw6 = BuiltinGateway(cfg, *a.v6);
+  if (ipam_routes) {
+    a.routes = *ipam_routes;
+  } else {
+    if (a.v4) a.routes.push_back({*IpPrefix::Parse("0.0.0.0/0"), std::nullopt});
+    if (a.v6) a.routes.push_back({*IpPrefix::Parse("::/0"), std::nullopt});
+  }
+  for (const auto& p : cfg.route_via_host) a.routes.push_back({p, std::nullopt});
+  return a;
+}
+
+// hostPort rules for every mapping in the database: a mapping without a host
+// IP is published in each family the pod has an address in.
+Result<std::vector<fw::HostPortRule>> DesiredHostPorts(ipam::Store& store) {
+  WEFT_ASSIGN_OR_RETURN(auto maps, store.ListPortMappings());
+  std::vector<fw::HostPortRule> out;
+  if (maps.empty()) return out;
+  WEFT_ASSIGN_OR_RETURN(auto pods, store.ListPods(""));
+  std::map<std::pair<std::string, std::string>, const ipam::PodRecord*> by_key;
+  for (const auto& p : pods) by_key[{p.container_id, p.ifname}] = &p;
+  for (const auto& m : maps) {
+    auto it = by_key.find({m.container_id, m.ifname});
+    if (it == by_key.end()) continue;
+    std::optional<IpAddress> hip;
+    if (!m.host_ip.empty()) hip = IpAddress::Parse(m.host_ip);
+    for (const auto& addr : {it->second->ip_v4, it->second->ip_v6}) {
+      if (!addr || (hip && hip->is_v4() != addr->is_v4())) continue;
+      out.push_back({m.host_ip, m.host_port, m.protocol, *addr, m.container_port});
+    }
+  }
+  return out;
+}
+
+Result<bool> HasPortMappings(ipam::Store& store, const std::string& cid, const std::string& ifname) {
+  WEFT_ASSIGN_OR_RETURN(auto maps, store.ListPortMappings());
+  return std::any_of(maps.begin(), maps.end(),
+                     [&](const ipam::PortMapping& m) { return m.container_id == cid && m.ifname == ifname; });
+}
+
+Status SyncHostPorts(const Config& cfg, ipam::Store& store) {
+  Status st = HostPortsFor(cfg)->Sync([&] { return DesiredHostPorts(store); });
+  return st.Prefix("hostPorts");
+}
+
 // Removes the kernel side of an attachment (deleting the host end takes the
-// pod end and the host routes with it) and then its database row.
-Status Teardown(sys::Netlink& host, ipam::Store& store, const std::string& cid, const std::string& ifname,
-                const std::string& host_ifname) {
+// pod end and the host routes with it), releases a delegated address, and
+// then deletes its database row (and, by cascade, its port mappings).
+Status Teardown(sys::Netlink& host, ipam::Store& store, const std::optional<DelegatedIpam>& ipam,
+                const DelegateCall& call, const std::string& host_ifname) {
   Status st = host.DeleteLink(host_ifname);
   if (!st.ok()) return st.Prefix("delete " + host_ifname);
-  return store.Release(cid, ifname);
+  if (ipam) WEFT_RETURN_IF_ERROR(ipam->Del(call));
+  return store.Release(call.container_id, call.ifname);
 }
 
 }  // namespace
@@ -62,11 +158,13 @@ Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
   const std::string& ifname = args.env.ifname;
   WEFT_ASSIGN_OR_RETURN(Config cfg, Load(args));
   WEFT_ASSIGN_OR_RETURN(cni::CniArgs kargs, cni::ParseCniArgs(args.env.args_raw, KnownCniArgs()));
+  WEFT_ASSIGN_OR_RETURN(RuntimeOptions rt, ParseRuntimeConfig(args.conf));
   WEFT_ASSIGN_OR_RETURN(sys::Netns pod_ns, sys::Netns::Open(args.env.netns));
   WEFT_ASSIGN_OR_RETURN(sys::Netlink host, sys::Netlink::Open());
   WEFT_ASSIGN_OR_RETURN(sys::Netlink pod, sys::Netlink::OpenIn(pod_ns));
   const int mtu = cfg.mtu ? cfg.mtu : DeriveMtu(host);
   const std::string host_ifname = HostVethName(cid, ifname);
+  const bool bridge_mode = cfg.mode == Mode::kBridge;
 
   // IPAM: the row is written in state "adding" before the kernel is touched.
   WEFT_ASSIGN_OR_RETURN(ipam::Store store, ipam::Store::Open(cfg.data_dir));
@@ -80,35 +178,119 @@ Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
   rec.pod_namespace = kargs.Get("K8S_POD_NAMESPACE");
   rec.pod_uid = kargs.Get("K8S_POD_UID");
   rec.mtu = mtu;
-  auto reserved = store.Reserve(rec, {cfg.ranges, {}});
-  if (!reserved.ok()) return reserved.status().WithPrefix("allocate address");
-  rec = std::move(reserved).value();
+
+  std::optional<DelegatedIpam> delegated = DelegateFor(cfg, args);
+  std::optional<ScopeGuard> release_delegated;
+  std::optional<std::vector<cni::Route>> ipam_routes;
+  cni::Dns ipam_dns;
+  if (delegated) {
+    // A second ADD must not reach the IPAM plugin: its rollback DEL would
+    // release the first attachment's address.
+    WEFT_ASSIGN_OR_RETURN(auto existing, store.Find(cid, ifname));
+    if (existing)
+      return Status::Error(Code::kAlreadyAttached, "container " + cid + " already has an attachment on " + ifname,
+                           "run DEL for it first");
+    WEFT_ASSIGN_OR_RETURN(cni::CniResult got, delegated->Add(CallFor(args)));
+    release_delegated.emplace([&] { (void)delegated->Del(CallFor(args)); });
+    WEFT_ASSIGN_OR_RETURN(IpamAddrs picked, PickAddrs(got, delegated->type()));
+    if (picked.v4) {
+      rec.ip_v4 = picked.v4->address;
+      rec.gateway_v4 = picked.v4->gateway;
+    }
+    if (picked.v6) {
+      rec.ip_v6 = picked.v6->address;
+      rec.gateway_v6 = picked.v6->gateway;
+    }
+    // Bridge mode needs a gateway on the bridge; the reference bridge plugin
+    // takes the subnet's first address when IPAM names none.
+    if (bridge_mode && rec.ip_v4 && !rec.gateway_v4) rec.gateway_v4 = FirstUsable(*rec.ip_v4);
+    if (bridge_mode && rec.ip_v6 && !rec.gateway_v6) rec.gateway_v6 = FirstUsable(*rec.ip_v6);
+    ipam_routes = picked.routes;
+    ipam_dns = picked.dns;
+    Status ins = store.Insert(rec);
+    if (!ins.ok()) return ins.Prefix("record attachment");
+  } else {
+    ipam::AllocationRequest req{cfg.ranges, {}};
+    if (bridge_mode)
+      for (const auto& r : cfg.ranges)
+        if (auto gw = BuiltinGateway(cfg, IpPrefix(r.addr(), r.len()))) req.exclude.push_back(*gw);
+    auto reserved = store.Reserve(rec, req);
+    if (!reserved.ok()) return reserved.status().WithPrefix("allocate address");
+    rec = std::move(reserved).value();
+  }
   ScopeGuard release_ip([&] { (void)store.Release(cid, ifname); });
-  const PodAddrs addrs = AddrsOf(rec);
+
+  // hostPorts: claimed in the database before any kernel work, so a conflict
+  // fails the ADD with nothing else changed.
+  std::vector<ipam::PortMapping> maps;
+  for (const auto& m : rt.port_mappings) {
+    const auto& c = rec.ip_v4 ? rec.ip_v4 : rec.ip_v6;
+    maps.push_back({m.host_ip, m.host_port, m.protocol, c->addr().ToString(), m.container_port, cid, ifname});
+  }
+  WEFT_RETURN_IF_ERROR(store.AddPortMappings(cid, ifname, maps));
 
   Status st = CreateVethPair(host, pod, pod_ns, host_ifname, ifname, mtu);
   if (!st.ok()) return st.Prefix("create veth");
   ScopeGuard delete_link([&] { (void)host.DeleteLink(host_ifname); });
-
   auto host_info = host.GetLink(host_ifname);
   if (!host_info.ok()) return host_info.status().WithPrefix("read " + host_ifname);
   if (!host_info->has_value()) return Status::Error(Code::kKernel, "host interface " + host_ifname + " vanished");
-  auto pod_link = ConfigurePodSide(pod, ifname, addrs, (*host_info)->mac);
-  if (!pod_link.ok()) return pod_link.status().WithPrefix("configure " + ifname + " in the pod");
-  auto host_link = ConfigureHostSide(host, **host_info, addrs);
-  if (!host_link.ok()) return host_link.status().WithPrefix("configure host side " + host_ifname);
+
+  cni::CniResult result;
+  std::string localnet_dev = host_ifname;  // where DNAT'd localhost traffic leaves
+  if (bridge_mode) {
+    const BridgeAddrs plan = BridgePlan(cfg, rec, ipam_routes);
+    auto br = EnsureBridge(host, cfg.bridge, mtu);
+    if (!br.ok()) return br.status().WithPrefix("bridge " + cfg.bridge);
+    for (const auto& [addr, gw] : {std::pair{plan.v4, plan.gw4}, std::pair{plan.v6, plan.gw6}})
+      if (addr && gw) WEFT_RETURN_IF_ERROR(EnsureBridgeAddress(host, *br, IpPrefix(*gw, addr->len())));
+    WEFT_RETURN_IF_ERROR(sys::EnsureSysctl("net/ipv4/ip_forward", "1"));
+    if (plan.v6) WEFT_RETURN_IF_ERROR(sys::EnsureSysctl("net/ipv6/conf/all/forwarding", "1"));
+    auto host_link = ConfigureBridgePort(host, **host_info, *br);
+    if (!host_link.ok()) return host_link.status().WithPrefix("attach " + host_ifname + " to " + cfg.bridge);
+    auto pod_link = ConfigureBridgePodSide(pod, ifname, plan);
+    if (!pod_link.ok()) return pod_link.status().WithPrefix("configure " + ifname + " in the pod");
+    auto br_now = host.GetLink(br->index);  // its MAC follows its ports
+    result = BridgeResult(br_now.ok() && br_now->has_value() ? **br_now : *br, *host_link, *pod_link,
+                          args.env.netns, plan);
+    localnet_dev = cfg.bridge;
+  } else {
+    const PodAddrs plan = RoutedPlan(cfg, rec, ipam_routes.value_or(std::vector<cni::Route>{}));
+    auto pod_link = ConfigurePodSide(pod, ifname, plan, (*host_info)->mac);
+    if (!pod_link.ok()) return pod_link.status().WithPrefix("configure " + ifname + " in the pod");
+    auto host_link = ConfigureHostSide(host, **host_info, plan);
+    if (!host_link.ok()) return host_link.status().WithPrefix("configure host side " + host_ifname);
+    result = RoutedResult(*host_link, *pod_link, args.env.netns, plan);
+  }
 
   if (cfg.masquerade) {
-    Status m = FirewallFor(cfg)->EnsureMasquerade(MasqSpec(cfg));
+    Status m = FirewallFor(cfg)->EnsureMasquerade(MasqSpec(cfg, rec));
     if (!m.ok()) return m.Prefix("masquerade");
   }
+  // Pods without mappings do no firewall work at all here.
+  std::optional<ScopeGuard> resync_hostports;
+  if (!maps.empty()) {
+    if (rec.ip_v4)  // DNAT of 127.0.0.1 needs it on the interface the packet leaves by
+      WEFT_RETURN_IF_ERROR(sys::EnsureSysctl("net/ipv4/conf/" + localnet_dev + "/route_localnet", "1"));
+    resync_hostports.emplace([&] {
+      (void)store.Release(cid, ifname);
+      (void)SyncHostPorts(cfg, store);
+    });
+    WEFT_RETURN_IF_ERROR(SyncHostPorts(cfg, store));
+    WEFT_ASSIGN_OR_RETURN(auto mine, DesiredHostPorts(store));
+    std::erase_if(mine, [&](const fw::HostPortRule& r) {
+      return !((rec.ip_v4 && r.container == *rec.ip_v4) || (rec.ip_v6 && r.container == *rec.ip_v6));
+    });
+    WEFT_RETURN_IF_ERROR(fw::FlushUdpConntrack(mine));
+  }
   WEFT_RETURN_IF_ERROR(store.SetState(cid, ifname, ipam::kStateReady));
+  if (resync_hostports) resync_hostports->Dismiss();
   delete_link.Dismiss();
   release_ip.Dismiss();
+  if (release_delegated) release_delegated->Dismiss();
 
-  cni::CniResult result = RoutedResult(*host_link, *pod_link, args.env.netns, addrs);
-  result.dns = cfg.net.dns;
-  WEFT_LOG(kInfo, "attached " + (addrs.v4 ? addrs.v4->ToString() : addrs.v6->ToString()) + " via " + host_ifname);
+  result.dns = EffectiveDns(cfg.net.dns, rt.dns, ipam_dns);
+  WEFT_LOG(kInfo, "attached " + (rec.ip_v4 ? rec.ip_v4->ToString() : rec.ip_v6->ToString()) + " via " + host_ifname);
   return result;
 }
 
@@ -121,8 +303,14 @@ Status WeftPlugin::CmdDel(const cni::CmdArgs& args) {
   // Without a row the link may still exist (a crash between the link and
   // the row); its name is derived, so DEL finds it either way.
   std::string host_ifname = rec ? rec->host_ifname : HostVethName(cid, ifname);
+  bool had_maps = false;
+  if (rec) {
+    WEFT_ASSIGN_OR_RETURN(had_maps, HasPortMappings(store, cid, ifname));
+  }
   WEFT_ASSIGN_OR_RETURN(sys::Netlink host, sys::Netlink::Open());
-  return Teardown(host, store, cid, ifname, host_ifname);
+  WEFT_RETURN_IF_ERROR(Teardown(host, store, DelegateFor(cfg, args), CallFor(args), host_ifname));
+  if (had_maps) WEFT_RETURN_IF_ERROR(SyncHostPorts(cfg, store));
+  return Status::Ok();
 }
 
 Status WeftPlugin::CmdCheck(const cni::CmdArgs& args) {
@@ -137,18 +325,29 @@ Status WeftPlugin::CmdCheck(const cni::CmdArgs& args) {
   if (rec->state != ipam::kStateReady)
     return Status::Error(Code::kCheckFailed, "the attachment of " + cid + " on " + ifname +
                                                  " is incomplete (state " + rec->state + ")");
+  if (auto delegated = DelegateFor(cfg, args)) WEFT_RETURN_IF_ERROR(delegated->Check(CallFor(args)));
   WEFT_ASSIGN_OR_RETURN(sys::Netns pod_ns, sys::Netns::Open(args.env.netns));
   WEFT_ASSIGN_OR_RETURN(sys::Netlink host, sys::Netlink::Open());
   WEFT_ASSIGN_OR_RETURN(sys::Netlink pod, sys::Netlink::OpenIn(pod_ns));
-  const PodAddrs addrs = AddrsOf(*rec);
-  WEFT_RETURN_IF_ERROR(CheckRouted(host, pod, rec->host_ifname, ifname, addrs));
+  std::vector<std::optional<IpAddress>> want;
+  if (cfg.mode == Mode::kBridge) {
+    // Delegated routes are not recorded: check the default routes only when
+    // weft chose them.
+    std::optional<std::vector<cni::Route>> routes;
+    if (!cfg.delegated_ipam.empty()) routes.emplace();
+    const BridgeAddrs plan = BridgePlan(cfg, *rec, routes);
+    WEFT_RETURN_IF_ERROR(CheckBridge(host, pod, cfg.bridge, rec->host_ifname, ifname, plan));
+  } else {
+    WEFT_RETURN_IF_ERROR(CheckRouted(host, pod, rec->host_ifname, ifname, RoutedPlan(cfg, *rec, {})));
+  }
+  if (rec->ip_v4) want.push_back(rec->ip_v4->addr());
+  if (rec->ip_v6) want.push_back(rec->ip_v6->addr());
   if (prev) {
-    for (const auto& want : {addrs.v4, addrs.v6}) {
-      if (!want) continue;
+    for (const auto& w : want) {
       bool listed = std::any_of(prev->ips.begin(), prev->ips.end(),
-                                [&](const cni::IpConfig& c) { return c.address.addr() == *want; });
+                                [&](const cni::IpConfig& c) { return c.address.addr() == *w; });
       if (!listed)
-        return Status::Error(Code::kCheckFailed, "prevResult does not list the pod address " + want->ToString());
+        return Status::Error(Code::kCheckFailed, "prevResult does not list the pod address " + w->ToString());
     }
     bool has_if = std::any_of(prev->interfaces.begin(), prev->interfaces.end(),
                               [&](const cni::Interface& i) { return i.name == ifname && !i.sandbox.empty(); });
@@ -164,6 +363,11 @@ Status WeftPlugin::CmdStatus(const cni::CmdArgs& args) {
   if (!store.ok())
     return Status::Error(Code::kNotAvailable, "IPAM store unavailable: " + store.status().msg(),
                          store.status().details());
+  if (auto delegated = DelegateFor(cfg, args)) {
+    Status st = delegated->ForwardStatus(CallFor(args));
+    if (!st.ok()) return Status::Error(Code::kNotAvailable, st.msg(), st.details());
+    return Status::Ok();
+  }
   auto usage = store->Usage(cfg.ranges);
   if (!usage.ok())
     return Status::Error(Code::kNotAvailable, "IPAM store unreadable: " + usage.status().msg());
@@ -187,7 +391,9 @@ Status WeftPlugin::CmdGc(const cni::CmdArgs& args, const std::vector<cni::Attach
   WEFT_ASSIGN_OR_RETURN(Config cfg, Load(args));
   WEFT_ASSIGN_OR_RETURN(ipam::Store store, ipam::Store::Open(cfg.data_dir));
   WEFT_ASSIGN_OR_RETURN(auto rows, store.ListPods(cfg.net.name));
+  WEFT_ASSIGN_OR_RETURN(auto maps_before, store.ListPortMappings());
   WEFT_ASSIGN_OR_RETURN(sys::Netlink host, sys::Netlink::Open());
+  const auto delegated = DelegateFor(cfg, args);
   Status first_error;
   int reclaimed = 0;
   for (const auto& r : rows) {
@@ -195,7 +401,8 @@ Status WeftPlugin::CmdGc(const cni::CmdArgs& args, const std::vector<cni::Attach
       return a.container_id == r.container_id && a.ifname == r.ifname;
     });
     if (keep) continue;
-    Status st = Teardown(host, store, r.container_id, r.ifname, r.host_ifname);
+    DelegateCall call{r.container_id, "", r.ifname, args.env.args_raw, args.env.path};
+    Status st = Teardown(host, store, delegated, call, r.host_ifname);
     if (st.ok()) {
       ++reclaimed;
     } else if (first_error.ok()) {
@@ -203,6 +410,14 @@ Status WeftPlugin::CmdGc(const cni::CmdArgs& args, const std::vector<cni::Attach
     }
   }
   WEFT_LOG(kInfo, "GC reclaimed " + std::to_string(reclaimed) + " attachment(s)");
+  if (!maps_before.empty() && reclaimed > 0) {
+    Status st = SyncHostPorts(cfg, store);
+    if (first_error.ok()) first_error = st;
+  }
+  if (delegated) {
+    Status st = delegated->ForwardGc(CallFor(args));
+    if (first_error.ok()) first_error = st;
+  }
   return first_error;
 }
 

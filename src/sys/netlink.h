@@ -85,6 +85,10 @@ class Netlink {
   Status SetUp(int index, bool proxy_arp = false);
   Status SetMtu(int index, int mtu);
   Status SetMaster(int index, int master_index);
+  // Bridge port flag: hairpin mode (IFLA_BRPORT_MODE) on a link enslaved to
+  // a bridge, so frames may leave through the port they arrived on.
+  // REQUIRES: the link is a bridge port.
+  Status SetBridgePortHairpin(int index, bool on);
   // Deletes by name. Returns kUnknownContainer-free OK when already gone:
   // `*existed` tells whether anything was deleted.
   Status DeleteLink(const std::string& name, bool* existed = nullptr);

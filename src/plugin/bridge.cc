@@ -1,0 +1,161 @@
+#include "plugin/bridge.h"
+
+#include <linux/rtnetlink.h>
+#include <sys/socket.h>
+
+#include "sys/sysctl.h"
+
+namespace weft::plugin {
+
+namespace {
+
+Status CheckFailed(const std::string& what) { return Status::Error(Code::kCheckFailed, what); }
+
+std::optional<IpAddress> GatewayFor(const BridgeAddrs& a, const cni::Route& r) {
+  if (r.gw) return r.gw;
+  return r.dst.is_v4() ? a.gw4 : a.gw6;
+}
+
+}  // namespace
+
+IpAddress FirstUsable(const IpPrefix& subnet) {
+  IpPrefix net = subnet.Masked();
+  if (net.is_v4() && net.host_bits() <= 1) return net.addr();
+  return net.addr().Plus(1);
+}
+
+Result<sys::LinkInfo> EnsureBridge(sys::Netlink& host, const std::string& name, int mtu) {
+  WEFT_ASSIGN_OR_RETURN(auto link, host.GetLink(name));
+  if (!link) {
+    Status st = host.CreateBridge(name, mtu);
+    if (!st.ok() && !sys::IsExists(st)) return st;  // EEXIST: a concurrent ADD won; verify below
+    WEFT_ASSIGN_OR_RETURN(link, host.GetLink(name));
+    if (!link) return Status::Error(Code::kKernel, "bridge " + name + " vanished right after creation");
+  }
+  if (link->kind != "bridge")
+    return Status::Error(Code::kNameTaken, "interface " + name + " exists and is " +
+                                               (link->kind.empty() ? "not a bridge" : "a " + link->kind + ", not a bridge"),
+                         "choose another \"bridge\" name");
+  if (mtu > 0 && link->mtu != mtu) {
+    WEFT_RETURN_IF_ERROR(host.SetMtu(link->index, mtu));
+    link->mtu = mtu;
+  }
+  if (!link->up) {
+    WEFT_RETURN_IF_ERROR(host.SetUp(link->index));
+    link->up = true;
+  }
+  return *link;
+}
+
+Status EnsureBridgeAddress(sys::Netlink& host, const sys::LinkInfo& bridge, const IpPrefix& gw) {
+  const int family = gw.is_v4() ? AF_INET : AF_INET6;
+  WEFT_ASSIGN_OR_RETURN(auto addrs, host.ListAddresses(family));
+  for (const auto& a : addrs) {
+    if (a.prefix.addr() != gw.addr()) continue;
+    if (a.index == bridge.index) return Status::Ok();
+    return Status::Error(Code::kNameTaken,
+                         "gateway " + gw.addr().ToString() + " is already on interface #" + std::to_string(a.index) +
+                             ", not on bridge " + bridge.name);
+  }
+  Status st = host.AddAddress(bridge.index, gw, /*nodad=*/!gw.is_v4());
+  if (st.ok() || !sys::IsExists(st)) return st.Prefix("add gateway to " + bridge.name);
+  // EEXIST: a concurrent ADD put it there between our read and our write.
+  WEFT_ASSIGN_OR_RETURN(addrs, host.ListAddresses(family));
+  for (const auto& a : addrs)
+    if (a.prefix.addr() == gw.addr() && a.index == bridge.index) return Status::Ok();
+  return st.Prefix("add gateway to " + bridge.name);
+}
+
+Result<sys::LinkInfo> ConfigureBridgePort(sys::Netlink& host, sys::LinkInfo h, const sys::LinkInfo& bridge) {
+  WEFT_RETURN_IF_ERROR(host.SetMaster(h.index, bridge.index));
+  WEFT_RETURN_IF_ERROR(host.SetBridgePortHairpin(h.index, true));
+  WEFT_RETURN_IF_ERROR(host.SetUp(h.index));
+  h.master = bridge.index;
+  h.up = true;
+  return h;
+}
+
+Result<sys::LinkInfo> ConfigureBridgePodSide(sys::Netlink& pod, const std::string& ifname, const BridgeAddrs& a) {
+  WEFT_ASSIGN_OR_RETURN(auto link, pod.GetLink(ifname));
+  if (!link) return Status::Error(Code::kKernel, "interface " + ifname + " vanished from the pod netns");
+  WEFT_RETURN_IF_ERROR(pod.SetUp(link->index));
+  if (a.v4) WEFT_RETURN_IF_ERROR(pod.AddAddress(link->index, *a.v4));
+  // No DAD: the address is ours by allocation, and DAD would delay it ~1s.
+  if (a.v6) WEFT_RETURN_IF_ERROR(pod.AddAddress(link->index, *a.v6, /*nodad=*/true));
+  for (const auto& r : a.routes) {
+    auto gw = GatewayFor(a, r);
+    if ((r.dst.is_v4() ? !a.v4 : !a.v6) || !gw) continue;  // no address or no gateway of that family
+    sys::RouteSpec spec{r.dst.Masked(), gw, link->index, RT_SCOPE_UNIVERSE};
+    Status st = pod.AddRoute(spec);
+    if (sys::IsExists(st))
+      return Status::Error(Code::kNameTaken, "the pod netns already has a route to " + r.dst.ToString() +
+                                                 " (" + ifname + " would be a second default route)");
+    WEFT_RETURN_IF_ERROR(st);
+  }
+  link->up = true;
+  return *link;
+}
+
+Status CheckBridge(sys::Netlink& host, sys::Netlink& pod, const std::string& bridge, const std::string& host_ifname,
+                   const std::string& ifname, const BridgeAddrs& a) {
+  WEFT_ASSIGN_OR_RETURN(auto br, host.GetLink(bridge));
+  if (!br) return CheckFailed("bridge " + bridge + " is missing");
+  if (!br->up) return CheckFailed("bridge " + bridge + " is down");
+  WEFT_ASSIGN_OR_RETURN(auto h, host.GetLink(host_ifname));
+  if (!h) return CheckFailed("host interface " + host_ifname + " is missing");
+  if (!h->up) return CheckFailed("host interface " + host_ifname + " is down");
+  if (h->master != br->index) return CheckFailed("host interface " + host_ifname + " is not a port of " + bridge);
+  WEFT_ASSIGN_OR_RETURN(auto p, pod.GetLink(ifname));
+  if (!p) return CheckFailed("interface " + ifname + " is missing in the pod netns");
+  if (!p->up) return CheckFailed("interface " + ifname + " is down in the pod netns");
+  for (int fam : {AF_INET, AF_INET6}) {
+    const auto& want = fam == AF_INET ? a.v4 : a.v6;
+    if (!want) continue;
+    WEFT_ASSIGN_OR_RETURN(auto addrs, pod.ListAddresses(fam));
+    bool found = false;
+    for (const auto& ad : addrs)
+      if (ad.index == p->index && ad.prefix == *want) found = true;
+    if (!found) return CheckFailed("pod address " + want->ToString() + " is not on " + ifname);
+    const auto& gw = fam == AF_INET ? a.gw4 : a.gw6;
+    if (gw) {
+      WEFT_ASSIGN_OR_RETURN(auto host_addrs, host.ListAddresses(fam));
+      bool on_bridge = false;
+      for (const auto& ad : host_addrs)
+        if (ad.index == br->index && ad.prefix.addr() == *gw) on_bridge = true;
+      if (!on_bridge) return CheckFailed("gateway " + gw->ToString() + " is not on bridge " + bridge);
+    }
+    WEFT_ASSIGN_OR_RETURN(auto routes, pod.ListRoutes(fam));
+    for (const auto& r : a.routes) {
+      if (r.dst.is_v4() != (fam == AF_INET)) continue;
+      auto via = GatewayFor(a, r);
+      bool have = false;
+      for (const auto& pr : routes)
+        if (pr.dst == r.dst.Masked() && pr.gw == via && pr.oif == p->index) have = true;
+      if (!have)
+        return CheckFailed(std::string(r.dst.len() == 0 ? "the pod has no default route" : "the pod has no route to " +
+                                                                                             r.dst.ToString()) +
+                           (via ? " via " + via->ToString() : "") + " dev " + ifname);
+    }
+  }
+  return Status::Ok();
+}
+
+cni::CniResult BridgeResult(const sys::LinkInfo& bridge, const sys::LinkInfo& host, const sys::LinkInfo& pod,
+                            const std::string& netns, const BridgeAddrs& a) {
+  cni::CniResult r;
+  r.interfaces.push_back({bridge.name, bridge.mac, bridge.mtu, "", "", ""});
+  r.interfaces.push_back({host.name, host.mac, host.mtu, "", "", ""});
+  r.interfaces.push_back({pod.name, pod.mac, pod.mtu, netns, "", ""});
+  if (a.v4) r.ips.push_back({*a.v4, a.gw4, 2});
+  if (a.v6) r.ips.push_back({*a.v6, a.gw6, 2});
+  for (const auto& rt : a.routes) {
+    if (rt.dst.is_v4() ? !a.v4 : !a.v6) continue;
+    cni::Route out = rt;
+    out.dst = rt.dst.Masked();
+    if (!out.gw) out.gw = rt.dst.is_v4() ? a.gw4 : a.gw6;
+    r.routes.push_back(out);
+  }
+  return r;
+}
+
+}  // namespace weft::plugin

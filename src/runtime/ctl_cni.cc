@@ -229,7 +229,7 @@ class ConfCommand : public Command {
               {"candidates", rep.candidates},
               {"notRead", rep.not_read}};
     j["networks"] = json::array();
-    bool invalid_plugins = false;
+    std::vector<std::string> problems;
     for (const auto& n : rep.networks) {
       json net = {{"name", n.list.name},       {"file", n.list.file},
                   {"ifname", n.ifname},        {"cniVersion", n.list.cni_version},
@@ -241,15 +241,20 @@ class ConfCommand : public Command {
         if (!p.source.empty()) pj["dropIn"] = p.source;
         auto bin = runtime.invoker().Find(p.type);
         pj["binary"] = bin.ok() ? *bin : "";
-        if (!bin.ok()) invalid_plugins = true;
+        if (!bin.ok()) problems.push_back("network \"" + n.list.name + "\": " + bin.status().msg());
         if (validate_ && bin.ok()) {
           auto vi = runtime.invoker().GetVersionInfo(p.type);
           if (!vi.ok()) {
             pj["versionError"] = vi.status().msg();
-            invalid_plugins = true;
+            problems.push_back("network \"" + n.list.name + "\": VERSION of " + p.type + " failed: " + vi.status().msg());
           } else {
             pj["supportedVersions"] = vi->supported;
-            if (!vi->Supports(n.list.cni_version.empty() ? "0.1.0" : n.list.cni_version)) invalid_plugins = true;
+            std::string want = n.list.cni_version.empty() ? "0.1.0" : n.list.cni_version;
+            if (!vi->Supports(want))
+              problems.push_back("network \"" + n.list.name + "\": plugin " + p.type +
+                                 " does not support cniVersion " + want + " (it supports " +
+                                 (vi->supported.empty() ? std::string("nothing") : vi->supported.back()) +
+                                 " at most); lower the list's cniVersion/cniVersions");
           }
         }
         net["plugins"].push_back(pj);
@@ -259,13 +264,14 @@ class ConfCommand : public Command {
     j["skipped"] = json::array();
     for (const auto& s : rep.skipped)
       j["skipped"].push_back({{"file", s.file}, {"code", s.reason.code_int()}, {"reason", s.reason.msg()}});
+    j["problems"] = problems;
     j["lastCNILoadStatus"] = rep.status.ok() ? "OK" : rep.status.msg();
     j["containerdLoadStatus"] = rep.containerd_status.ok() ? "OK" : rep.containerd_status.msg();
 
     if (ctx.global.json) *ctx.out << j.dump(4) << "\n";
     else PrintText(ctx, rep, j);
     if (!rep.status.ok()) return kExitConfig;
-    return invalid_plugins ? kExitConfig : kExitOk;
+    return problems.empty() ? kExitOk : kExitConfig;
   }
 
  private:
@@ -319,6 +325,7 @@ class ConfCommand : public Command {
         << " network(s), as containerd's max_conf_num)\n";
     for (const auto& s : rep.skipped)
       o << "skipped:      " << std::filesystem::path(s.file).filename().string() << ": " << s.reason.msg() << "\n";
+    for (const auto& p : j["problems"]) o << "problem:      " << p.get<std::string>() << "\n";
     o << "load status:  " << (rep.status.ok() ? "OK" : rep.status.msg()) << "\n";
     if (!rep.containerd_status.ok() && rep.status.ok())
       o << "containerd:   would refuse this dir (go-cni stops at the first invalid file): "

@@ -58,7 +58,7 @@ std::string RenderNftHostPorts(const std::string& table, const std::vector<HostP
   s += "table inet " + table + " {\n";
   s += "  chain prerouting {\n    type nat hook prerouting priority dstnat; policy accept;\n";
   s += "    fib daddr type local jump hostports" + c + "\n  }\n";
-  s += "  chain output {\n    type nat hook output priority dstnat; policy accept;\n";
+  s += "  chain output {\n    type nat hook output priority -100; policy accept;\n";
   s += "    fib daddr type local jump hostports" + c + "\n  }\n";
   s += "  chain hostports {\n";
   for (const auto& r : rules) {

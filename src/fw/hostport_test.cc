@@ -17,7 +17,7 @@ TEST(HostPorts, NftRulesetDnatsMarksAndMasquerades) {
   std::string m = HostPortMarker(rules);
   EXPECT_EQ(s.find("table inet weft-hp-x\ndelete table inet weft-hp-x\ntable inet weft-hp-x {"), 0u) << s;
   EXPECT_NE(s.find("fib daddr type local jump hostports"), std::string::npos) << s;
-  EXPECT_NE(s.find("type nat hook output priority dstnat"), std::string::npos) << s;
+  EXPECT_NE(s.find("type nat hook output priority -100"), std::string::npos) << s;
   EXPECT_NE(s.find("meta nfproto ipv4 tcp dport 8080 dnat ip to 10.244.2.5:80 comment \"" + m + "\""),
             std::string::npos) << s;
   EXPECT_NE(s.find("meta nfproto ipv4 tcp dport 8080 ip saddr { 10.244.2.0/24, 127.0.0.0/8 } meta mark set"),

@@ -10,6 +10,7 @@
 #include "cni/version.h"
 #include "runtime/chain.h"
 #include "runtime/conf.h"
+#include "runtime/conf_watcher.h"
 #include "runtime/ctl.h"
 
 namespace weft::runtime::ctl {
@@ -217,10 +218,15 @@ class ConfCommand : public Command {
         ->capture_default_str();
     sub->add_flag("--validate", validate_,
                   "Also run VERSION on every plugin and check it supports the network's cniVersion");
+    sub->add_option("--watch", watch_s_,
+                    "Watch the conf dir (inotify) for this many seconds and print one line per reload with the "
+                    "default network and the load status, as containerd's lastCNILoadStatus")
+        ->check(CLI::Range(0, 86400));
     return sub;
   }
 
   int Run(Context& ctx) override {
+    if (watch_s_ > 0) return Watch(ctx);
     LoadReport rep = LoadConfDir({ctx.ConfDir(), max_, "eth"});
     Runtime runtime = MakeRuntime(ctx);
     json j = {{"confDir", ctx.ConfDir()},
@@ -332,7 +338,34 @@ class ConfCommand : public Command {
         << rep.containerd_status.msg() << "\n";
   }
 
+  // One line (or JSON object) per load: the initial one and every reload.
+  int Watch(Context& ctx) {
+    auto w = ConfWatcher::Start({ctx.ConfDir(), max_, "eth"});
+    if (!w.ok()) return ctx.Fail("conf --watch", w.status(), kExitConfig);
+    auto print = [&](int n) {
+      const LoadReport& r = w->report();
+      std::string def = r.networks.empty() ? "" : r.networks[0].list.name;
+      std::string status = r.status.ok() ? "OK" : r.status.msg();
+      if (ctx.global.json) {
+        *ctx.out << json{{"load", n}, {"default", def}, {"lastCNILoadStatus", status}}.dump() << std::endl;
+      } else {
+        *ctx.out << "load " << n << ": default=" << (def.empty() ? "(none)" : "\"" + def + "\"")
+                 << " skipped=" << r.skipped.size() << " status=" << status << std::endl;
+      }
+    };
+    print(0);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(watch_s_);
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      auto r = w->WaitAndReload(std::min(left, std::chrono::milliseconds(500)));
+      if (!r.ok()) return ctx.Fail("conf --watch", r.status(), kExitConfig);
+      if (*r) print(w->reloads());
+    }
+    return w->last_load_status().ok() ? kExitOk : kExitConfig;
+  }
+
   int max_ = 1;
+  int watch_s_ = 0;
   bool validate_ = false;
 };
 

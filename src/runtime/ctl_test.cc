@@ -4,6 +4,7 @@
 
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "runtime/test_helpers.h"
 
@@ -150,6 +151,18 @@ TEST_F(CtlTest, ConfExplainsTheDefaultAndTheSkippedFiles) {
   std::filesystem::remove(dir_ / "net.d/10-net.conflist");
   EXPECT_EQ(Run({"conf"}), kExitConfig);
   EXPECT_NE(out_.str().find("no valid networks found"), std::string::npos) << out_.str();
+}
+
+TEST_F(CtlTest, ConfWatchPrintsEveryReloadWithTheLoadStatus) {
+  std::thread writer([this] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    WriteText(dir_ / "net.d/05-first.conflist", R"({"cniVersion":"1.0.0","name":"first","plugins":[{"type":"a"}]})");
+  });
+  int rc = Run({"conf", "--watch", "2"});
+  writer.join();
+  EXPECT_EQ(rc, kExitOk);
+  EXPECT_NE(out_.str().find("load 0: default=\"net\" skipped=0 status=OK"), std::string::npos) << out_.str();
+  EXPECT_NE(out_.str().find("default=\"first\""), std::string::npos) << out_.str();
 }
 
 TEST_F(CtlTest, ConfValidateFlagsPluginsThatCannotSpeakTheListsVersion) {

@@ -1,0 +1,201 @@
+// weftd: the Weft node agent (docs/weftd.md). Only main(): flags, logging,
+// signals; the work lives in src/agent.
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <thread>
+
+#include "agent/agent.h"
+#include "agent/conflist.h"
+#include "agent/etcd.h"
+#include "agent/http.h"
+#include "agent/kube.h"
+#include "base/log.h"
+#include "base/strings.h"
+#include "sys/exec.h"
+
+namespace {
+
+using weft::Status;
+namespace agent = weft::agent;
+
+int Fail(const Status& st) {
+  std::fprintf(stderr, "weftd: %s\n", st.ToString().c_str());
+  WEFT_LOG(kError, "msg=\"exiting\" err=\"" + st.ToString() + "\"");
+  return 1;
+}
+
+int RealMain(int argc, char** argv) {
+  CLI::App app{"weftd: Weft's node agent. Claims or reads this node's pod CIDR, writes the CNI conflist, "
+               "and keeps VXLAN or direct routes to every peer node in sync with the Kubernetes API or etcd."};
+  app.set_config("--config", "", "Read flags from this TOML/INI file (keys are the long flag names)");
+  agent::AgentOptions o;
+  std::string control_plane = "kubernetes", backend = "vxlan", kubeconfig, etcd_endpoints, cluster_cidr;
+  std::string etcd_prefix = "/weft/network", etcd_ca, etcd_cert, etcd_key, install_plugin, cni_bin_dir = "/opt/cni/bin";
+  std::string log_level = "info", log_file, sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+  int64_t lease_ttl = 60, watch_timeout = 300;
+  int subnet_len = 24;
+  double resync_seconds = 30;
+  bool leave = false;
+
+  app.add_option("--node-name", o.node_name, "This node's name (Node object / etcd record)")->envname("NODE_NAME");
+  app.add_option("--control-plane", control_plane, "Source of truth: kubernetes or etcd")
+      ->check(CLI::IsMember({"kubernetes", "etcd"}))
+      ->capture_default_str();
+  app.add_option("--kubeconfig", kubeconfig, "Kubeconfig file (default: in-cluster service account)")
+      ->envname("KUBECONFIG");
+  app.add_option("--service-account-dir", sa_dir, "In-cluster token and CA directory")->capture_default_str();
+  app.add_option("--watch-timeout", watch_timeout, "Server-side timeout of one Kubernetes watch, seconds")
+      ->capture_default_str();
+  app.add_option("--etcd-endpoints", etcd_endpoints, "Comma-separated etcd client URLs (http://host:2379)");
+  app.add_option("--etcd-prefix", etcd_prefix, "Key prefix of the network in etcd")->capture_default_str();
+  app.add_option("--etcd-lease-ttl", lease_ttl, "TTL of this node's subnet lease, seconds")
+      ->check(CLI::Range(2, 3600))
+      ->capture_default_str();
+  app.add_option("--etcd-cafile", etcd_ca, "CA bundle to verify etcd");
+  app.add_option("--etcd-certfile", etcd_cert, "Client certificate for etcd");
+  app.add_option("--etcd-keyfile", etcd_key, "Client key for etcd");
+  app.add_option("--cluster-cidr", cluster_cidr,
+                 "Cluster pod CIDR: written to etcd's config when absent; masquerade leaves it alone");
+  app.add_option("--subnet-len", subnet_len, "Per-node subnet size claimed from etcd")
+      ->check(CLI::Range(8, 30))
+      ->capture_default_str();
+  app.add_option("--backend", backend, "vxlan, host-gw (direct routes; peers must share a link) or auto")
+      ->check(CLI::IsMember({"vxlan", "host-gw", "auto"}))
+      ->capture_default_str();
+  app.add_option("--iface", o.iface, "Uplink interface (default: the IPv4 default route's)");
+  app.add_option("--node-ip", o.node_ip, "This node's underlay IPv4 (default: the uplink's first address)");
+  app.add_option("--vxlan-vni", o.vxlan_vni, "VXLAN network identifier")->capture_default_str();
+  app.add_option("--vxlan-port", o.vxlan_port, "VXLAN UDP port")->capture_default_str();
+  app.add_option("--vxlan-device", o.vxlan_device, "VXLAN device name (default weft.<vni>)");
+  app.add_option("--cni-conf-dir", o.cni_conf_dir, "Where the conflist goes")->capture_default_str();
+  app.add_option("--cni-conf-name", o.cni_conf_name, "Conflist file name")->capture_default_str();
+  app.add_option("--network-name", o.network_name, "CNI network name")->capture_default_str();
+  app.add_option("--write-conflist", o.write_conflist, "Write the conflist")->capture_default_str();
+  app.add_option("--cni-bin-dir", cni_bin_dir, "CNI plugin directory (for --install-plugin)")->capture_default_str();
+  app.add_option("--install-plugin", install_plugin,
+                 "Copy this weft plugin binary into --cni-bin-dir and exit (the DaemonSet's init step)");
+  app.add_option("--plugin-data-dir", o.plugin_data_dir, "dataDir for the plugin in the conflist");
+  app.add_option("--plugin-log-file", o.plugin_log_file, "logFile for the plugin in the conflist");
+  app.add_option("--plugin-log-level", o.plugin_log_level, "logLevel for the plugin in the conflist");
+  app.add_option("--state-dir", o.state_dir, "weftd's own state (subnet memory, locks)")->capture_default_str();
+  app.add_option("--masquerade", o.masquerade, "Node-wide masquerade of pod traffic leaving the cluster CIDR")
+      ->capture_default_str();
+  app.add_option("--masquerade-backend", o.masquerade_backend, "nftables or iptables")
+      ->check(CLI::IsMember({"nftables", "iptables"}))
+      ->capture_default_str();
+  app.add_option("--resync-period", resync_seconds, "Seconds between full resyncs")
+      ->check(CLI::Range(0.2, 3600.0))
+      ->capture_default_str();
+  app.add_option("--metrics-addr", o.metrics_addr, "host:port for /metrics, /healthz, /readyz (\"\" = off)")
+      ->capture_default_str();
+  app.add_option("--log-level", log_level, "debug, info, warn, error")->capture_default_str();
+  app.add_option("--log-file", log_file, "Log to this file instead of stderr");
+  app.add_flag("--leave", leave, "Withdraw this node from etcd (revoke its lease, delete its subnet) and exit");
+  CLI11_PARSE(app, argc, argv);
+
+  weft::log::Level level;
+  if (!weft::log::ParseLevel(log_level, &level))
+    return Fail(Status::Error(weft::Code::kInvalidConfig, "--log-level must be debug, info, warn or error"));
+  weft::log::SetLevel(level);
+  if (!weft::log::SetFile(log_file))
+    return Fail(Status::Error(weft::Code::kIo, "cannot open --log-file " + log_file));
+  weft::log::SetContext("component=weftd");
+
+  if (!install_plugin.empty()) {
+    bool changed = false;
+    Status st = agent::InstallPlugin(install_plugin, cni_bin_dir, "weft", &changed);
+    if (!st.ok()) return Fail(st);
+    WEFT_LOG(kInfo, "msg=\"installed plugin\" dir=" + cni_bin_dir + (changed ? " changed=true" : " changed=false"));
+    return 0;
+  }
+  if (o.node_name.empty())
+    return Fail(Status::Error(weft::Code::kInvalidConfig, "--node-name (or NODE_NAME) is required"));
+  if (!agent::ParseBackend(backend, &o.backend))
+    return Fail(Status::Error(weft::Code::kInvalidConfig, "bad --backend"));
+  if (!cluster_cidr.empty()) {
+    auto c = weft::IpPrefix::Parse(cluster_cidr);
+    if (!c || !c->is_v4())
+      return Fail(Status::Error(weft::Code::kInvalidConfig, "--cluster-cidr must be an IPv4 CIDR"));
+    o.cluster_cidr = c->Masked();
+  }
+  o.resync = std::chrono::milliseconds(static_cast<int64_t>(resync_seconds * 1000));
+  o.control_plane_name = control_plane;
+
+  if (Status st = agent::InitHttp(); !st.ok()) return Fail(st);
+
+  std::unique_ptr<agent::ControlPlane> cp;
+  if (control_plane == "etcd") {
+    agent::EtcdOptions e;
+    for (auto part : weft::Split(etcd_endpoints, ','))
+      if (auto t = weft::Trim(part); !t.empty()) e.endpoints.emplace_back(t);
+    if (e.endpoints.empty())
+      return Fail(Status::Error(weft::Code::kInvalidConfig, "--etcd-endpoints is required with --control-plane=etcd"));
+    while (etcd_prefix.size() > 1 && etcd_prefix.back() == '/') etcd_prefix.pop_back();
+    e.prefix = etcd_prefix;
+    e.lease_ttl = lease_ttl;
+    e.cluster_cidr = o.cluster_cidr;
+    e.subnet_len = subnet_len;
+    e.tls = {etcd_ca, etcd_cert, etcd_key, false};
+    e.state_file = o.state_dir + "/subnet";
+    e.node_name = o.node_name;
+    cp = agent::NewEtcdControlPlane(std::move(e));
+  } else {
+    auto ep = kubeconfig.empty() ? agent::InClusterEndpoint(weft::sys::CurrentEnv(), sa_dir)
+                                 : agent::KubeconfigEndpoint(kubeconfig, o.state_dir + "/kubeconfig-data");
+    if (!ep.ok()) return Fail(ep.status());
+    agent::KubeOptions k;
+    k.endpoint = std::move(ep).value();
+    k.watch_timeout_seconds = watch_timeout;
+    cp = agent::NewKubeControlPlane(std::move(k));
+  }
+
+  if (leave) {
+    Status st = cp->Leave();
+    if (!st.ok()) return Fail(st);
+    WEFT_LOG(kInfo, "msg=\"left the network\" node=" + o.node_name);
+    return 0;
+  }
+
+  // Signals go to one waiting thread; every other thread has them blocked.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  agent::Agent a(std::move(o), std::move(cp));
+  std::atomic<bool> done{false};
+  std::thread signals([&] {
+    int sig = 0;
+    while (sigwait(&set, &sig) == 0) {
+      if (done.load()) return;
+      WEFT_LOG(kInfo, "msg=\"stopping\" signal=" + std::to_string(sig));
+      a.RequestStop();
+      return;
+    }
+  });
+  Status st = a.Run();
+  done = true;
+  pthread_kill(signals.native_handle(), SIGTERM);
+  signals.join();
+  if (!st.ok()) return Fail(st);
+  WEFT_LOG(kInfo, "msg=stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return RealMain(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "weftd: internal error: %s\n", e.what());
+    return 999 & 0xff;
+  } catch (...) {
+    std::fprintf(stderr, "weftd: internal error\n");
+    return 999 & 0xff;
+  }
+}

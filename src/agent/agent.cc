@@ -1,0 +1,256 @@
+#include "agent/agent.h"
+
+#include <malloc.h>
+#include <sys/socket.h>
+
+#include <thread>
+
+#include "agent/conflist.h"
+#include "agent/datapath.h"
+#include "agent/reconcile.h"
+#include "base/log.h"
+#include "fw/masquerade.h"
+#include "sys/files.h"
+#include "sys/netlink.h"
+#include "sys/sysctl.h"
+
+namespace weft::agent {
+namespace {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+struct Agent::State {
+  std::optional<sys::Netlink> nl;  // setup + reads of links/addresses
+  Uplink uplink;
+  LocalNode self;
+  LocalView view;
+  std::vector<IpPrefix> pod_cidrs;
+  std::unique_ptr<Datapath> datapath;
+  std::unique_ptr<fw::Firewall> firewall;
+};
+
+Agent::Agent(AgentOptions opts, std::unique_ptr<ControlPlane> cp) : opts_(std::move(opts)), cp_(std::move(cp)) {
+  if (opts_.vxlan_device.empty()) opts_.vxlan_device = "weft." + std::to_string(opts_.vxlan_vni);
+}
+
+Agent::~Agent() = default;
+
+void Agent::RequestStop() {
+  stop_ = true;
+  store_.Notify();
+}
+
+HttpAnswer Agent::Serve(const std::string& path) {
+  if (path == "/metrics")
+    return {200, "text/plain; version=0.0.4; charset=utf-8",
+            RenderMetrics(metrics_, cp_->stats(), opts_.control_plane_name)};
+  if (path == "/healthz") {
+    // Alive while the reconcile loop wakes up at least every resync period.
+    int64_t age = NowMs() - metrics_.heartbeat_unix_ms.load();
+    int64_t limit = 3 * opts_.resync.count() + 10000;
+    if (age <= limit) return {200, "text/plain", "ok\n"};
+    return {503, "text/plain", "reconcile loop stalled for " + std::to_string(age) + " ms\n"};
+  }
+  if (path == "/readyz") {
+    if (metrics_.ready.load()) return {200, "text/plain", "ok\n"};
+    return {503, "text/plain", "not ready: waiting for the first complete peer list and reconcile\n"};
+  }
+  return {404, "text/plain", "not found\n"};
+}
+
+// Idempotent node setup: runs at start and on every periodic resync, so a
+// deleted device, address or sysctl comes back (level-triggered).
+Status Agent::SetUpNode(State& st) {
+  sys::Netlink& nl = *st.nl;
+  WEFT_RETURN_IF_ERROR(sys::EnsureSysctl("net/ipv4/ip_forward", "1"));
+  int vxlan_index = 0;
+  int pod_mtu = st.uplink.mtu;
+  if (opts_.backend != Backend::kHostGw) {
+    VxlanSpec spec;
+    spec.name = opts_.vxlan_device;
+    spec.vni = opts_.vxlan_vni;
+    spec.port = opts_.vxlan_port;
+    spec.local = st.uplink.ip;
+    spec.underlay_index = st.uplink.index;
+    spec.mtu = st.uplink.mtu - 50;
+    WEFT_ASSIGN_OR_RETURN(auto link, EnsureVxlan(nl, spec));
+    vxlan_index = link.index;
+    st.self.vtep_mac = link.mac;
+    pod_mtu = spec.mtu;
+    if (!st.pod_cidrs.empty()) {
+      // The VTEP address: the first IP of the pod CIDR as a /32 (the route to
+      // a peer's CIDR goes via the peer's first IP, onlink).
+      IpPrefix vtep(st.view.pod_cidr.Masked().addr(), 32);
+      WEFT_ASSIGN_OR_RETURN(auto addrs, nl.ListAddresses(AF_INET));
+      bool have = false;
+      for (const auto& a : addrs) {
+        if (a.index != vxlan_index) continue;
+        if (a.prefix == vtep) have = true;
+      }
+      if (!have) WEFT_RETURN_IF_ERROR(nl.AddAddress(vxlan_index, vtep, false, /*replace=*/true));
+    }
+  }
+  if (vxlan_index != st.view.vxlan_index || !st.datapath) {
+    WEFT_ASSIGN_OR_RETURN(auto dnl, sys::Netlink::Open());
+    st.datapath = NewKernelDatapath(std::move(dnl), vxlan_index);
+    st.view.vxlan_index = vxlan_index;
+  }
+  if (st.pod_cidrs.empty()) return Status::Ok();
+
+  std::vector<IpPrefix> cluster;
+  if (opts_.cluster_cidr) cluster.push_back(opts_.cluster_cidr->Masked());
+  else if (auto c = cp_->ClusterCidr()) cluster.push_back(*c);
+  if (opts_.masquerade) {
+    if (cluster.empty()) {
+      WEFT_LOG(kWarn, "msg=\"no cluster CIDR known: node-wide masquerade is off (set --cluster-cidr)\"");
+    } else {
+      if (!st.firewall) {
+        WEFT_RETURN_IF_ERROR(sys::MkdirAll(opts_.state_dir, 0755));
+        st.firewall = opts_.masquerade_backend == "iptables" ? fw::NewIptablesFirewall(opts_.state_dir)
+                                                             : fw::NewNftFirewall(opts_.state_dir);
+      }
+      fw::MasqueradeSpec m{opts_.network_name, st.pod_cidrs, cluster};
+      WEFT_RETURN_IF_ERROR(st.firewall->EnsureMasquerade(m).WithPrefix("node-wide masquerade"));
+    }
+  }
+  if (opts_.write_conflist) {
+    ConflistSpec c;
+    c.network_name = opts_.network_name;
+    c.ranges = st.pod_cidrs;
+    c.mtu = pod_mtu;
+    c.cluster_cidrs = cluster;
+    c.data_dir = opts_.plugin_data_dir;
+    c.log_file = opts_.plugin_log_file;
+    c.log_level = opts_.plugin_log_level;
+    bool changed = false;
+    WEFT_RETURN_IF_ERROR(WriteConflist(opts_.cni_conf_dir, opts_.cni_conf_name, RenderConflist(c), &changed));
+    if (changed)
+      WEFT_LOG(kInfo, "msg=\"wrote CNI conflist\" path=" + opts_.cni_conf_dir + "/" + opts_.cni_conf_name);
+  }
+  return Status::Ok();
+}
+
+Status Agent::Reconcile(State& st, const PeerMap& peers) {
+  auto t0 = std::chrono::steady_clock::now();
+  Desired want = ComputeDesired(st.view, peers);
+  WEFT_ASSIGN_OR_RETURN(KernelState have, st.datapath->Read());
+  Plan plan = Diff(want.state, have);
+  int errors = 0;
+  Status applied = plan.empty() ? Status::Ok() : st.datapath->Apply(plan, &errors);
+  auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  metrics_.reconciles++;
+  metrics_.duration_us_sum += static_cast<uint64_t>(us);
+  metrics_.last_duration_us = static_cast<uint64_t>(us);
+  metrics_.last_reconcile_unix_ms = NowMs();
+  metrics_.changes += plan.size() - static_cast<size_t>(errors);
+  metrics_.peers = want.vxlan_peers + want.direct_peers;
+  metrics_.vxlan_peers = want.vxlan_peers;
+  metrics_.direct_peers = want.direct_peers;
+  metrics_.skipped_peers = want.skipped.size();
+  if (!plan.empty() || !applied.ok())
+    WEFT_LOG(kInfo, "msg=reconciled peers=" + std::to_string(want.vxlan_peers + want.direct_peers) +
+                        " vxlan=" + std::to_string(want.vxlan_peers) + " direct=" + std::to_string(want.direct_peers) +
+                        " skipped=" + std::to_string(want.skipped.size()) + " route_upserts=" +
+                        std::to_string(plan.route_upserts.size()) + " route_deletes=" +
+                        std::to_string(plan.route_deletes.size()) + " neigh_changes=" +
+                        std::to_string(plan.arp_upserts.size() + plan.arp_deletes.size()) + " fdb_changes=" +
+                        std::to_string(plan.fdb_adds.size() + plan.fdb_deletes.size()) + " errors=" +
+                        std::to_string(errors) + " duration_us=" + std::to_string(us));
+  for (const auto& s : want.skipped) WEFT_LOG(kDebug, "msg=\"peer skipped\" why=\"" + s + "\"");
+  if (!applied.ok()) {
+    metrics_.reconcile_errors++;
+    return applied;
+  }
+  return Status::Ok();
+}
+
+Status Agent::Run() {
+  State st;
+  WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::Open());
+  st.nl.emplace(std::move(nl));
+  WEFT_ASSIGN_OR_RETURN(st.uplink, DetectUplink(*st.nl, opts_.iface, opts_.node_ip));
+  WEFT_LOG(kInfo, "msg=\"uplink\" iface=" + st.uplink.name + " ip=" + st.uplink.ip.ToString() +
+                      " mtu=" + std::to_string(st.uplink.mtu) + " backend=" + BackendName(opts_.backend));
+  st.self.name = opts_.node_name;
+  st.self.host_ip = st.uplink.ip;
+  st.self.backend = opts_.backend;
+  st.view.name = opts_.node_name;
+  st.view.host_ip = st.uplink.ip;
+  st.view.backend = opts_.backend;
+  st.view.uplink_index = st.uplink.index;
+  st.view.uplink_subnets = st.uplink.subnets;
+
+  std::unique_ptr<StatusServer> server;
+  if (!opts_.metrics_addr.empty()) {
+    WEFT_ASSIGN_OR_RETURN(server, StatusServer::Start(opts_.metrics_addr, [this](const std::string& p) {
+                            return Serve(p);
+                          }));
+  }
+  metrics_.heartbeat_unix_ms = NowMs();
+
+  // The VXLAN device first: its MAC is part of what the node publishes.
+  WEFT_RETURN_IF_ERROR(SetUpNode(st));
+  WEFT_ASSIGN_OR_RETURN(st.pod_cidrs, cp_->Register(st.self, stop_));
+  for (const auto& c : st.pod_cidrs)
+    if (c.is_v4() && st.view.pod_cidr.len() == 0) st.view.pod_cidr = c.Masked();
+  if (st.view.pod_cidr.len() == 0)
+    return Status::Error(Code::kInvalidConfig, "the node has no IPv4 pod CIDR (IPv4 is required)");
+  WEFT_LOG(kInfo, "msg=registered node=" + opts_.node_name + " pod_cidr=" + st.view.pod_cidr.ToString() +
+                      " vtep_mac=" + (st.self.vtep_mac.empty() ? "-" : st.self.vtep_mac));
+  WEFT_RETURN_IF_ERROR(SetUpNode(st));
+
+  Status cp_status;
+  std::thread watcher([&] {
+    cp_status = cp_->Run(store_, stop_);
+    if (!cp_status.ok()) {
+      WEFT_LOG(kError, "msg=\"control plane failed\" err=\"" + cp_status.ToString() + "\"");
+      RequestStop();
+    }
+  });
+
+  uint64_t seen = 0;
+  bool reconciled_once = false;
+  auto next_resync = std::chrono::steady_clock::now() + opts_.resync;
+  auto retry_at = std::chrono::steady_clock::time_point::max();
+  while (!stop_.load()) {
+    auto now = std::chrono::steady_clock::now();
+    auto wake = std::min(next_resync, retry_at);
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake > now ? wake - now : wake - wake);
+    auto snap = store_.WaitChange(seen, std::min<std::chrono::milliseconds>(wait, std::chrono::seconds(5)), stop_);
+    metrics_.heartbeat_unix_ms = NowMs();
+    if (stop_.load()) break;
+    // Never act before the first complete list: an empty desired state
+    // would withdraw every route.
+    if (!snap.synced) continue;
+    now = std::chrono::steady_clock::now();
+    bool resync = now >= next_resync;
+    if (snap.version == seen && !resync && now < retry_at) continue;
+    if (resync) {
+      Status s = SetUpNode(st);
+      if (!s.ok()) WEFT_LOG(kWarn, "msg=\"node setup failed\" err=\"" + s.ToString() + "\"");
+      next_resync = now + opts_.resync;
+    }
+    seen = snap.version;
+    Status r = Reconcile(st, snap.peers);
+    if (!reconciled_once) malloc_trim(0);  // the first list's JSON is gone; give the heap back
+    if (r.ok()) {
+      retry_at = std::chrono::steady_clock::time_point::max();
+      if (!reconciled_once) WEFT_LOG(kInfo, "msg=ready");
+      reconciled_once = true;
+      metrics_.ready = true;
+    } else {
+      WEFT_LOG(kWarn, "msg=\"reconcile failed; retrying\" err=\"" + r.ToString() + "\"");
+      retry_at = now + std::chrono::seconds(1);
+    }
+  }
+  RequestStop();
+  watcher.join();
+  return cp_status;
+}
+
+}  // namespace weft::agent

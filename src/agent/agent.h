@@ -1,0 +1,65 @@
+#pragma once
+// weftd's main loop: sets the node up (uplink, VXLAN device, sysctls,
+// masquerade, conflist), registers with the control plane, then reconciles
+// the kernel against the peers on every change and on a periodic resync.
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "agent/control_plane.h"
+#include "agent/metrics.h"
+#include "agent/types.h"
+#include "base/status.h"
+
+namespace weft::agent {
+
+struct AgentOptions {
+  std::string node_name;
+  std::string control_plane_name = "etcd";  // for metrics labels and logs
+  Backend backend = Backend::kVxlan;
+  std::string iface;                        // uplink ("" = default route's)
+  std::string node_ip;                      // ("" = the uplink's first IPv4)
+  uint32_t vxlan_vni = 1;
+  int vxlan_port = 8472;
+  std::string vxlan_device;                 // "" = "weft.<vni>"
+  std::optional<IpPrefix> cluster_cidr;     // for masquerade and the conflist
+  std::string cni_conf_dir = "/etc/cni/net.d";
+  std::string cni_conf_name = "10-weft.conflist";
+  std::string network_name = "weft";
+  bool write_conflist = true;
+  std::string plugin_data_dir;              // "" = the plugin's default
+  std::string plugin_log_file;
+  std::string plugin_log_level;
+  std::string state_dir = "/var/lib/weftd";  // masquerade lock
+  bool masquerade = true;
+  std::string masquerade_backend = "nftables";
+  std::chrono::milliseconds resync{std::chrono::seconds(30)};
+  std::string metrics_addr = "0.0.0.0:9641";  // "" = no server
+};
+
+class Agent {
+ public:
+  Agent(AgentOptions opts, std::unique_ptr<ControlPlane> cp);
+  ~Agent();
+  // Blocks until RequestStop() or a fatal error.
+  Status Run();
+  // Thread-safe; safe to call from a signal-handling thread.
+  void RequestStop();
+
+ private:
+  struct State;
+  Status SetUpNode(State& st);
+  Status Reconcile(State& st, const PeerMap& peers);
+  HttpAnswer Serve(const std::string& path);
+
+  AgentOptions opts_;
+  std::unique_ptr<ControlPlane> cp_;
+  PeerStore store_;
+  AgentMetrics metrics_;
+  std::atomic<bool> stop_{false};
+};
+
+}  // namespace weft::agent

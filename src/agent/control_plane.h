@@ -1,0 +1,99 @@
+#pragma once
+// The seam between the agent and its source of truth. Two implementations:
+// the Kubernetes API (kube.h) and etcd v3 (etcd.h). The reconciler never
+// knows which one it talks to: it only reads complete peer snapshots from a
+// PeerStore.
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "agent/types.h"
+#include "base/ip.h"
+#include "base/status.h"
+
+namespace weft::agent {
+
+// Counters a control plane bumps; read by the metrics endpoint.
+struct ControlPlaneStats {
+  std::atomic<uint64_t> reconnects{0};   // watch streams re-opened after an error
+  std::atomic<uint64_t> relists{0};      // full lists (first one included)
+  std::atomic<uint64_t> events{0};       // watch events applied
+  std::atomic<uint64_t> errors{0};       // failed requests
+};
+
+// The latest complete view of the peers. Writers (one watch thread) replace
+// or patch it; the reconciler waits for a change and takes a copy.
+// Thread-safe.
+class PeerStore {
+ public:
+  // A complete list: replaces everything and marks the store synced.
+  void Replace(PeerMap peers);
+  // Applies one watch event. Ignored until the first Replace().
+  void Upsert(NodeInfo node);
+  void Remove(const std::string& name);
+
+  struct Snapshot {
+    bool synced = false;
+    uint64_t version = 0;
+    PeerMap peers;
+  };
+  // Waits until the version differs from `seen`, `stop` is set, or `timeout`
+  // passes, and returns the current state either way.
+  Snapshot WaitChange(uint64_t seen, std::chrono::milliseconds timeout, const std::atomic<bool>& stop);
+  Snapshot Get();
+  // Wakes waiters (used when stopping).
+  void Notify();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool synced_ = false;
+  uint64_t version_ = 0;
+  PeerMap peers_;
+};
+
+class ControlPlane {
+ public:
+  virtual ~ControlPlane() = default;
+
+  // Publishes `self` and returns this node's pod CIDRs: read from the Node's
+  // spec (Kubernetes) or claimed under a lease (etcd). Retries transient
+  // failures until `stop` is set.
+  virtual Result<std::vector<IpPrefix>> Register(const LocalNode& self, const std::atomic<bool>& stop) = 0;
+
+  // The cluster CIDR if the control plane knows it (etcd's config key).
+  virtual std::optional<IpPrefix> ClusterCidr() const = 0;
+
+  // Lists then watches peers into `store` until `stop` is set: re-lists when
+  // the watch cannot resume, reconnects with backoff. Never returns early
+  // except on a fatal error (e.g. the node's own lease cannot be restored).
+  virtual Status Run(PeerStore& store, const std::atomic<bool>& stop) = 0;
+
+  // Withdraws this node (etcd: revokes the lease, deleting its subnet).
+  virtual Status Leave() = 0;
+
+  virtual ControlPlaneStats& stats() = 0;
+};
+
+// Sleeps up to `d` in small steps, returning early when `stop` is set.
+// Returns false when stopped.
+bool SleepUnlessStopped(std::chrono::milliseconds d, const std::atomic<bool>& stop);
+
+// Exponential backoff: 200 ms doubling to `max`, reset after success.
+class Backoff {
+ public:
+  explicit Backoff(std::chrono::milliseconds max = std::chrono::seconds(5)) : max_(max) {}
+  std::chrono::milliseconds Next();
+  void Reset() { cur_ = std::chrono::milliseconds(0); }
+
+ private:
+  std::chrono::milliseconds max_;
+  std::chrono::milliseconds cur_{0};
+};
+
+}  // namespace weft::agent

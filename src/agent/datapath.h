@@ -1,0 +1,56 @@
+#pragma once
+// The kernel side of the agent: the uplink, the VXLAN device, and reading and
+// applying the reconciler's KernelState through one netlink socket in the
+// agent's own network namespace.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/reconcile.h"
+#include "base/status.h"
+#include "sys/netlink.h"
+
+namespace weft::agent {
+
+struct Uplink {
+  int index = 0;
+  std::string name;
+  int mtu = 0;
+  IpAddress ip;
+  std::vector<IpPrefix> subnets;  // its on-link IPv4 prefixes
+};
+
+// Finds the uplink: `iface` if given, else the interface carrying `node_ip`
+// if given, else the IPv4 default route's interface. The node IP is `node_ip`
+// or the uplink's first global IPv4 address.
+Result<Uplink> DetectUplink(sys::Netlink& nl, const std::string& iface, const std::string& node_ip);
+
+struct VxlanSpec {
+  std::string name = "weft.1";
+  uint32_t vni = 1;
+  int port = 8472;
+  IpAddress local;
+  int underlay_index = 0;
+  int mtu = 0;
+};
+
+// Creates the device (learning off) or keeps an existing one so a restart
+// never disturbs traffic; fixes its MTU and brings it up. Returns its link.
+Result<sys::LinkInfo> EnsureVxlan(sys::Netlink& nl, const VxlanSpec& spec);
+
+// Reads and changes the kernel. Separate from the pure reconciler so the
+// agent loop can be driven by a fake in tests.
+class Datapath {
+ public:
+  virtual ~Datapath() = default;
+  virtual Result<KernelState> Read() = 0;
+  // Applies every step it can; returns the first error (the next resync
+  // retries the rest) and counts failures in *errors.
+  virtual Status Apply(const Plan& plan, int* errors) = 0;
+};
+
+// `vxlan_index` 0: no VXLAN device (host-gw), so no neighbours are read.
+std::unique_ptr<Datapath> NewKernelDatapath(sys::Netlink nl, int vxlan_index);
+
+}  // namespace weft::agent

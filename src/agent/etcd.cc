@@ -1,0 +1,729 @@
+#include "agent/etcd.h"
+
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "base/log.h"
+#include "base/strings.h"
+#include "sys/files.h"
+
+namespace weft::agent {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+// The gateway renders int64 as strings ("42"); accept numbers too.
+int64_t I64(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return 0;
+  if (it->is_number_integer()) return it->get<int64_t>();
+  if (it->is_string()) {
+    const std::string& s = it->get_ref<const std::string&>();
+    try {
+      size_t used = 0;
+      long long v = std::stoll(s, &used);
+      if (used == s.size()) return v;
+    } catch (...) {
+    }
+  }
+  throw std::runtime_error(std::string("field ") + key + " is not an integer");
+}
+
+std::string B64Field(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return "";
+  auto d = Base64Decode(it->get_ref<const std::string&>());
+  if (!d) throw std::runtime_error(std::string("field ") + key + " is not base64");
+  return *d;
+}
+
+EtcdKv ParseKv(const json& j) {
+  EtcdKv kv;
+  kv.key = B64Field(j, "key");
+  kv.value = B64Field(j, "value");
+  kv.create_revision = I64(j, "create_revision");
+  kv.mod_revision = I64(j, "mod_revision");
+  kv.lease = I64(j, "lease");
+  return kv;
+}
+
+// Gateway errors: {"error":"...","code":N,"message":"..."} on unary calls and
+// {"error":{"grpc_code":N,"http_code":N,"message":"..."}} inside streams.
+std::optional<std::string> GatewayError(const json& j) {
+  auto it = j.find("error");
+  if (it == j.end()) return std::nullopt;
+  if (it->is_object()) return it->value("message", std::string("etcd error"));
+  if (j.contains("message") && j["message"].is_string() && j.contains("code"))
+    return j["message"].get<std::string>();
+  if (it->is_string()) {
+    if (it->get_ref<const std::string&>().empty()) return std::nullopt;
+    return it->get<std::string>();
+  }
+  return std::string("etcd error");
+}
+
+template <typename F>
+auto Parsed(std::string_view body, const char* what, F&& fn) -> decltype(fn(json())) {
+  try {
+    json j = json::parse(body);
+    if (!j.is_object()) return Status::Error(Code::kDecode, std::string(what) + ": not a JSON object");
+    if (auto e = GatewayError(j)) return Status::Error(Code::kControlPlane, std::string(what) + ": " + *e);
+    return fn(j);
+  } catch (const std::exception& e) {
+    return Status::Error(Code::kDecode, std::string(what) + ": bad response", e.what());
+  }
+}
+
+std::string ReadStateFile(const std::string& path) {
+  if (path.empty()) return "";
+  auto r = sys::ReadFile(path, 256);
+  return r.ok() ? std::string(Trim(*r)) : "";
+}
+
+}  // namespace
+
+std::string Base64Encode(std::string_view in) {
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
+    out += kB64[(v >> 18) & 63];
+    out += kB64[(v >> 12) & 63];
+    out += kB64[(v >> 6) & 63];
+    out += kB64[v & 63];
+  }
+  if (i + 1 == in.size()) {
+    uint32_t v = uint8_t(in[i]) << 16;
+    out += kB64[(v >> 18) & 63];
+    out += kB64[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == in.size()) {
+    uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
+    out += kB64[(v >> 18) & 63];
+    out += kB64[(v >> 12) & 63];
+    out += kB64[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+std::optional<std::string> Base64Decode(std::string_view in) {
+  auto val = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+' || c == '-') return 62;
+    if (c == '/' || c == '_') return 63;
+    return -1;
+  };
+  while (!in.empty() && in.back() == '=') in.remove_suffix(1);
+  if (in.size() % 4 == 1) return std::nullopt;
+  std::string out;
+  out.reserve(in.size() * 3 / 4);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    int v = val(c);
+    if (v < 0) return std::nullopt;
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xff);
+    }
+  }
+  return out;
+}
+
+std::string PrefixRangeEnd(std::string prefix) {
+  while (!prefix.empty()) {
+    unsigned char c = static_cast<unsigned char>(prefix.back());
+    if (c < 0xff) {
+      prefix.back() = static_cast<char>(c + 1);
+      return prefix;
+    }
+    prefix.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+Result<EtcdRange> ParseRangeResponse(std::string_view body) {
+  return Parsed(body, "range", [](const json& j) -> Result<EtcdRange> {
+    EtcdRange r;
+    if (j.contains("header")) r.revision = I64(j["header"], "revision");
+    if (j.contains("kvs") && j["kvs"].is_array())
+      for (const auto& kv : j["kvs"]) r.kvs.push_back(ParseKv(kv));
+    return r;
+  });
+}
+
+Result<EtcdWatchMessage> ParseWatchLine(std::string_view line) {
+  return Parsed(line, "watch", [](const json& top) -> Result<EtcdWatchMessage> {
+    if (!top.contains("result") || !top["result"].is_object())
+      return Status::Error(Code::kDecode, "watch: message without result");
+    const json& j = top["result"];
+    EtcdWatchMessage m;
+    if (j.contains("header")) m.revision = I64(j["header"], "revision");
+    m.created = j.value("created", false);
+    m.canceled = j.value("canceled", false);
+    m.compact_revision = I64(j, "compact_revision");
+    m.cancel_reason = j.value("cancel_reason", std::string());
+    if (j.contains("events") && j["events"].is_array()) {
+      for (const auto& e : j["events"]) {
+        EtcdEvent ev;
+        // PUT is the enum's zero value, so the gateway omits it.
+        ev.is_delete = e.value("type", std::string("PUT")) == "DELETE";
+        if (e.contains("kv")) ev.kv = ParseKv(e["kv"]);
+        m.events.push_back(std::move(ev));
+      }
+    }
+    return m;
+  });
+}
+
+Result<bool> ParseTxnResponse(std::string_view body, int64_t* revision) {
+  return Parsed(body, "txn", [&](const json& j) -> Result<bool> {
+    if (revision && j.contains("header")) *revision = I64(j["header"], "revision");
+    return j.value("succeeded", false);
+  });
+}
+
+Result<int64_t> ParseLeaseGrant(std::string_view body) {
+  return Parsed(body, "lease grant", [](const json& j) -> Result<int64_t> {
+    int64_t id = I64(j, "ID");
+    if (id == 0) return Status::Error(Code::kControlPlane, "lease grant: no lease ID in the answer");
+    return id;
+  });
+}
+
+Result<int64_t> ParseLeaseKeepAlive(std::string_view body) {
+  // A keepalive is a stream: the gateway answers with one {"result":...}
+  // line per request; a lease that is gone comes back with no TTL.
+  std::string_view first = body.substr(0, body.find('\n'));
+  return Parsed(first, "lease keepalive", [](const json& top) -> Result<int64_t> {
+    const json& j = top.contains("result") ? top["result"] : top;
+    return I64(j, "TTL");
+  });
+}
+
+Result<NetworkConfig> ParseNetworkConfig(std::string_view value) {
+  try {
+    json j = json::parse(value);
+    NetworkConfig c;
+    auto net = IpPrefix::Parse(j.value("network", std::string()), /*strict=*/true);
+    if (!net || !net->is_v4())
+      return Status::Error(Code::kInvalidConfig, "network config: \"network\" must be an IPv4 CIDR");
+    c.network = *net;
+    c.subnet_len = j.value("subnetLen", 24);
+    if (c.subnet_len < net->len() || c.subnet_len > 30)
+      return Status::Error(Code::kInvalidConfig, "network config: \"subnetLen\" must be between " +
+                                                      std::to_string(net->len()) + " and 30");
+    return c;
+  } catch (const std::exception& e) {
+    return Status::Error(Code::kDecode, "network config: bad JSON", e.what());
+  }
+}
+
+std::string EncodeNetworkConfig(const NetworkConfig& c) {
+  return json{{"network", c.network.ToString()}, {"subnetLen", c.subnet_len}}.dump();
+}
+
+std::string SubnetKey(const std::string& prefix, const IpPrefix& subnet) {
+  return prefix + "/subnets/" + subnet.addr().ToString() + "-" + std::to_string(subnet.len());
+}
+
+std::optional<IpPrefix> SubnetFromKey(const std::string& prefix, std::string_view key) {
+  std::string head = prefix + "/subnets/";
+  if (!StartsWith(key, head)) return std::nullopt;
+  std::string s(key.substr(head.size()));
+  size_t dash = s.rfind('-');
+  if (dash == std::string::npos) return std::nullopt;
+  s[dash] = '/';
+  return IpPrefix::Parse(s, /*strict=*/true);
+}
+
+std::string EncodeSubnetValue(const LocalNode& self) {
+  return json{{"node", self.name},
+              {"hostIP", self.host_ip.ToString()},
+              {"vtepMAC", self.vtep_mac},
+              {"backend", BackendName(self.backend)}}
+      .dump();
+}
+
+Result<NodeInfo> DecodeSubnet(const std::string& prefix, const EtcdKv& kv) {
+  auto subnet = SubnetFromKey(prefix, kv.key);
+  if (!subnet) return Status::Error(Code::kDecode, "subnet key " + kv.key + " is not <prefix>/subnets/<ip>-<len>");
+  try {
+    json j = json::parse(kv.value);
+    NodeInfo n;
+    n.name = j.value("node", std::string());
+    if (n.name.empty()) return Status::Error(Code::kDecode, "subnet " + kv.key + " names no node");
+    n.pod_cidrs = {*subnet};
+    n.host_ip = IpAddress::Parse(j.value("hostIP", std::string()));
+    n.vtep_mac = j.value("vtepMAC", std::string());
+    n.backend = j.value("backend", std::string());
+    return n;
+  } catch (const std::exception& e) {
+    return Status::Error(Code::kDecode, "subnet " + kv.key + ": bad JSON", e.what());
+  }
+}
+
+std::optional<IpPrefix> PickSubnet(const NetworkConfig& c, const std::vector<IpPrefix>& taken,
+                                   const std::optional<IpPrefix>& preferred) {
+  auto free = [&](const IpPrefix& p) {
+    if (!c.network.Contains(p.addr()) || p.len() != c.subnet_len) return false;
+    for (const auto& t : taken)
+      if (t.Overlaps(p)) return false;
+    return true;
+  };
+  if (preferred && free(*preferred)) return preferred;
+  int bits = c.subnet_len - c.network.len();
+  uint64_t count = bits >= 32 ? (1ull << 32) : (1ull << bits);
+  uint64_t step = 1ull << (32 - c.subnet_len);
+  IpAddress base = c.network.Masked().addr();
+  for (uint64_t i = 0; i < count; ++i) {
+    IpPrefix p(base.Plus(i * step), c.subnet_len);
+    if (free(p)) return p;
+  }
+  return std::nullopt;
+}
+
+// --- EtcdClient ---------------------------------------------------------------
+
+EtcdClient::EtcdClient(std::vector<std::string> endpoints, TlsOptions tls)
+    : endpoints_(std::move(endpoints)), http_(std::move(tls)) {
+  for (auto& e : endpoints_)
+    while (!e.empty() && e.back() == '/') e.pop_back();
+}
+
+Result<std::string> EtcdClient::Post(const std::string& path, const std::string& body) {
+  if (endpoints_.empty()) return Status::Error(Code::kInvalidConfig, "no etcd endpoints");
+  Status last;
+  for (size_t attempt = 0; attempt < endpoints_.size(); ++attempt) {
+    HttpRequest req;
+    req.method = "POST";
+    req.url = endpoints_[current_] + path;
+    req.headers = {"Content-Type: application/json"};
+    req.body = body;
+    auto r = http_.Do(req);
+    if (!r.ok()) {
+      last = r.status();
+      current_ = (current_ + 1) % endpoints_.size();
+      continue;
+    }
+    if (r->status >= 500 && r->status != 503 && r->body.empty()) {
+      last = Status::Error(Code::kControlPlane, "POST " + req.url + ": HTTP " + std::to_string(r->status));
+      current_ = (current_ + 1) % endpoints_.size();
+      continue;
+    }
+    return std::move(r->body);
+  }
+  return last;
+}
+
+Result<EtcdRange> EtcdClient::Range(const std::string& key, const std::string& range_end, int64_t revision) {
+  json req{{"key", Base64Encode(key)}};
+  if (!range_end.empty()) req["range_end"] = Base64Encode(range_end);
+  if (revision > 0) req["revision"] = std::to_string(revision);
+  WEFT_ASSIGN_OR_RETURN(std::string body, Post("/v3/kv/range", req.dump()));
+  return ParseRangeResponse(body);
+}
+
+Result<bool> EtcdClient::Txn(const std::string& body_json, int64_t* revision) {
+  WEFT_ASSIGN_OR_RETURN(std::string body, Post("/v3/kv/txn", body_json));
+  return ParseTxnResponse(body, revision);
+}
+
+Result<int64_t> EtcdClient::LeaseGrant(int64_t ttl) {
+  WEFT_ASSIGN_OR_RETURN(std::string body, Post("/v3/lease/grant", json{{"TTL", std::to_string(ttl)}}.dump()));
+  return ParseLeaseGrant(body);
+}
+
+Result<int64_t> EtcdClient::LeaseKeepAlive(int64_t id) {
+  WEFT_ASSIGN_OR_RETURN(std::string body, Post("/v3/lease/keepalive", json{{"ID", std::to_string(id)}}.dump()));
+  return ParseLeaseKeepAlive(body);
+}
+
+Status EtcdClient::LeaseRevoke(int64_t id) {
+  auto body = Post("/v3/lease/revoke", json{{"ID", std::to_string(id)}}.dump());
+  if (!body.ok()) return body.status();
+  return Parsed(*body, "lease revoke", [](const json&) -> Result<bool> { return true; }).status();
+}
+
+Status EtcdClient::Compact(int64_t revision) {
+  auto body = Post("/v3/kv/compaction", json{{"revision", std::to_string(revision)}, {"physical", true}}.dump());
+  if (!body.ok()) return body.status();
+  return Parsed(*body, "compaction", [](const json&) -> Result<bool> { return true; }).status();
+}
+
+Status EtcdClient::Put(const std::string& key, const std::string& value, int64_t lease) {
+  json req{{"key", Base64Encode(key)}, {"value", Base64Encode(value)}};
+  if (lease) req["lease"] = std::to_string(lease);
+  auto body = Post("/v3/kv/put", req.dump());
+  if (!body.ok()) return body.status();
+  return Parsed(*body, "put", [](const json&) -> Result<bool> { return true; }).status();
+}
+
+Status EtcdClient::Delete(const std::string& key) {
+  auto body = Post("/v3/kv/deleterange", json{{"key", Base64Encode(key)}}.dump());
+  if (!body.ok()) return body.status();
+  return Parsed(*body, "delete", [](const json&) -> Result<bool> { return true; }).status();
+}
+
+Status EtcdClient::Watch(const std::string& key, const std::string& range_end, int64_t start_revision,
+                         const std::function<bool(const EtcdWatchMessage&)>& on_msg, const std::atomic<bool>& stop) {
+  if (endpoints_.empty()) return Status::Error(Code::kInvalidConfig, "no etcd endpoints");
+  json create{{"key", Base64Encode(key)}, {"range_end", Base64Encode(range_end)}};
+  if (start_revision > 0) create["start_revision"] = std::to_string(start_revision);
+  HttpRequest req;
+  req.method = "POST";
+  req.url = endpoints_[current_] + "/v3/watch";
+  req.headers = {"Content-Type: application/json"};
+  req.body = json{{"create_request", create}}.dump();
+  Status parse_error;
+  auto r = http_.Stream(
+      req,
+      [&](std::string_view line) {
+        auto m = ParseWatchLine(line);
+        if (!m.ok()) {
+          parse_error = m.status();
+          return false;
+        }
+        return on_msg(*m);
+      },
+      stop, std::chrono::seconds(0));
+  if (!r.ok()) {
+    current_ = (current_ + 1) % endpoints_.size();
+    return r.status();
+  }
+  if (!parse_error.ok()) return parse_error;
+  if (r->status != 0 && (r->status < 200 || r->status >= 300))
+    return Status::Error(Code::kControlPlane, "watch: HTTP " + std::to_string(r->status), r->body);
+  return Status::Ok();
+}
+
+// --- The control plane ----------------------------------------------------------
+
+namespace {
+
+class EtcdControlPlane : public ControlPlane {
+ public:
+  explicit EtcdControlPlane(EtcdOptions opts)
+      : opts_(std::move(opts)), client_(opts_.endpoints, opts_.tls) {}
+
+  ~EtcdControlPlane() override = default;
+
+  Result<std::vector<IpPrefix>> Register(const LocalNode& self, const std::atomic<bool>& stop) override {
+    self_ = self;
+    Backoff backoff;
+    for (;;) {
+      auto r = TryRegister(client_, std::nullopt);
+      if (r.ok()) {
+        std::lock_guard lock(mu_);
+        subnet_ = *r;
+        return std::vector<IpPrefix>{*r};
+      }
+      if (r.status().code() == Code::kInvalidConfig || r.status().code() == Code::kNoFreeAddress) return r.status();
+      stats_.errors++;
+      WEFT_LOG(kWarn, "msg=\"etcd registration failed; retrying\" err=\"" + r.status().ToString() + "\"");
+      if (!SleepUnlessStopped(backoff.Next(), stop))
+        return Status::Error(Code::kControlPlane, "stopped before registering");
+    }
+  }
+
+  std::optional<IpPrefix> ClusterCidr() const override {
+    std::lock_guard lock(mu_);
+    if (!config_) return std::nullopt;
+    return config_->network;
+  }
+
+  Status Run(PeerStore& store, const std::atomic<bool>& stop) override {
+    std::atomic<bool> fatal{false};
+    Status fatal_status;
+    std::atomic<bool> local_stop{false};
+    std::thread keepalive([&] {
+      Status st = KeepAliveLoop(stop, local_stop);
+      if (!st.ok()) {
+        fatal_status = st;
+        fatal = true;
+      }
+    });
+    WatchLoop(store, stop, fatal);
+    local_stop = true;
+    keepalive.join();
+    return fatal ? fatal_status : Status::Ok();
+  }
+
+  // Deletes every subnet recorded for this node and revokes the leases they
+  // hang on; works without Register() (weftd --leave).
+  Status Leave() override {
+    std::string prefix = SubnetsPrefix();
+    WEFT_ASSIGN_OR_RETURN(auto range, client_.Range(prefix, PrefixRangeEnd(prefix)));
+    for (const auto& kv : range.kvs) {
+      auto n = DecodeSubnet(opts_.prefix, kv);
+      if (!n.ok() || n->name != self_name()) continue;
+      WEFT_RETURN_IF_ERROR(client_.Delete(kv.key));
+      if (kv.lease != 0) (void)client_.LeaseRevoke(kv.lease);
+      WEFT_LOG(kInfo, "msg=\"withdrew subnet\" key=" + kv.key);
+    }
+    if (int64_t lease = lease_.exchange(0); lease != 0) (void)client_.LeaseRevoke(lease);
+    if (!opts_.state_file.empty()) (void)sys::RemoveFile(opts_.state_file);
+    return Status::Ok();
+  }
+
+  ControlPlaneStats& stats() override { return stats_; }
+
+ private:
+  std::string SubnetsPrefix() const { return opts_.prefix + "/subnets/"; }
+  const std::string& self_name() const { return self_.name.empty() ? opts_.node_name : self_.name; }
+
+  Result<NetworkConfig> EnsureConfig(EtcdClient& c) {
+    std::string key = opts_.prefix + "/config";
+    if (opts_.cluster_cidr) {
+      NetworkConfig want{opts_.cluster_cidr->Masked(), opts_.subnet_len};
+      json txn{{"compare", json::array({{{"key", Base64Encode(key)}, {"target", "CREATE"}, {"result", "EQUAL"},
+                                         {"create_revision", "0"}}})},
+               {"success", json::array({{{"request_put",
+                                          {{"key", Base64Encode(key)},
+                                           {"value", Base64Encode(EncodeNetworkConfig(want))}}}}})}};
+      WEFT_ASSIGN_OR_RETURN(bool created, c.Txn(txn.dump()));
+      if (created) WEFT_LOG(kInfo, "msg=\"wrote network config\" key=" + key);
+    }
+    WEFT_ASSIGN_OR_RETURN(auto r, c.Range(key, ""));
+    if (r.kvs.empty())
+      return Status::Error(Code::kInvalidConfig, "etcd has no " + key + " and no --cluster-cidr was given");
+    WEFT_ASSIGN_OR_RETURN(auto cfg, ParseNetworkConfig(r.kvs[0].value));
+    if (opts_.cluster_cidr && !(cfg.network == opts_.cluster_cidr->Masked()))
+      WEFT_LOG(kWarn, "msg=\"--cluster-cidr differs from etcd's network config; using etcd's\" etcd=" +
+                          cfg.network.ToString());
+    return cfg;
+  }
+
+  std::string PutOp(const std::string& key, int64_t lease) const {
+    return json{{"request_put",
+                 {{"key", Base64Encode(key)}, {"value", Base64Encode(EncodeSubnetValue(self_))},
+                  {"lease", std::to_string(lease)}}}}
+        .dump();
+  }
+
+  // Claims a subnet under a fresh lease. `must_keep`: the subnet this node
+  // already uses (after a lost lease); anything else is an error then.
+  Result<IpPrefix> TryRegister(EtcdClient& c, std::optional<IpPrefix> must_keep) {
+    WEFT_ASSIGN_OR_RETURN(auto cfg, EnsureConfig(c));
+    {
+      std::lock_guard lock(mu_);
+      config_ = cfg;
+    }
+    WEFT_ASSIGN_OR_RETURN(int64_t lease, c.LeaseGrant(opts_.lease_ttl));
+    std::optional<IpPrefix> remembered = must_keep;
+    if (!remembered) {
+      if (auto s = IpPrefix::Parse(ReadStateFile(opts_.state_file), true)) remembered = *s;
+    }
+    for (int attempt = 0; attempt < 20; ++attempt) {
+      std::string prefix = SubnetsPrefix();
+      WEFT_ASSIGN_OR_RETURN(auto range, c.Range(prefix, PrefixRangeEnd(prefix)));
+      std::vector<IpPrefix> taken;
+      const EtcdKv* mine = nullptr;
+      for (const auto& kv : range.kvs) {
+        auto n = DecodeSubnet(opts_.prefix, kv);
+        if (!n.ok()) {
+          if (auto s = SubnetFromKey(opts_.prefix, kv.key)) taken.push_back(*s);
+          continue;
+        }
+        if (n->name == self_.name && !mine && (!must_keep || n->pod_cidrs[0] == *must_keep)) {
+          mine = &kv;
+          continue;
+        }
+        taken.push_back(n->pod_cidrs[0]);
+      }
+      json txn;
+      IpPrefix subnet;
+      if (mine) {
+        // Ours from before a restart: move it onto the new lease, provided
+        // nobody touched it since we read it.
+        subnet = *SubnetFromKey(opts_.prefix, mine->key);
+        txn = {{"compare", json::array({{{"key", Base64Encode(mine->key)}, {"target", "MOD"}, {"result", "EQUAL"},
+                                         {"mod_revision", std::to_string(mine->mod_revision)}}})},
+               {"success", json::array({json::parse(PutOp(mine->key, lease))})}};
+      } else {
+        auto pick = PickSubnet(cfg, taken, remembered);
+        if (!pick) return Status::Error(Code::kNoFreeAddress, "no free /" + std::to_string(cfg.subnet_len) +
+                                                                  " left in " + cfg.network.ToString());
+        if (must_keep && !(*pick == *must_keep))
+          return Status::Error(Code::kNoFreeAddress, "this node's subnet " + must_keep->ToString() +
+                                                        " was taken by another node while its lease was lost");
+        subnet = *pick;
+        std::string key = SubnetKey(opts_.prefix, subnet);
+        txn = {{"compare", json::array({{{"key", Base64Encode(key)}, {"target", "CREATE"}, {"result", "EQUAL"},
+                                         {"create_revision", "0"}}})},
+               {"success", json::array({json::parse(PutOp(key, lease))})}};
+      }
+      WEFT_ASSIGN_OR_RETURN(bool ok, c.Txn(txn.dump()));
+      if (!ok) continue;  // lost a race: read again
+      if (mine && mine->lease != 0 && mine->lease != lease) (void)c.LeaseRevoke(mine->lease);
+      int64_t old = lease_.exchange(lease);
+      if (old != 0 && old != lease) (void)c.LeaseRevoke(old);
+      if (!opts_.state_file.empty()) {
+        Status st = sys::WriteFileAtomic(opts_.state_file, subnet.ToString() + "\n", 0644);
+        if (!st.ok()) WEFT_LOG(kWarn, "msg=\"cannot remember the subnet\" err=\"" + st.ToString() + "\"");
+      }
+      WEFT_LOG(kInfo, "msg=\"claimed subnet\" subnet=" + subnet.ToString() + " lease=" + std::to_string(lease) +
+                          (mine ? " reused=true" : " reused=false"));
+      return subnet;
+    }
+    (void)c.LeaseRevoke(lease);
+    return Status::Error(Code::kTryAgainLater, "subnet claim kept losing races");
+  }
+
+  Status KeepAliveLoop(const std::atomic<bool>& stop, const std::atomic<bool>& local_stop) {
+    EtcdClient c(opts_.endpoints, opts_.tls);
+    auto interval = std::chrono::milliseconds(std::max<int64_t>(opts_.lease_ttl * 1000 / 3, 300));
+    auto stopped = [&] { return stop.load() || local_stop.load(); };
+    auto sleep = [&](std::chrono::milliseconds d) {
+      auto end = std::chrono::steady_clock::now() + d;
+      while (!stopped() && std::chrono::steady_clock::now() < end)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      return !stopped();
+    };
+    Backoff backoff(interval);
+    while (sleep(interval)) {
+      for (;;) {
+        auto ttl = c.LeaseKeepAlive(lease_.load());
+        if (ttl.ok() && *ttl > 0) {
+          backoff.Reset();
+          break;
+        }
+        if (ttl.ok()) {
+          // The lease expired (we were away longer than its TTL): claim the
+          // same subnet again under a new lease.
+          WEFT_LOG(kWarn, "msg=\"etcd lease expired; re-registering\"");
+          std::optional<IpPrefix> keep;
+          {
+            std::lock_guard lock(mu_);
+            keep = subnet_;
+          }
+          auto r = TryRegister(c, keep);
+          if (r.ok()) break;
+          if (r.status().code() == Code::kNoFreeAddress) return r.status();  // our subnet is gone
+          stats_.errors++;
+        } else {
+          stats_.errors++;
+          WEFT_LOG(kWarn, "msg=\"etcd lease keepalive failed\" err=\"" + ttl.status().ToString() + "\"");
+        }
+        if (!sleep(backoff.Next())) return Status::Ok();
+      }
+    }
+    return Status::Ok();
+  }
+
+  void WatchLoop(PeerStore& store, const std::atomic<bool>& stop, const std::atomic<bool>& fatal) {
+    EtcdClient c(opts_.endpoints, opts_.tls);
+    const std::string prefix = SubnetsPrefix();
+    const std::string end = PrefixRangeEnd(prefix);
+    bool need_list = true;
+    int64_t rev = 0;
+    PeerMap peers;  // by node name
+    std::map<std::string, std::string> key_owner;  // subnet key -> node name
+    Backoff backoff;
+    auto stopped = [&] { return stop.load() || fatal.load(); };
+    while (!stopped()) {
+      if (need_list) {
+        auto r = c.Range(prefix, end);
+        stats_.relists++;
+        if (!r.ok()) {
+          stats_.errors++;
+          WEFT_LOG(kWarn, "msg=\"etcd list failed\" err=\"" + r.status().ToString() + "\"");
+          SleepUnlessStopped(backoff.Next(), stop);
+          continue;
+        }
+        peers.clear();
+        key_owner.clear();
+        for (const auto& kv : r->kvs) Apply(kv, false, &peers, &key_owner);
+        rev = r->revision;
+        store.Replace(peers);
+        need_list = false;
+        WEFT_LOG(kInfo, "msg=\"listed peers\" backend=etcd peers=" + std::to_string(peers.size()) +
+                            " revision=" + std::to_string(rev));
+      }
+      bool got_created = false;
+      Status st = c.Watch(
+          prefix, end, rev + 1,
+          [&](const EtcdWatchMessage& m) {
+            if (m.compact_revision > 0 || m.canceled) {
+              WEFT_LOG(kInfo, "msg=\"etcd watch cannot resume; re-listing\" compact_revision=" +
+                                  std::to_string(m.compact_revision) + " reason=\"" + m.cancel_reason + "\"");
+              need_list = true;
+              return false;
+            }
+            if (m.created) {
+              got_created = true;
+              backoff.Reset();
+            }
+            if (m.events.empty()) return !stopped();
+            for (const auto& e : m.events) {
+              Apply(e.kv, e.is_delete, &peers, &key_owner);
+              rev = std::max(rev, e.kv.mod_revision);
+              stats_.events++;
+            }
+            // One message is one atomic batch: publish after all of it.
+            store.Replace(peers);
+            return !stopped();
+          },
+          stop);
+      if (stopped()) break;
+      if (need_list) continue;
+      stats_.reconnects++;
+      if (!st.ok()) {
+        stats_.errors++;
+        WEFT_LOG(kWarn, "msg=\"etcd watch failed; reconnecting\" err=\"" + st.ToString() + "\"");
+      } else {
+        WEFT_LOG(kInfo, "msg=\"etcd watch ended; reconnecting\"");
+      }
+      if (!got_created || !st.ok()) SleepUnlessStopped(backoff.Next(), stop);
+    }
+  }
+
+  void Apply(const EtcdKv& kv, bool is_delete, PeerMap* peers, std::map<std::string, std::string>* owner) {
+    auto old = owner->find(kv.key);
+    if (old != owner->end()) {
+      peers->erase(old->second);
+      owner->erase(old);
+    }
+    if (is_delete) return;
+    auto n = DecodeSubnet(opts_.prefix, kv);
+    if (!n.ok()) {
+      WEFT_LOG(kWarn, "msg=\"ignoring subnet record\" err=\"" + n.status().ToString() + "\"");
+      return;
+    }
+    if (n->name == self_.name) return;
+    // A node holds one subnet; a newer key for the same node replaces it.
+    for (auto it = owner->begin(); it != owner->end();) {
+      if (it->second == n->name) it = owner->erase(it);
+      else ++it;
+    }
+    (*owner)[kv.key] = n->name;
+    (*peers)[n->name] = std::move(n).value();
+  }
+
+  EtcdOptions opts_;
+  EtcdClient client_;  // Register/Leave (main thread)
+  LocalNode self_;
+  std::atomic<int64_t> lease_{0};
+  mutable std::mutex mu_;
+  std::optional<IpPrefix> subnet_;        // guarded by mu_
+  std::optional<NetworkConfig> config_;   // guarded by mu_
+  ControlPlaneStats stats_;
+};
+
+}  // namespace
+
+std::unique_ptr<ControlPlane> NewEtcdControlPlane(EtcdOptions opts) {
+  return std::make_unique<EtcdControlPlane>(std::move(opts));
+}
+
+}  // namespace weft::agent

@@ -1,0 +1,82 @@
+#pragma once
+// The Kubernetes control plane: Nodes through the API server's REST API with
+// libcurl. This node's pod CIDRs come from its spec.podCIDRs (set by the
+// controller-manager's --allocate-node-cidrs); it publishes its VTEP MAC,
+// host IP and backend as annotations with a JSON merge patch; peers are
+// listed (paginated) and then watched from the list's resourceVersion with
+// bookmarks. A 410 Gone (as an HTTP status or an ERROR event) means re-list.
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agent/control_plane.h"
+#include "agent/http.h"
+
+namespace weft::agent {
+
+inline constexpr char kAnnotationVtepMac[] = "weft.io/vtep-mac";
+inline constexpr char kAnnotationHostIp[] = "weft.io/host-ip";
+inline constexpr char kAnnotationBackend[] = "weft.io/backend";
+
+// How to reach the API server.
+struct KubeEndpoint {
+  std::string server;   // "https://10.96.0.1:443"
+  std::string token;    // bearer token ("" = none)
+  TlsOptions tls;
+};
+
+// From the service-account mount: KUBERNETES_SERVICE_HOST/PORT from `env`,
+// token and CA from `sa_dir` (/var/run/secrets/kubernetes.io/serviceaccount).
+Result<KubeEndpoint> InClusterEndpoint(const std::vector<std::string>& env, const std::string& sa_dir);
+// From a kubeconfig (YAML or JSON): the current context's cluster and user.
+// Inline *-data fields are written to files under `scratch_dir`.
+Result<KubeEndpoint> KubeconfigEndpoint(const std::string& path, const std::string& scratch_dir);
+// The same from already-read kubeconfig text (unit tests).
+Result<KubeEndpoint> ParseKubeconfig(std::string_view text, const std::string& scratch_dir,
+                                     const std::string& base_dir);
+
+// --- Pure parsing (unit-tested) --------------------------------------------
+
+// A v1.Node object (as JSON text's parsed form) to a peer. Node IP: the
+// host-ip annotation, else the first InternalIP in status.addresses.
+struct KubeNode {
+  NodeInfo info;
+  std::string resource_version;
+  std::map<std::string, std::string> annotations;
+};
+Result<KubeNode> ParseNode(std::string_view json_text);
+
+struct KubeList {
+  std::vector<KubeNode> nodes;
+  std::string resource_version;
+  std::string continue_token;
+};
+Result<KubeList> ParseNodeList(std::string_view json_text);
+
+struct KubeWatchEvent {
+  std::string type;               // ADDED MODIFIED DELETED BOOKMARK ERROR
+  KubeNode node;                  // for ADDED/MODIFIED/DELETED
+  std::string resource_version;   // every type but ERROR
+  int error_code = 0;             // ERROR: the Status object's code (410 = Gone)
+  std::string error_message;
+};
+Result<KubeWatchEvent> ParseWatchEvent(std::string_view line);
+
+// The merge patch that publishes `self`.
+std::string AnnotationPatch(const LocalNode& self);
+// Whether `node` already carries what AnnotationPatch(self) would set.
+bool AnnotationsMatch(const KubeNode& node, const LocalNode& self);
+
+struct KubeOptions {
+  KubeEndpoint endpoint;
+  int64_t watch_timeout_seconds = 300;  // server-side timeout per watch
+  int64_t list_page_size = 500;
+};
+
+std::unique_ptr<ControlPlane> NewKubeControlPlane(KubeOptions opts);
+
+}  // namespace weft::agent

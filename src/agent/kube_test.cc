@@ -1,0 +1,146 @@
+#include "agent/kube.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/conflist.h"
+#include "agent/etcd.h"
+
+namespace weft::agent {
+namespace {
+
+constexpr char kNode[] = R"({"kind":"Node","apiVersion":"v1","metadata":{"name":"n2","resourceVersion":"1234",
+  "annotations":{"weft.io/vtep-mac":"0a:00:00:00:00:02","weft.io/backend":"vxlan"}},
+  "spec":{"podCIDR":"10.244.2.0/24","podCIDRs":["fd00:2::/64","10.244.2.0/24"]},
+  "status":{"addresses":[{"type":"Hostname","address":"n2"},{"type":"InternalIP","address":"192.0.2.12"}]}})";
+
+TEST(KubeParse, NodePrefersAnnotationsAndSortsIpv4First) {
+  auto n = ParseNode(kNode);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(n->info.name, "n2");
+  EXPECT_EQ(n->resource_version, "1234");
+  ASSERT_EQ(n->info.pod_cidrs.size(), 2u);
+  EXPECT_EQ(n->info.pod_cidrs[0].ToString(), "10.244.2.0/24");
+  EXPECT_EQ(n->info.host_ip->ToString(), "192.0.2.12");  // InternalIP fallback
+  EXPECT_EQ(n->info.vtep_mac, "0a:00:00:00:00:02");
+  auto j = nlohmann::json::parse(kNode);
+  j["metadata"]["annotations"]["weft.io/host-ip"] = "198.18.0.2";
+  j["spec"].erase("podCIDRs");
+  auto m = ParseNode(j.dump());
+  EXPECT_EQ(m->info.host_ip->ToString(), "198.18.0.2");
+  EXPECT_EQ(m->info.pod_cidrs.size(), 1u);
+  EXPECT_FALSE(ParseNode(R"({"metadata":{}})").ok());
+  EXPECT_EQ(ParseNode("{").status().code(), Code::kDecode);
+}
+
+TEST(KubeParse, ListWithContinue) {
+  auto l = ParseNodeList(std::string(R"({"kind":"NodeList","metadata":{"resourceVersion":"99","continue":"abc"},"items":[)") +
+                         kNode + "]}");
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->resource_version, "99");
+  EXPECT_EQ(l->continue_token, "abc");
+  ASSERT_EQ(l->nodes.size(), 1u);
+  auto s = ParseNodeList(R"({"kind":"Status","status":"Failure","message":"forbidden","code":403})");
+  EXPECT_EQ(s.status().code(), Code::kControlPlane);
+}
+
+TEST(KubeParse, WatchEvents) {
+  auto a = ParseWatchEvent(std::string(R"({"type":"ADDED","object":)") + kNode + "}");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->type, "ADDED");
+  EXPECT_EQ(a->resource_version, "1234");
+  auto b = ParseWatchEvent(R"({"type":"BOOKMARK","object":{"kind":"Node","apiVersion":"v1","metadata":{"resourceVersion":"2000","creationTimestamp":null},"spec":{},"status":{"daemonEndpoints":{"kubeletEndpoint":{"Port":0}},"nodeInfo":{}}}})");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->type, "BOOKMARK");
+  EXPECT_EQ(b->resource_version, "2000");
+  auto e = ParseWatchEvent(R"j({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (2000)","reason":"Expired","code":410}})j");
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->error_code, 410);
+  EXPECT_FALSE(ParseWatchEvent(R"({"type":"WHAT","object":{}})").ok());
+  EXPECT_FALSE(ParseWatchEvent(R"({"type":"ADDED"})").ok());
+  EXPECT_FALSE(ParseWatchEvent(R"({"type":"ADDED","object":{"metadata":{}}})").ok());
+}
+
+TEST(KubeParse, AnnotationPatchAndMatch) {
+  LocalNode self{"n2", *IpAddress::Parse("192.0.2.12"), "0a:00:00:00:00:02", Backend::kVxlan};
+  auto patch = nlohmann::json::parse(AnnotationPatch(self));
+  EXPECT_EQ(patch["metadata"]["annotations"]["weft.io/vtep-mac"], "0a:00:00:00:00:02");
+  EXPECT_EQ(patch["metadata"]["annotations"]["weft.io/host-ip"], "192.0.2.12");
+  auto n = ParseNode(kNode);
+  EXPECT_FALSE(AnnotationsMatch(*n, self));  // host-ip annotation missing
+  n->annotations["weft.io/host-ip"] = "192.0.2.12";
+  EXPECT_TRUE(AnnotationsMatch(*n, self));
+  LocalNode gw = self;
+  gw.vtep_mac.clear();
+  gw.backend = Backend::kHostGw;
+  EXPECT_TRUE(nlohmann::json::parse(AnnotationPatch(gw))["metadata"]["annotations"]["weft.io/vtep-mac"].is_null());
+}
+
+TEST(Kubeconfig, YamlWithInlineDataAndRelativePaths) {
+  std::string dir = ::testing::TempDir() + "/kubecfg";
+  std::string yaml = R"(apiVersion: v1
+kind: Config
+current-context: weft
+clusters:
+- name: other
+  cluster: {server: "https://wrong:1"}
+- name: c1
+  cluster:
+    server: https://10.96.0.1:443/
+    certificate-authority-data: )" +
+                     Base64Encode("CA PEM") + R"(
+contexts:
+- name: weft
+  context:
+    cluster: c1
+    user: u1
+users:
+- name: u1
+  user:
+    token: abc.def
+    client-certificate: certs/client.crt
+)";
+  auto e = ParseKubeconfig(yaml, dir, "/etc/kube");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_EQ(e->server, "https://10.96.0.1:443");
+  EXPECT_EQ(e->token, "abc.def");
+  EXPECT_EQ(e->tls.cert_file, "/etc/kube/certs/client.crt");
+  ASSERT_FALSE(e->tls.ca_file.empty());
+  EXPECT_FALSE(ParseKubeconfig("current-context: nope\ncontexts: []\n", dir, "/").ok());
+  EXPECT_FALSE(ParseKubeconfig("a: [b", dir, "/").ok());
+  // JSON is YAML too.
+  auto j = ParseKubeconfig(R"({"current-context":"x","contexts":[{"name":"x","context":{"cluster":"c","user":"u"}}],
+    "clusters":[{"name":"c","cluster":{"server":"http://192.0.2.250:8080","insecure-skip-tls-verify":true}}],
+    "users":[{"name":"u","user":{}}]})",
+                           dir, "/");
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  EXPECT_EQ(j->server, "http://192.0.2.250:8080");
+  EXPECT_TRUE(j->tls.insecure);
+}
+
+TEST(InCluster, NeedsServiceEnv) {
+  EXPECT_FALSE(InClusterEndpoint({"PATH=/bin"}, "/nonexistent").ok());
+}
+
+TEST(Conflist, RendersWeftAndPortmap) {
+  ConflistSpec s;
+  s.ranges = {*IpPrefix::Parse("10.244.2.0/24")};
+  s.mtu = 1450;
+  s.cluster_cidrs = {*IpPrefix::Parse("10.244.0.0/16")};
+  s.data_dir = "/var/lib/weft";
+  auto j = nlohmann::json::parse(RenderConflist(s));
+  EXPECT_EQ(j["name"], "weft");
+  EXPECT_EQ(j["cniVersion"], "1.0.0");
+  ASSERT_EQ(j["plugins"].size(), 2u);
+  EXPECT_EQ(j["plugins"][0]["type"], "weft");
+  EXPECT_EQ(j["plugins"][0]["ranges"][0], "10.244.2.0/24");
+  EXPECT_EQ(j["plugins"][0]["mtu"], 1450);
+  EXPECT_EQ(j["plugins"][0]["masquerade"], false);
+  EXPECT_EQ(j["plugins"][0]["clusterCIDRs"][0], "10.244.0.0/16");
+  EXPECT_EQ(j["plugins"][1]["type"], "portmap");
+  EXPECT_EQ(j["plugins"][1]["capabilities"]["portMappings"], true);
+}
+
+}  // namespace
+}  // namespace weft::agent

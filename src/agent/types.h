@@ -1,0 +1,42 @@
+#pragma once
+// The vocabulary shared by the control planes, the reconciler and the
+// datapath: a node as the cluster sees it. Plain values, no I/O.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/ip.h"
+
+namespace weft::agent {
+
+enum class Backend { kVxlan, kHostGw, kAuto };
+
+// "vxlan", "host-gw", "auto".
+const char* BackendName(Backend b);
+bool ParseBackend(const std::string& s, Backend* out);
+
+// One node's network identity as published in the control plane.
+struct NodeInfo {
+  std::string name;
+  std::vector<IpPrefix> pod_cidrs;  // IPv4 first when present
+  std::optional<IpAddress> host_ip;  // underlay address (VXLAN remote, host-gw next hop)
+  std::string vtep_mac;              // empty when the node runs no VXLAN device
+  std::string backend;               // what the node says it runs ("" if unknown)
+  bool operator==(const NodeInfo&) const = default;
+};
+
+// Peers by node name. std::map keeps iteration (and so every derived plan)
+// deterministic.
+using PeerMap = std::map<std::string, NodeInfo>;
+
+// What this node publishes about itself before it has a pod CIDR.
+struct LocalNode {
+  std::string name;
+  IpAddress host_ip;
+  std::string vtep_mac;  // empty for host-gw
+  Backend backend = Backend::kVxlan;
+};
+
+}  // namespace weft::agent

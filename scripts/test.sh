@@ -16,5 +16,23 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cd "$BUILD_DIR"
-ctest --output-on-failure --timeout 900 "$@"
+phase() { printf '\n==== %s ====\n' "$*"; }
+
+phase "unit, integration (network namespaces), real runtimes, benchmark quick mode"
+(cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900 "$@")
+
+phase "the same unit and plugin integration tests under ASan+UBSan"
+WEFT_BUILD_DIR=build-asan
+if [ ! -f $WEFT_BUILD_DIR/build.ninja ]; then
+  cmake -S . -B $WEFT_BUILD_DIR -G Ninja -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON >/dev/null
+fi
+# The unit tests and the plugin's netns suites (the plugin itself is
+# instrumented: the suites exec the sanitized binary).
+SAN_TESTS=$( (cd "$BUILD_DIR" && { ctest -N -L unit; ctest -N -R '^plugin_'; }) |
+            sed -n 's/^ *Test *#[0-9]*: //p' | sort -u)
+ninja -C $WEFT_BUILD_DIR -j"$(nproc)" weft $SAN_TESTS
+(cd $WEFT_BUILD_DIR && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+   ctest --output-on-failure --timeout 900 -R "^($(echo $SAN_TESTS | tr ' ' '|'))\$")
+
+phase "fuzzers, 10 s each"
+bash scripts/fuzz.sh 10

@@ -274,15 +274,19 @@ LoadReport LoadConfDir(const LoadOptions& options) {
 Result<NetworkConfigList> FindNetwork(const std::string& dir, const std::string& name) {
   WEFT_ASSIGN_OR_RETURN(auto lists, ConfFiles(dir, {".conflist"}));
   WEFT_ASSIGN_OR_RETURN(auto confs, ConfFiles(dir, {".conf", ".json"}));
+  std::string broken;
   for (const auto* files : {&lists, &confs}) {
     for (const auto& f : *files) {
       auto list = LoadConfFile(f);
-      if (!list.ok()) return list.status().WithPrefix(f);
+      if (!list.ok()) {
+        broken += "; " + f + " does not load: " + list.status().msg();
+        continue;
+      }
       if (list->name == name) return list;
     }
   }
   if (lists.empty() && confs.empty()) return Invalid("no net configurations found in " + dir);
-  return Invalid("no net configuration with name \"" + name + "\" in " + dir);
+  return Invalid("no net configuration with name \"" + name + "\" in " + dir + broken);
 }
 
 NetworkConfigList LoopbackNetwork() {

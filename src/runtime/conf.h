@@ -102,8 +102,8 @@ LoadReport LoadConfDir(const LoadOptions& options);
 
 // cnitool's lookup by name (libcni LoadConfList): .conflist files first,
 // then .conf/.json promoted. kInvalidConfig when there is no such network,
-// naming the dir; a broken file that sorts before the match is an error,
-// as in libcni.
+// naming the dir and every file that did not load. Unlike libcni, a broken
+// file that sorts before the match does not hide the match.
 Result<NetworkConfigList> FindNetwork(const std::string& dir, const std::string& name);
 
 // The loopback network containerd adds to every pod (go-cni WithLoNetwork),

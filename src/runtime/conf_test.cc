@@ -208,9 +208,12 @@ TEST(ConfList, FindNetworkByNamePrefersConflists) {
   auto l = FindNetwork(d.path(), "x");
   ASSERT_TRUE(l.ok()) << l.status().ToString();
   EXPECT_EQ(l->plugins[0].type, "from-list");
+  WriteText(d / "00-broken.conflist", "{");
+  ASSERT_TRUE(FindNetwork(d.path(), "x").ok());  // a broken file does not hide x
   auto missing = FindNetwork(d.path(), "y");
   EXPECT_FALSE(missing.ok());
   EXPECT_NE(missing.status().msg().find("no net configuration with name \"y\""), std::string::npos);
+  EXPECT_NE(missing.status().msg().find("00-broken.conflist does not load"), std::string::npos) << missing.status().msg();
 }
 
 TEST(ConfList, LoopbackNetworkIsWhatContainerdAdds) {

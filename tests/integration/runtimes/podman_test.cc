@@ -85,7 +85,7 @@ class PodmanTest : public ::testing::Test {
 
 TEST_F(PodmanTest, RunGivesAWeftAddressAndRemoveLeavesNothing) {
   std::string out, err;
-  ASSERT_EQ(Podman({"run", "-d", "--name", "web", "--network", "weftpm", "--ulimit", "host",
+  ASSERT_EQ(Podman({"run", "-d", "--name", "web", "--network", "weftpm", "--ulimit", "host", "-p", "8080:80",
                     "localhost/weft-busybox:test"}, &out, &err), 0) << err;
   ASSERT_EQ(Podman({"inspect", "web", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}"},
                    &out), 0);
@@ -95,6 +95,16 @@ TEST_F(PodmanTest, RunGivesAWeftAddressAndRemoveLeavesNothing) {
   EXPECT_EQ(DbRows(), 1);
   // The container serves HTTP on its weft address, reached from the node.
   EXPECT_EQ(HttpGet(*node_, "http://" + ip + "/"), "hello-from-weft\n");
+  // -p 8080:80 reached podman's runtimeConfig.portMappings (lowerCamel keys):
+  // the hostPort answers from another host on the uplink, from the node's
+  // own address and from localhost.
+  TestNetns client("pmclient");
+  Cmd({"ip", "-n", node_->name(), "link", "set", "up1", "netns", client.name()});
+  Cmd({"ip", "-n", client.name(), "addr", "add", "192.0.2.20/24", "dev", "up1"});
+  Cmd({"ip", "-n", client.name(), "link", "set", "up1", "up"});
+  EXPECT_EQ(HttpGet(client, "http://192.0.2.10:8080/"), "hello-from-weft\n");
+  EXPECT_EQ(HttpGet(*node_, "http://192.0.2.10:8080/"), "hello-from-weft\n");
+  EXPECT_EQ(HttpGet(*node_, "http://127.0.0.1:8080/"), "hello-from-weft\n");
 
   // Disconnect runs DEL: the veth, route and address go; reconnect works.
   ASSERT_EQ(Podman({"network", "disconnect", "weftpm", "web"}, nullptr, &err), 0) << err;
@@ -104,11 +114,17 @@ TEST_F(PodmanTest, RunGivesAWeftAddressAndRemoveLeavesNothing) {
   ASSERT_EQ(Podman({"network", "connect", "weftpm", "web"}, nullptr, &err), 0) << err;
   EXPECT_EQ(HostVeths().size(), 1u);
 
-  // rm -f runs DEL again: nothing is left.
+  EXPECT_EQ(HttpGet(client, "http://192.0.2.10:8080/"), "hello-from-weft\n");  // mapping restored
+
+  // rm -f runs DEL again: nothing is left — no address, veth, route or rule.
   ASSERT_EQ(Podman({"rm", "-f", "-t", "0", "web"}, nullptr, &err), 0) << err;
   EXPECT_TRUE(HostVeths().empty());
   EXPECT_EQ(DbRows(), 0);
   EXPECT_TRUE(node_->IpJson({"route", "show", "proto", "201"}).empty());
+  std::string rules;
+  node_->Exec({"nft", "list", "ruleset"}, &rules);
+  EXPECT_EQ(rules.find("8080"), std::string::npos) << rules;
+  EXPECT_EQ(HttpGet(client, "http://192.0.2.10:8080/", 1), "");
 }
 
 }  // namespace

@@ -29,6 +29,17 @@ def sh(*argv, check=True, **kw):
     return r
 
 
+def http_get(netns, url, tries=20):
+    """GET from inside a netns; servers start asynchronously, so retry."""
+    code = "import sys,urllib.request;print(urllib.request.urlopen(sys.argv[1],timeout=2).read().decode(),end='')"
+    for _ in range(tries):
+        r = sh("ip", "netns", "exec", netns, "/usr/bin/python3", "-c", code, url, check=False)
+        if r.returncode == 0:
+            return r.stdout
+        time.sleep(0.25)
+    return ""
+
+
 class Cluster:
     """A node netns running a private containerd."""
 
@@ -213,6 +224,26 @@ class ContainerdCriTest(unittest.TestCase):
         # The node reaches the pod.
         self.assertEqual(sh("ip", "netns", "exec", c.node, "ping", "-c1", "-W2", ip, check=False).returncode, 0)
 
+        # hostPort 8080 -> 80: containerd sends runtimeConfig.portMappings with
+        # capitalised keys (HostPort, ContainerPort, Protocol, HostIP). A web
+        # server in the pod's netns answers through it from another host.
+        www = os.path.join(c.dir, "www")
+        os.makedirs(www)
+        with open(os.path.join(www, "index.html"), "w") as f:
+            f.write("hello-from-weft\n")
+        server = subprocess.Popen(["nsenter", "--net=" + netns, "/usr/bin/python3", "-m", "http.server", "80",
+                                   "--bind", "0.0.0.0", "--directory", www],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(server.kill)
+        client = PREFIX + "-criclient"
+        sh("ip", "netns", "add", client)
+        self.addCleanup(sh, "ip", "netns", "del", client, check=False)
+        sh("ip", "-n", c.node, "link", "set", "up1", "netns", client)
+        sh("ip", "-n", client, "addr", "add", "192.0.2.20/24", "dev", "up1")
+        sh("ip", "-n", client, "link", "set", "up1", "up")
+        self.assertEqual(http_get(client, "http://192.0.2.10:8080/"), "hello-from-weft\n")
+        self.assertEqual(http_get(c.node, "http://127.0.0.1:8080/"), "hello-from-weft\n")
+
         # Stop: DEL with the netns. Remove: containerd's second DEL, with an
         # empty CNI_NETNS and no prevResult, must succeed too.
         c.rt.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=sid))
@@ -222,6 +253,8 @@ class ContainerdCriTest(unittest.TestCase):
         self.assertEqual(c.host_veths(), [])
         self.assertEqual(c.db_rows(), [])
         self.assertEqual(json.loads(sh("ip", "-n", c.node, "-j", "route", "show", "proto", "201").stdout or "[]"), [])
+        self.assertNotIn("8080", sh("ip", "netns", "exec", c.node, "nft", "list", "ruleset").stdout)
+        self.assertEqual(http_get(client, "http://192.0.2.10:8080/", tries=1), "")
 
 
 if __name__ == "__main__":

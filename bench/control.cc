@@ -270,7 +270,14 @@ Status RunLevels(const NetConfig& cfg, int index, const ControlOptions& opt, con
   json fill = json::array();
   json levels = json::array();
   Errors errors;
+  const auto started = Clock::now();
+  auto over_budget = [&] { return MsSince(started) > opt.budget_s * 1000.0; };
   for (int level : opt.levels) {
+    if (over_budget()) {
+      out["truncated"] = "stopped before " + std::to_string(level) + " pods: the configuration used its " +
+                         std::to_string(opt.budget_s) + " s budget";
+      break;
+    }
     while (static_cast<int>(pods.size()) < level) {
       CheckInterrupt();
       WEFT_ASSIGN_OR_RETURN(Pod p, new_pod());

@@ -78,6 +78,10 @@ struct ControlOptions {
   int samples = 40;         // ADD+DEL pairs measured at each level
   int parallel_pods = 240;
   int parallel_workers = 8;
+  // Wall-time budget of one configuration's fill + samples. A plugin whose
+  // ADD grows with pod count (portmap lists the whole nat table per call)
+  // stops at the last level it finished within it, and the report says so.
+  int budget_s = 420;
   bool quick = false;
 };
 

@@ -173,6 +173,7 @@ int Main(int argc, char** argv) {
       co.levels = a.quick ? std::vector<int>{3, 10} : std::vector<int>{10, 100, 500, 1000};
       co.samples = a.quick ? 4 : 40;
       co.parallel_pods = a.quick ? 8 : 240;
+      co.budget_s = a.quick ? 30 : 420;
       r["control"] = json::array();
       for (size_t i = 0; i < configs.size(); ++i) {
         std::cerr << "[bench] control: " << configs[i].label << "\n";

@@ -173,6 +173,7 @@ std::string RenderTable(const json& r) {
           << Pad(Fmt(Num(l, "/add/p50")), 9, true) << Pad(Fmt(Num(l, "/add/p99")), 9, true)
           << Pad(Fmt(Num(l, "/del/p50")), 9, true) << Pad(Fmt(Num(l, "/del/p99")), 9, true) << "  " << vs << "\n";
       }
+      if (c.contains("truncated")) o << "    (" << c.value("truncated", "") << ")\n";
       if (c.contains("errors") && c["errors"].value("count", 0) > 0)
         o << "    (" << c["errors"]["count"] << " failed ops; first: " << c["errors"].value("first", "") << ")\n";
     }

@@ -19,8 +19,15 @@ std::string Suffix(const std::string& data_dir) { return Hex(Fnv1a64(data_dir), 
 
 // "10.0.0.5:80" or "[fd00::5]:80".
 std::string HostPort(const IpAddress& a, int port) {
-  std::string s = a.is_v4() ? a.ToString() : "[" + a.ToString() + "]";
-  return s + ":" + std::to_string(port);
+  // Appended piecewise: `"[" + std::string&&` trips GCC 12's -Wrestrict
+  // false positive at -O3 (GCC bug 105329).
+  std::string s;
+  if (a.is_v6()) s += '[';
+  s += a.ToString();
+  if (a.is_v6()) s += ']';
+  s += ':';
+  s += std::to_string(port);
+  return s;
 }
 
 std::string Key(const HostPortRule& r) {

@@ -1,5 +1,6 @@
 #include "runtime/chain.h"
 
+#include <algorithm>
 #include <set>
 
 #include "base/strings.h"
@@ -67,7 +68,17 @@ Result<std::optional<json>> Runtime::CachedPrevResult(const NetworkConfigList& l
   return std::optional<json>(std::move(enc));
 }
 
-Result<AddResult> Runtime::AddNetworkList(const NetworkConfigList& list, const RuntimeConf& rt) const {
+Result<NetworkConfigList> Runtime::Effective(const NetworkConfigList& list) const {
+  NetworkConfigList copy = list;
+  if (negotiate_) {
+    auto v = NegotiateVersion(&copy);
+    if (!v.ok()) return v.status();
+  }
+  return copy;
+}
+
+Result<AddResult> Runtime::AddNetworkList(const NetworkConfigList& in, const RuntimeConf& rt) const {
+  WEFT_ASSIGN_OR_RETURN(NetworkConfigList list, Effective(in));
   WEFT_RETURN_IF_ERROR(ValidateAttachment(list.name, rt));
   const std::string version = VersionOr010(list.cni_version);
   std::optional<std::pair<json, cni::CniResult>> last;
@@ -92,7 +103,8 @@ Result<AddResult> Runtime::AddNetworkList(const NetworkConfigList& list, const R
   return AddResult{std::move(last->second), std::move(last->first)};
 }
 
-Status Runtime::CheckNetworkList(const NetworkConfigList& list, const RuntimeConf& rt) const {
+Status Runtime::CheckNetworkList(const NetworkConfigList& in, const RuntimeConf& rt) const {
+  WEFT_ASSIGN_OR_RETURN(NetworkConfigList list, Effective(in));
   const std::string version = VersionOr010(list.cni_version);
   if (!cni::AtLeast(version, kCheckVersion))
     return Status::Error(Code::kIncompatibleVersion,
@@ -109,7 +121,8 @@ Status Runtime::CheckNetworkList(const NetworkConfigList& list, const RuntimeCon
   return Status::Ok();
 }
 
-Status Runtime::DelNetworkList(const NetworkConfigList& list, const RuntimeConf& rt) const {
+Status Runtime::DelNetworkList(const NetworkConfigList& in, const RuntimeConf& rt) const {
+  WEFT_ASSIGN_OR_RETURN(NetworkConfigList list, Effective(in));
   const std::string version = VersionOr010(list.cni_version);
   std::optional<json> prev;
   if (cni::AtLeast(version, kCheckVersion)) {
@@ -135,7 +148,8 @@ Status Runtime::DelNetworkList(const NetworkConfigList& list, const RuntimeConf&
   return Status::Ok();
 }
 
-Status Runtime::StatusNetworkList(const NetworkConfigList& list) const {
+Status Runtime::StatusNetworkList(const NetworkConfigList& in) const {
+  WEFT_ASSIGN_OR_RETURN(NetworkConfigList list, Effective(in));
   const std::string version = VersionOr010(list.cni_version);
   if (!cni::AtLeast(version, kStatusGcVersion)) return Status::Ok();
   RuntimeConf empty;
@@ -147,8 +161,9 @@ Status Runtime::StatusNetworkList(const NetworkConfigList& list) const {
   return Status::Ok();
 }
 
-Status Runtime::GcNetworkList(const NetworkConfigList& list,
+Status Runtime::GcNetworkList(const NetworkConfigList& in,
                               const std::optional<std::vector<cni::Attachment>>& valid) const {
+  WEFT_ASSIGN_OR_RETURN(NetworkConfigList list, Effective(in));
   if (list.disable_gc) return Status::Ok();
   Status errors;
   auto cached = cache_.List();
@@ -195,6 +210,35 @@ Status Runtime::DelFromCache(const std::string& network, const std::string& cont
   RuntimeConf rt = cached->ToRuntimeConf();
   if (netns) rt.netns = *netns;
   return DelNetworkList(*list, rt);
+}
+
+Result<std::string> Runtime::NegotiateVersion(NetworkConfigList* list) const {
+  std::vector<std::string> offered = list->offered_versions;
+  if (offered.empty()) offered.push_back(VersionOr010(list->cni_version));
+  std::vector<VersionInfo> infos;
+  for (const auto& plugin : list->plugins) {
+    auto vi = invoker_.GetVersionInfo(plugin.type);
+    if (!vi.ok()) return vi.status().WithPrefix("VERSION of plugin " + plugin.type);
+    infos.push_back(std::move(vi).value());
+  }
+  for (auto v = offered.rbegin(); v != offered.rend(); ++v) {
+    bool all = std::all_of(infos.begin(), infos.end(), [&](const VersionInfo& vi) { return vi.Supports(*v); });
+    if (!all) continue;
+    if (*v != list->cni_version) {
+      list->version_reason = "negotiated: highest offered version every plugin supports (config's highest was " +
+                             list->cni_version + ")";
+      list->cni_version = *v;
+    }
+    return *v;
+  }
+  std::string which;
+  for (size_t i = 0; i < infos.size(); ++i)
+    if (!infos[i].Supports(offered.front())) which += (which.empty() ? "" : ", ") + list->plugins[i].type;
+  std::string all;
+  for (const auto& v : offered) all += (all.empty() ? "" : " ") + v;
+  return Status::Error(Code::kIncompatibleVersion,
+                       "no version offered by network \"" + list->name + "\" (" + all +
+                           ") is supported by every plugin" + (which.empty() ? "" : " (not by " + which + ")"));
 }
 
 Result<std::vector<std::string>> Runtime::ValidateNetworkList(const NetworkConfigList& list) const {

@@ -33,6 +33,8 @@ namespace weft::runtime {
 struct RuntimeOptions {
   InvokeOptions invoke;
   std::string cache_dir = kDefaultCacheDir;
+  // Apply NegotiateVersion before every verb (opt-in; not libcni's rule).
+  bool negotiate_versions = false;
 };
 
 struct AddResult {
@@ -45,7 +47,9 @@ struct AddResult {
 class Runtime {
  public:
   explicit Runtime(RuntimeOptions options)
-      : invoker_(std::move(options.invoke)), cache_(std::move(options.cache_dir)) {}
+      : invoker_(std::move(options.invoke)),
+        cache_(std::move(options.cache_dir)),
+        negotiate_(options.negotiate_versions) {}
 
   const Invoker& invoker() const { return invoker_; }
   const ResultCache& cache() const { return cache_; }
@@ -66,15 +70,26 @@ class Runtime {
   Status DelFromCache(const std::string& network, const std::string& container_id, const std::string& ifname,
                       const std::optional<std::string>& netns) const;
 
+  // Opt-in, beyond libcni (which always uses the config's highest
+  // version): lowers list->cni_version to the highest offered version that
+  // every plugin's VERSION answer includes, so a list offering
+  // cniVersions ["1.0.0","1.1.0"] still works with plugins that stop at
+  // 1.0.0. kIncompatibleVersion naming the plugin when no offered version
+  // is supported by all. Returns the version chosen.
+  Result<std::string> NegotiateVersion(NetworkConfigList* list) const;
+
   // libcni ValidateNetworkList: every plugin is found and says (VERSION) it
   // supports the list's version. Returns the declared capabilities.
   Result<std::vector<std::string>> ValidateNetworkList(const NetworkConfigList& list) const;
 
  private:
   Result<std::optional<nlohmann::json>> CachedPrevResult(const NetworkConfigList& list, const RuntimeConf& rt) const;
+  // `list` as the verbs use it: negotiated when negotiate_ is set.
+  Result<NetworkConfigList> Effective(const NetworkConfigList& list) const;
 
   Invoker invoker_;
   ResultCache cache_;
+  bool negotiate_ = false;
 };
 
 // `type="bridge" name="x"` as libcni describes a plugin in errors.

@@ -254,6 +254,27 @@ TEST_F(ChainTest, CrashAndHangInAChainAreNamed) {
   EXPECT_NE(hang.msg().find("did not finish"), std::string::npos) << hang.msg();
 }
 
+TEST_F(ChainTest, NegotiationPicksTheHighestOfferedVersionEveryPluginSpeaks) {
+  NetworkConfigList l = List("1.1.0", "{}", R"("cniVersions":["0.4.0","1.0.0","1.1.0"],)");
+  EXPECT_EQ(l.offered_versions, (std::vector<std::string>{"0.4.0", "1.0.0", "1.1.0"}));
+  auto v = Make({"FAKE_VERSIONS=0.3.1,0.4.0,1.0.0"}).NegotiateVersion(&l);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(*v, "1.0.0");
+  EXPECT_EQ(l.cni_version, "1.0.0");
+  EXPECT_NE(l.version_reason.find("negotiated"), std::string::npos);
+  // The negotiated version is what the plugins then get.
+  ClearLog();
+  ASSERT_TRUE(Make().AddNetworkList(l, Rt()).ok());
+  EXPECT_EQ(Log()[0]["stdin"]["cniVersion"], "1.0.0");
+  NetworkConfigList all = List("1.1.0", "{}", R"("cniVersions":["1.1.0"],)");
+  EXPECT_EQ(*Make().NegotiateVersion(&all), "1.1.0");
+  NetworkConfigList none = List("1.1.0", "{}", R"("cniVersions":["1.1.0"],)");
+  auto bad = Make({"FAKE_VERSIONS=0.4.0"}).NegotiateVersion(&none);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Code::kIncompatibleVersion);
+  EXPECT_NE(bad.status().msg().find("not by a, b, c"), std::string::npos) << bad.status().msg();
+}
+
 TEST_F(ChainTest, ValidateAsksEveryPluginForItsVersions) {
   auto caps = Make().ValidateNetworkList(List("1.0.0"));
   ASSERT_TRUE(caps.ok()) << caps.status().ToString();

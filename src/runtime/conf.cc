@@ -85,6 +85,7 @@ Status SelectVersion(const json& raw, NetworkConfigList* list) {
     if (!v->is_string()) return Invalid("\"cniVersion\" must be a string");
     list->cni_version = v->get<std::string>();
     list->version_reason = "cniVersion";
+    list->offered_versions = {list->cni_version};
   }
   auto vs = raw.find("cniVersions");
   if (vs == raw.end()) return Status::Ok();
@@ -105,6 +106,8 @@ Status SelectVersion(const json& raw, NetworkConfigList* list) {
   }
   if (usable.empty()) return Status::Ok();
   std::sort(usable.begin(), usable.end(), [](const std::string& a, const std::string& b) { return cni::VersionLess(a, b); });
+  usable.erase(std::unique(usable.begin(), usable.end()), usable.end());
+  list->offered_versions = usable;
   list->cni_version = usable.back();
   list->version_reason = "highest of cniVersions/cniVersion not above " + std::string(kRuntimeMaxVersion);
   if (!ignored.empty()) {

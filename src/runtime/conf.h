@@ -30,6 +30,9 @@ struct NetworkConfigList {
   std::string name;
   std::string cni_version;     // the version the runtime will use
   std::string version_reason;  // how cni_version was chosen, for operators
+  // Every version the config offers (cniVersions plus cniVersion) that is
+  // not above kRuntimeMaxVersion, ascending; cni_version is the last one.
+  std::vector<std::string> offered_versions;
   bool disable_check = false;
   bool disable_gc = false;
   bool load_only_inlined_plugins = false;

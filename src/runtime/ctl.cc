@@ -71,6 +71,9 @@ int Ctl::Main(int argc, const char* const* argv, Context ctx) {
   app.add_option("--timeout", ctx.global.timeout_s, "Seconds a plugin may run before it is killed")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
+  app.add_flag("--negotiate-version", ctx.global.negotiate,
+               "Ask every plugin (VERSION) and use the highest of the list's cniVersions they all support, "
+               "instead of libcni's rule (the list's highest)");
   std::vector<std::pair<CLI::App*, Command*>> subs;
   for (auto& c : commands_) subs.emplace_back(c->Register(app), c.get());
   try {

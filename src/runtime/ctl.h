@@ -33,6 +33,7 @@ struct GlobalOptions {
   std::string plugin_path;  // --cni-path, else CNI_PATH, else /opt/cni/bin
   std::string cache_dir = "/var/lib/cni";
   int timeout_s = 60;
+  bool negotiate = false;   // --negotiate-version
 };
 
 // Everything a subcommand may touch; tests build one with fake streams.

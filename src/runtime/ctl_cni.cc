@@ -24,6 +24,7 @@ Runtime MakeRuntime(const Context& ctx) {
   o.invoke.base_env = ctx.environ;
   o.invoke.timeout = std::chrono::seconds(ctx.global.timeout_s);
   o.cache_dir = ctx.global.cache_dir;
+  o.negotiate_versions = ctx.global.negotiate;
   return Runtime(std::move(o));
 }
 

@@ -45,6 +45,7 @@ class CtlTest : public ::testing::Test {
       return it == env_.end() ? nullptr : it->second.c_str();
     };
     ctx.environ = {"FAKE_LOG=" + (dir_ / "log")};
+    for (const auto& e : ctx_env_extra_) ctx.environ.push_back(e);
     ctx.out = &out_;
     ctx.err = &err_;
     args.insert(args.begin(), "weftctl");
@@ -57,6 +58,7 @@ class CtlTest : public ::testing::Test {
 
   ScratchDir dir_;
   std::string b_fake_ = "{}";
+  std::vector<std::string> ctx_env_extra_;
   std::map<std::string, std::string> env_;
   std::ostringstream out_, err_;
 };
@@ -163,6 +165,25 @@ TEST_F(CtlTest, ConfWatchPrintsEveryReloadWithTheLoadStatus) {
   EXPECT_EQ(rc, kExitOk);
   EXPECT_NE(out_.str().find("load 0: default=\"net\" skipped=0 status=OK"), std::string::npos) << out_.str();
   EXPECT_NE(out_.str().find("default=\"first\""), std::string::npos) << out_.str();
+}
+
+TEST_F(CtlTest, NegotiateVersionLowersTheListToWhatThePluginsSpeak) {
+  WriteText(dir_ / "net.d/10-net.conflist",
+            R"({"cniVersions":["0.4.0","1.0.0","1.1.0"],"name":"net","plugins":[{"type":"a"},{"type":"b"}]})");
+  ctx_env_extra_ = {"FAKE_VERSIONS=0.4.0,1.0.0"};
+  ASSERT_EQ(Run({"--negotiate-version", "add", "net", "/run/netns/x"}), kExitOk) << err_.str();
+  EXPECT_EQ(json::parse(out_.str())["cniVersion"], "1.0.0");
+  int adds = 0;
+  for (const auto& l : Log()) {
+    if (l["env"]["CNI_COMMAND"] != "ADD") continue;
+    ++adds;
+    EXPECT_EQ(l["stdin"]["cniVersion"], "1.0.0");
+  }
+  EXPECT_EQ(adds, 2);
+  ASSERT_EQ(Run({"--negotiate-version", "del", "net", "/run/netns/x"}), kExitOk) << err_.str();
+  // Without it, libcni's rule: the highest offered version, 1.1.0.
+  ASSERT_EQ(Run({"add", "net", "/run/netns/y"}), kExitOk) << err_.str();
+  EXPECT_EQ(json::parse(out_.str())["cniVersion"], "1.1.0");
 }
 
 TEST_F(CtlTest, ConfValidateFlagsPluginsThatCannotSpeakTheListsVersion) {

@@ -255,6 +255,34 @@ TEST_F(Interop, WeftAnswersStatusAndGcAt110) {
   EXPECT_FALSE(pod1.HasLink("eth0"));
 }
 
+// cniVersions [1.0.0, 1.1.0]: libcni's rule picks 1.1.0, which Debian's
+// plugins (up to 1.0.0) refuse; --negotiate-version asks them and uses 1.0.0.
+TEST_F(Interop, CniVersionsWithPluginsThatStopAt100) {
+  TestNetns pod("neg");
+  WriteConf("10-neg.conflist", R"({"cniVersions":["1.0.0","1.1.0"],"name":"neg","plugins":[
+      {"type":"weft","ranges":["10.94.0.0/24"],"dataDir":"@TMP@/weft"},
+      {"type":"tuning","mtu":1280}]})");
+  CtlRun plain = Ctl({"add", "neg", pod.path()});
+  EXPECT_EQ(plain.exit_code, 1) << plain.out;
+  EXPECT_NE(plain.err.find("plugin type=\"tuning\" failed (add)"), std::string::npos) << plain.err;
+  EXPECT_NE(plain.err.find("(CNI error 1)"), std::string::npos) << plain.err;
+  EXPECT_EQ(Ctl({"del", "neg", pod.path()}).exit_code, 1);  // tuning refuses 1.1.0 for DEL too
+  ASSERT_EQ(Ctl({"--negotiate-version", "del", "neg", pod.path()}).exit_code, 0);
+
+  CtlRun conf = Ctl({"conf", "--validate"});
+  EXPECT_EQ(conf.exit_code, 3);
+  EXPECT_NE(conf.out.find("plugin tuning does not support cniVersion 1.1.0"), std::string::npos) << conf.out;
+
+  CtlRun add = Ctl({"--negotiate-version", "add", "neg", pod.path()});
+  ASSERT_EQ(add.exit_code, 0) << add.err;
+  EXPECT_EQ(add.Json()["cniVersion"], "1.0.0");
+  ExpectAttached(pod, add.Json());
+  EXPECT_EQ(pod.IpJson({"link", "show", "dev", "eth0"})[0]["mtu"], 1280);
+  EXPECT_EQ(Ctl({"--negotiate-version", "check", "neg", pod.path()}).exit_code, 0);
+  EXPECT_EQ(Ctl({"--negotiate-version", "del", "neg", pod.path()}).exit_code, 0);
+  EXPECT_FALSE(pod.HasLink("eth0"));
+}
+
 TEST_F(Interop, LoopbackAsContainerdCallsIt) {
   TestNetns pod("lo");
   ASSERT_EQ(Cmd({"ip", "-n", pod.name(), "link", "set", "lo", "down"}), 0);

@@ -161,7 +161,7 @@ Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
   WEFT_ASSIGN_OR_RETURN(RuntimeOptions rt, ParseRuntimeConfig(args.conf));
   WEFT_ASSIGN_OR_RETURN(sys::Netns pod_ns, sys::Netns::Open(args.env.netns));
   WEFT_ASSIGN_OR_RETURN(sys::Netlink host, sys::Netlink::Open());
-  WEFT_ASSIGN_OR_RETURN(sys::Netlink pod, sys::Netlink::OpenIn(pod_ns));
+  WEFT_ASSIGN_OR_RETURN(sys::Netlink pod, sys::Netlink::OpenInOnThisThread(pod_ns));
   const int mtu = cfg.mtu ? cfg.mtu : DeriveMtu(host);
   const std::string host_ifname = HostVethName(cid, ifname);
   const bool bridge_mode = cfg.mode == Mode::kBridge;
@@ -328,7 +328,7 @@ Status WeftPlugin::CmdCheck(const cni::CmdArgs& args) {
   if (auto delegated = DelegateFor(cfg, args)) WEFT_RETURN_IF_ERROR(delegated->Check(CallFor(args)));
   WEFT_ASSIGN_OR_RETURN(sys::Netns pod_ns, sys::Netns::Open(args.env.netns));
   WEFT_ASSIGN_OR_RETURN(sys::Netlink host, sys::Netlink::Open());
-  WEFT_ASSIGN_OR_RETURN(sys::Netlink pod, sys::Netlink::OpenIn(pod_ns));
+  WEFT_ASSIGN_OR_RETURN(sys::Netlink pod, sys::Netlink::OpenInOnThisThread(pod_ns));
   std::vector<std::optional<IpAddress>> want;
   if (cfg.mode == Mode::kBridge) {
     // Delegated routes are not recorded: check the default routes only when

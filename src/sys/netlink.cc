@@ -140,6 +140,18 @@ Result<Netlink> Netlink::OpenIn(const Netns& ns) {
   return std::move(*out);
 }
 
+Result<Netlink> Netlink::OpenInOnThisThread(const Netns& ns) {
+  std::optional<Netlink> out;
+  Status st = RunInNetnsOnThisThread(ns, [&]() -> Status {
+    auto nl = Open();
+    if (!nl.ok()) return nl.status();
+    out.emplace(std::move(nl).value());
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
+  return std::move(*out);
+}
+
 Netlink::Netlink(Netlink&& o) noexcept : sk_(std::exchange(o.sk_, nullptr)) {}
 Netlink& Netlink::operator=(Netlink&& o) noexcept {
   if (this != &o) {

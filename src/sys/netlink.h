@@ -63,6 +63,9 @@ class Netlink {
   static Result<Netlink> Open();
   // A socket in `ns`, created on a helper thread (see RunInNetns).
   static Result<Netlink> OpenIn(const Netns& ns);
+  // The same, created on the calling thread (see RunInNetnsOnThisThread for
+  // when that is allowed). The plugin uses this: it is single-threaded.
+  static Result<Netlink> OpenInOnThisThread(const Netns& ns);
 
   Netlink(Netlink&&) noexcept;
   Netlink& operator=(Netlink&&) noexcept;

@@ -49,4 +49,15 @@ Status RunInNetns(const Netns& ns, const std::function<Status()>& fn) {
   return result;
 }
 
+Status RunInNetnsOnThisThread(const Netns& ns, const std::function<Status()>& fn) {
+  int self = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  if (self < 0) return Status::FromErrno(Code::kIo, "open current netns", errno);
+  UniqueFd self_fd(self);
+  if (::setns(ns.fd(), CLONE_NEWNET) != 0)
+    return Status::FromErrno(Code::kKernel, "enter netns " + ns.path(), errno);
+  Status result = fn();
+  if (::setns(self_fd.get(), CLONE_NEWNET) != 0) std::abort();
+  return result;
+}
+
 }  // namespace weft::sys

@@ -33,4 +33,10 @@ class Netns {
 // back (it would otherwise run later work in the wrong namespace).
 Status RunInNetns(const Netns& ns, const std::function<Status()>& fn);
 
+// Runs `fn` on the calling thread switched into `ns`, then switches back
+// (aborting if it cannot). Cheaper than RunInNetns by a thread start and
+// join. REQUIRES: the process is single-threaded, or no other thread relies
+// on this thread's namespace while `fn` runs (the plugin's case).
+Status RunInNetnsOnThisThread(const Netns& ns, const std::function<Status()>& fn);
+
 }  // namespace weft::sys

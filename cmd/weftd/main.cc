@@ -1,6 +1,7 @@
 // weftd: the Weft node agent (docs/weftd.md). Only main(): flags, logging,
 // signals; the work lives in src/agent.
 
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -189,6 +190,8 @@ int RealMain(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Four mostly idle threads: one malloc arena keeps the RSS small.
+  mallopt(M_ARENA_MAX, 1);
   try {
     return RealMain(argc, argv);
   } catch (const std::exception& e) {

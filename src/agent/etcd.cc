@@ -380,6 +380,7 @@ Status EtcdClient::Watch(const std::string& key, const std::string& range_end, i
   if (endpoints_.empty()) return Status::Error(Code::kInvalidConfig, "no etcd endpoints");
   json create{{"key", Base64Encode(key)}, {"range_end", Base64Encode(range_end)}};
   if (start_revision > 0) create["start_revision"] = std::to_string(start_revision);
+  create["progress_notify"] = true;  // periodic empty messages keep the stream observably alive
   HttpRequest req;
   req.method = "POST";
   req.url = endpoints_[current_] + "/v3/watch";
@@ -410,6 +411,8 @@ Status EtcdClient::Watch(const std::string& key, const std::string& range_end, i
 // --- The control plane ----------------------------------------------------------
 
 namespace {
+
+constexpr auto kRelistPeriod = std::chrono::minutes(10);
 
 class EtcdControlPlane : public ControlPlane {
  public:
@@ -569,6 +572,7 @@ class EtcdControlPlane : public ControlPlane {
       int64_t old = lease_.exchange(lease);
       if (old != 0 && old != lease) (void)c.LeaseRevoke(old);
       if (!opts_.state_file.empty()) {
+        (void)sys::MkdirAll(opts_.state_file.substr(0, opts_.state_file.rfind('/')), 0755);
         Status st = sys::WriteFileAtomic(opts_.state_file, subnet.ToString() + "\n", 0644);
         if (!st.ok()) WEFT_LOG(kWarn, "msg=\"cannot remember the subnet\" err=\"" + st.ToString() + "\"");
       }
@@ -627,6 +631,7 @@ class EtcdControlPlane : public ControlPlane {
     const std::string end = PrefixRangeEnd(prefix);
     bool need_list = true;
     int64_t rev = 0;
+    auto listed_at = std::chrono::steady_clock::now();
     PeerMap peers;  // by node name
     std::map<std::string, std::string> key_owner;  // subnet key -> node name
     Backoff backoff;
@@ -647,13 +652,18 @@ class EtcdControlPlane : public ControlPlane {
         rev = r->revision;
         store.Replace(peers);
         need_list = false;
+        listed_at = std::chrono::steady_clock::now();
         WEFT_LOG(kInfo, "msg=\"listed peers\" backend=etcd peers=" + std::to_string(peers.size()) +
                             " revision=" + std::to_string(rev));
       }
       bool got_created = false;
+      WEFT_LOG(kDebug, "msg=\"etcd watch\" start_revision=" + std::to_string(rev + 1));
       Status st = c.Watch(
           prefix, end, rev + 1,
           [&](const EtcdWatchMessage& m) {
+            WEFT_LOG(kDebug, "msg=\"etcd watch message\" created=" + std::to_string(m.created) +
+                                 " canceled=" + std::to_string(m.canceled) + " events=" +
+                                 std::to_string(m.events.size()) + " revision=" + std::to_string(m.revision));
             if (m.compact_revision > 0 || m.canceled) {
               WEFT_LOG(kInfo, "msg=\"etcd watch cannot resume; re-listing\" compact_revision=" +
                                   std::to_string(m.compact_revision) + " reason=\"" + m.cancel_reason + "\"");
@@ -663,6 +673,13 @@ class EtcdControlPlane : public ControlPlane {
             if (m.created) {
               got_created = true;
               backoff.Reset();
+            }
+            // A full list now and then, even when the watch looks healthy:
+            // a compaction at exactly our resume revision drops its
+            // tombstones without cancelling the watch.
+            if (std::chrono::steady_clock::now() - listed_at > kRelistPeriod) {
+              need_list = true;
+              return false;
             }
             if (m.events.empty()) return !stopped();
             for (const auto& e : m.events) {

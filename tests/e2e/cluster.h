@@ -1,0 +1,109 @@
+#pragma once
+// A virtual cluster for weftd tests: an "underlay" netns holding a bridge
+// (192.0.2.254/24), node netns (testutil TestNode) whose uplink veth's far
+// end is moved onto that bridge, a real etcd listening on the bridge
+// address inside the underlay netns, and weftd processes run inside their
+// node netns. Everything is named with testing::Prefix() and torn down in
+// destructors (children are SIGKILLed and reaped).
+
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "testutil/netns_fixture.h"
+
+namespace weft::testing {
+
+// A child process started inside a netns (via `ip netns exec`, which execs
+// the program, so pid() is the program's own pid). Output goes to a file.
+class Child {
+ public:
+  Child(const std::string& netns, const std::vector<std::string>& argv, const std::string& log_path);
+  ~Child();
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  pid_t pid() const { return pid_; }
+  void Signal(int sig);
+  // Sends `sig` and waits up to `ms` for exit; SIGKILLs after that.
+  int Stop(int sig = 15, int ms = 5000);
+  bool Running();
+
+ private:
+  pid_t pid_ = -1;
+  int status_ = 0;
+  bool reaped_ = false;
+};
+
+// Polls `pred` every `step_ms` until it holds or `timeout_ms` passes.
+bool WaitFor(const std::function<bool()>& pred, int timeout_ms, int step_ms = 50);
+
+// Runs `fn` on a thread inside `ns` (sockets opened there stay there).
+Status InNetns(const TestNetns& ns, const std::function<Status()>& fn);
+
+class Underlay : public TestNetns {
+ public:
+  Underlay();
+  // Moves the node's up1 onto the bridge (renamed to "p<octet>").
+  void Attach(const TestNetns& node, int octet);
+  static constexpr const char* kIp = "192.0.2.254";
+};
+
+class Etcd {
+ public:
+  // Listens on 192.0.2.254:2379 inside `ns`.
+  Etcd(const TestNetns& ns, std::string dir);
+  ~Etcd();
+  void Start();
+  void Stop(int sig = 15);
+  std::string endpoint() const { return "http://192.0.2.254:2379"; }
+  // Waits until /health answers inside the netns.
+  bool WaitHealthy(int timeout_ms = 15000);
+
+ private:
+  const TestNetns& ns_;
+  std::string dir_;
+  std::unique_ptr<Child> proc_;
+  int starts_ = 0;
+};
+
+// One node: netns with its uplink on the underlay, and its weftd.
+struct WeftNode {
+  WeftNode(Underlay& ul, const std::string& name, int octet, const std::string& root_dir);
+  std::string name;
+  int octet;
+  TestNode ns;
+  std::string dir;  // conf dir, state, logs
+  std::unique_ptr<Child> weftd;
+  std::string ip() const { return "192.0.2." + std::to_string(octet); }
+  std::string conf_dir() const { return dir + "/net.d"; }
+  std::string log() const { return dir + "/weftd.log"; }
+  // Starts weftd with the standard test flags plus `extra`.
+  void StartWeftd(const std::vector<std::string>& extra);
+  void StopWeftd(int sig = 15);
+  // The plugin config (first plugin of the written conflist, with name and
+  // cniVersion), or "" if the conflist is not there.
+  std::string PluginConf() const;
+  // GET http://127.0.0.1:9641<path> from inside the node ("" on failure).
+  std::string Http(const std::string& path, int* code = nullptr) const;
+  // A metric's value (-1 if absent).
+  double Metric(const std::string& name) const;
+  // Routes with protocol 201 and a gateway: "dst via gw dev".
+  std::vector<std::string> AgentRoutes() const;
+};
+
+// A pod attached through the real plugin, from the node's conflist.
+struct Pod {
+  Pod(WeftNode& node, const std::string& name);
+  ~Pod();
+  WeftNode& node;
+  std::string cid;
+  TestNetns ns;
+  std::string ip;
+  std::string add_error;
+};
+
+}  // namespace weft::testing

@@ -3,7 +3,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <signal.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
 #include "sys/exec.h"
@@ -31,6 +36,34 @@ std::string TempDir(const std::string& tag) {
 void RemoveTree(const std::string& path) {
   if (path.rfind("/tmp/" + Prefix(), 0) != 0) return;  // only our own
   Cmd({"/bin/rm", "-rf", path});
+}
+
+void RemoveCgroupTree(const std::string& name) {
+  if (name.empty() || name.find("..") != std::string::npos) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<fs::path> dirs;
+  for (const auto& ctrl : fs::directory_iterator("/sys/fs/cgroup", ec)) {
+    fs::path root = ctrl.path() / name;
+    if (!fs::is_directory(root, ec)) continue;
+    dirs.push_back(root);
+    for (auto it = fs::recursive_directory_iterator(root, ec); it != fs::recursive_directory_iterator(); ++it)
+      if (it->is_directory(ec)) dirs.push_back(it->path());
+  }
+  for (const auto& d : dirs) {
+    std::ifstream procs(d / "cgroup.procs");
+    for (pid_t pid; procs >> pid;) ::kill(pid, SIGKILL);
+  }
+  std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) {
+    return a.string().size() > b.string().size();
+  });
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    bool left = false;
+    for (const auto& d : dirs)
+      if (fs::exists(d, ec) && ::rmdir(d.c_str()) != 0) left = true;
+    if (!left) return;
+    ::usleep(100 * 1000);  // killed processes take a moment to leave
+  }
 }
 
 int Cmd(const std::vector<std::string>& argv, std::string* out, std::string* err, const std::string& input) {

@@ -19,6 +19,12 @@ std::string BinaryPath(const std::string& name);
 std::string TempDir(const std::string& tag);
 void RemoveTree(const std::string& path);
 
+// Kills every process left in the cgroup `name` (a path under each v1
+// controller, or the unified hierarchy, e.g. "wt123-podman") and removes its
+// directories, deepest first. Container runtimes in tests are given such a
+// test-owned cgroup parent so nothing is left in the machine's cgroup tree.
+void RemoveCgroupTree(const std::string& name);
+
 // Runs argv (no shell) and returns its exit code; stdout/stderr captured.
 int Cmd(const std::vector<std::string>& argv, std::string* out = nullptr, std::string* err = nullptr,
         const std::string& input = "");

@@ -3,11 +3,14 @@
 //  - podman attaches, weftctl tears down from podman's cache entry alone;
 //  - podman attaches, the entry is rewritten by our ResultCache, and podman's
 //    rm reads it (no "failed to load cached network config") and detaches.
-// podman runs in a private node netns with private storage; the only shared
-// path is libcni's fixed cache dir, where this test's network name is unique
-// and its entries are removed even on failure.
+// podman runs in a private node netns with private storage. libcni's cache
+// dir is fixed (/var/lib/cni), so the test process moves into a private mount
+// namespace with a tmpfs over /var/lib: podman and weftctl, its children,
+// share that cache and the machine's /var/lib is never written.
 
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
 
 #include <filesystem>
 #include <fstream>
@@ -25,6 +28,10 @@ class PodmanCache : public ::testing::Test {
  protected:
   void SetUp() override {
     if (Cmd({"podman", "--version"}) != 0) GTEST_SKIP() << "SKIPPED LOUDLY: podman is not installed";
+    ASSERT_EQ(::unshare(CLONE_NEWNS), 0);
+    ASSERT_EQ(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0);
+    ASSERT_EQ(::mount("tmpfs", "/var/lib", "tmpfs", 0, "size=64m,mode=0755"), 0);
+    private_var_lib_ = true;
     dir_ = TempDir("pmcache");
     network_ = Prefix() + "pm";
     node_ = std::make_unique<TestNode>("pmc");
@@ -57,14 +64,23 @@ class PodmanCache : public ::testing::Test {
         if (e.path().filename().string().rfind(network_ + "-", 0) == 0) std::filesystem::remove(e.path(), ec);
     }
     node_.reset();
+    RemoveCgroupTree(Prefix() + "-podman");
     RemoveTree(dir_);
+    if (private_var_lib_) ::umount2("/var/lib", MNT_DETACH);
   }
 
   int Podman(const std::vector<std::string>& args, std::string* out = nullptr, std::string* err = nullptr) {
     std::vector<std::string> argv = {"env", "CONTAINERS_CONF=" + dir_ + "/containers.conf", "nsenter",
                                      "--net=" + node_->path(), "podman", "--root", dir_ + "/root", "--runroot",
                                      dir_ + "/runroot", "--tmpdir", dir_ + "/tmp", "--storage-driver", "vfs"};
-    argv.insert(argv.end(), args.begin(), args.end());
+    const bool run = !args.empty() && args[0] == "run";
+    if (run) {
+      // Containers (and conmon) live under a test-owned cgroup parent that
+      // TearDown removes, so nothing is left in the machine's cgroup tree.
+      argv.push_back("run");
+      argv.push_back("--cgroup-parent=/" + Prefix() + "-podman");
+    }
+    argv.insert(argv.end(), args.begin() + (run ? 1 : 0), args.end());
     return Cmd(argv, out, err);
   }
   std::string RunContainer() {
@@ -87,6 +103,7 @@ class PodmanCache : public ::testing::Test {
   static constexpr const char* kResults = "/var/lib/cni/results";
   std::string dir_, network_;
   std::unique_ptr<TestNode> node_;
+  bool private_var_lib_ = false;
 };
 
 TEST_F(PodmanCache, WeftctlTearsDownWhatPodmanAttached) {

@@ -1,9 +1,13 @@
 // Weft under a real runtime: podman 4.3 with its CNI backend (libcni).
 // podman runs inside a node netns (nsenter --net, so /sys and the cgroup
 // mounts stay visible to runc) with private storage, config and network
-// dirs: the machine's own podman state and root netns are never touched.
+// dirs, and libcni's fixed cache dir (/var/lib/cni) on a tmpfs in a private
+// mount namespace: the machine's own podman state, /var/lib and root netns
+// are never touched.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -19,6 +23,10 @@ class PodmanTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (Cmd({"podman", "--version"}) != 0) GTEST_SKIP() << "SKIPPED LOUDLY: podman is not installed (scripts/setup.sh installs it)";
+    ASSERT_EQ(::unshare(CLONE_NEWNS), 0);
+    ASSERT_EQ(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0);
+    ASSERT_EQ(::mount("tmpfs", "/var/lib", "tmpfs", 0, "size=64m,mode=0755"), 0);
+    private_var_lib_ = true;
     dir_ = TempDir("podman");
     node_ = std::make_unique<TestNode>("pmnode");
     for (const char* d : {"root", "runroot", "tmp", "net", "data", "rootfs/bin", "rootfs/www", "rootfs/proc",
@@ -54,7 +62,9 @@ class PodmanTest : public ::testing::Test {
       Cmd({"umount", "-R", dir_ + "/root"});
     }
     node_.reset();
+    RemoveCgroupTree(Prefix() + "-podman");
     RemoveTree(dir_);
+    if (private_var_lib_) ::umount2("/var/lib", MNT_DETACH);
   }
 
   static void Write(const std::string& path, const std::string& data) { std::ofstream(path) << data; }
@@ -65,7 +75,14 @@ class PodmanTest : public ::testing::Test {
                                      "nsenter", "--net=" + node_->path(),
                                      "podman", "--root", dir_ + "/root", "--runroot", dir_ + "/runroot",
                                      "--tmpdir", dir_ + "/tmp", "--storage-driver", "vfs"};
-    argv.insert(argv.end(), args.begin(), args.end());
+    const bool run = !args.empty() && args[0] == "run";
+    if (run) {
+      // Containers (and conmon) live under a test-owned cgroup parent that
+      // TearDown removes, so nothing is left in the machine's cgroup tree.
+      argv.push_back("run");
+      argv.push_back("--cgroup-parent=/" + Prefix() + "-podman");
+    }
+    argv.insert(argv.end(), args.begin() + (run ? 1 : 0), args.end());
     return Cmd(argv, out, err);
   }
   std::vector<std::string> HostVeths() {
@@ -81,6 +98,7 @@ class PodmanTest : public ::testing::Test {
   }
   std::string dir_;
   std::unique_ptr<TestNode> node_;
+  bool private_var_lib_ = false;
 };
 
 TEST_F(PodmanTest, RunGivesAWeftAddressAndRemoveLeavesNothing) {

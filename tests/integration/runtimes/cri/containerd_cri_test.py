@@ -29,6 +29,35 @@ def sh(*argv, check=True, **kw):
     return r
 
 
+CGROUP_PARENT = PREFIX + "-cri"
+
+
+def remove_cgroup_tree(name):
+    """Kills what is left in the test's cgroup parent and removes it."""
+    dirs = []
+    for ctrl in os.listdir("/sys/fs/cgroup"):
+        root = os.path.join("/sys/fs/cgroup", ctrl, name)
+        for d, _, _ in os.walk(root):
+            dirs.append(d)
+    for d in dirs:
+        try:
+            for pid in open(os.path.join(d, "cgroup.procs")).read().split():
+                os.kill(int(pid), 9)
+        except OSError:
+            pass
+    for _ in range(50):
+        left = False
+        for d in sorted(dirs, key=len, reverse=True):
+            try:
+                if os.path.isdir(d):
+                    os.rmdir(d)
+            except OSError:
+                left = True
+        if not left:
+            return
+        time.sleep(0.1)
+
+
 def http_get(netns, url, tries=20):
     """GET from inside a netns; servers start asynchronously, so retry."""
     code = "import sys,urllib.request;print(urllib.request.urlopen(sys.argv[1],timeout=2).read().decode(),end='')"
@@ -61,8 +90,15 @@ class Cluster:
         sh("ip", "-n", self.node, "link", "set", "up0", "up")
         sh("ip", "-n", self.node, "link", "set", "up1", "up")
         log = open(os.path.join(d, "containerd.log"), "w")
-        self.proc = subprocess.Popen(["nsenter", "--net=/run/netns/" + self.node, "containerd", "--config",
-                                      os.path.join(d, "config.toml")], stdout=log, stderr=log)
+        # containerd (through libcni) caches results under the fixed
+        # /var/lib/cni: give it a private mount namespace with a tmpfs there
+        # so the machine's /var/lib is never written.
+        launcher = ("import os, subprocess, sys\n"
+                    "subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=64m', 'tmpfs', '/var/lib'], check=True)\n"
+                    "os.execvp('nsenter', ['nsenter', '--net=' + sys.argv[1], 'containerd', '--config', sys.argv[2]])\n")
+        self.proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "/usr/bin/python3", "-c",
+                                      launcher, "/run/netns/" + self.node, os.path.join(d, "config.toml")],
+                                     stdout=log, stderr=log)
         sock = os.path.join(d, "containerd.sock")
         for _ in range(100):
             if os.path.exists(sock):
@@ -101,6 +137,19 @@ class Cluster:
         os.rename(tmp, os.path.join(self.dir, "net.d", "10-weft.conflist"))
 
     def close(self):
+        # Stop and remove every sandbox, the failed first attempt included
+        # (containerd keeps it running in state UNKNOWN).
+        if getattr(self, "rt", None):
+            try:
+                for sb in self.rt.ListPodSandbox(self.pb.ListPodSandboxRequest(), timeout=10).items:
+                    for call, req in ((self.rt.StopPodSandbox, self.pb.StopPodSandboxRequest),
+                                      (self.rt.RemovePodSandbox, self.pb.RemovePodSandboxRequest)):
+                        try:
+                            call(req(pod_sandbox_id=sb.id), timeout=30)
+                        except self.grpc.RpcError:
+                            pass
+            except self.grpc.RpcError:
+                pass
         if self.proc:
             self.proc.terminate()
             try:
@@ -113,6 +162,7 @@ class Cluster:
         for m in sorted(mounts, reverse=True):
             sh("umount", "-l", m, check=False)
         sh("ip", "netns", "del", self.node, check=False)
+        remove_cgroup_tree(CGROUP_PARENT)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # Inspection helpers.
@@ -175,7 +225,8 @@ class ContainerdCriTest(unittest.TestCase):
             hostname="web", log_directory=os.path.join(self.c.dir, "logs"),
             dns_config=pb.DNSConfig(servers=["10.96.0.10"], searches=["default.svc.cluster.local"], options=["ndots:5"]),
             port_mappings=[pb.PortMapping(protocol=pb.TCP, container_port=80, host_port=8080)],
-            annotations={"weft.test/owner": "containerd_cri_test"})
+            annotations={"weft.test/owner": "containerd_cri_test"},
+            linux=pb.LinuxPodSandboxConfig(cgroup_parent="/" + CGROUP_PARENT))
 
     def test_pod_network_lifecycle_as_kubelet_drives_it(self):
         c, pb = self.c, self.c.pb
@@ -213,8 +264,12 @@ class ContainerdCriTest(unittest.TestCase):
         self.assertEqual(rows[0]["namespace"], "default")
         self.assertEqual(rows[0]["state"], "ready")
         info = json.loads(st.info["info"])
-        netns = [n["path"] for n in info["runtimeSpec"]["linux"]["namespaces"] if n["type"] == "network"][0]
-        self.assertTrue(netns.startswith(c.dir), netns)  # netns_mounts_under_state_dir
+        ns_path = [n["path"] for n in info["runtimeSpec"]["linux"]["namespaces"] if n["type"] == "network"][0]
+        self.assertTrue(ns_path.startswith(c.dir), ns_path)  # netns_mounts_under_state_dir
+        self.assertEqual(c.db_rows()[0]["netns"], ns_path)  # the CNI_NETNS weft was given
+        # That bind mount lives in containerd's private mount namespace; the
+        # sandbox process is in the pod netns, so enter through it.
+        netns = "/proc/%d/ns/net" % info["pid"]
         addrs = json.loads(sh("nsenter", "--net=" + netns, "ip", "-j", "addr", "show").stdout)
         by_name = {a["ifname"]: a for a in addrs}
         # The loopback plugin ran beside weft: lo is up with 127.0.0.1.

@@ -1,30 +1,14 @@
 #include "runtime/conf_watcher.h"
 
-#include <poll.h>
-#include <sys/inotify.h>
-#include <unistd.h>
-
-#include <cerrno>
+#include <algorithm>
 #include <filesystem>
 
 namespace weft::runtime {
 
-namespace {
-
-// Writes that completed, renames and removals. Creation alone (IN_CREATE)
-// and attribute changes are ignored, as containerd ignores Create/Chmod; a
-// created file is seen when it is closed after writing.
-constexpr uint32_t kFileEvents = IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE;
-constexpr uint32_t kSelfGone = IN_DELETE_SELF | IN_MOVE_SELF;
-
-}  // namespace
-
 Result<ConfWatcher> ConfWatcher::Start(LoadOptions options) {
-  UniqueFd fd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-  if (!fd.valid()) return Status::FromErrno(Code::kIo, "inotify_init1", errno);
-  int wd = ::inotify_add_watch(fd.get(), options.conf_dir.c_str(), kFileEvents | kSelfGone | IN_ONLYDIR);
-  if (wd < 0) return Status::FromErrno(Code::kIo, "watch " + options.conf_dir, errno);
-  ConfWatcher w(std::move(options), std::move(fd));
+  WEFT_ASSIGN_OR_RETURN(sys::DirWatch watch, sys::DirWatch::Create());
+  WEFT_ASSIGN_OR_RETURN(int wd, watch.Add(options.conf_dir, /*self=*/true));
+  ConfWatcher w(std::move(options), std::move(watch));
   w.dir_wd_ = wd;
   w.report_ = LoadConfDir(w.options_);
   w.WatchSubdirs();
@@ -37,7 +21,7 @@ void ConfWatcher::WatchSubdirs() {
     std::error_code e2;
     if (!e.is_directory(e2)) continue;
     // Re-adding an existing watch is harmless: the kernel returns its wd.
-    (void)::inotify_add_watch(fd_.get(), e.path().c_str(), kFileEvents | IN_ONLYDIR);
+    (void)watch_.Add(e.path().string(), /*self=*/false);
   }
 }
 
@@ -48,32 +32,9 @@ void ConfWatcher::Reload() {
 }
 
 Result<bool> ConfWatcher::WaitAndReload(std::chrono::milliseconds timeout) {
-  pollfd p{fd_.get(), POLLIN, 0};
-  int r = ::poll(&p, 1, static_cast<int>(timeout.count()));
-  if (r < 0) {
-    if (errno == EINTR) return false;
-    return Status::FromErrno(Code::kIo, "poll inotify", errno);
-  }
-  if (r == 0) return false;
-  bool changed = false;
-  bool dir_gone = false;
-  alignas(inotify_event) char buf[16384];
-  for (;;) {
-    ssize_t n = ::read(fd_.get(), buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) break;
-      return Status::FromErrno(Code::kIo, "read inotify", errno);
-    }
-    if (n == 0) break;
-    for (char* ptr = buf; ptr < buf + n;) {
-      auto* ev = reinterpret_cast<inotify_event*>(ptr);
-      if (ev->wd == dir_wd_ && (ev->mask & (kSelfGone | IN_IGNORED))) dir_gone = true;
-      else if (ev->mask & kFileEvents) changed = true;
-      else if (ev->mask & IN_Q_OVERFLOW) changed = true;  // lost events: reload to be level-triggered
-      ptr += sizeof(inotify_event) + ev->len;
-    }
-  }
+  WEFT_ASSIGN_OR_RETURN(sys::DirWatch::Events ev, watch_.Wait(timeout));
+  bool dir_gone = std::find(ev.gone.begin(), ev.gone.end(), dir_wd_) != ev.gone.end();
+  bool changed = ev.changed;
   if (dir_gone) {
     report_.status = Status::Error(Code::kIo, "cni conf dir " + options_.conf_dir + " was removed, stopped watching");
     return report_.status;

@@ -3,16 +3,13 @@
 // CNI conf syncer does, keeping the last load status (`crictl info`'s
 // lastCNILoadStatus). It also watches the drop-in plugin dirs
 // (<confdir>/<network>/), which containerd does not.
-//
-// The inotify calls live here rather than in src/sys because only this
-// watcher uses them; they are three syscalls behind one class.
 
 #include <chrono>
 #include <string>
 
 #include "base/status.h"
-#include "base/unique_fd.h"
 #include "runtime/conf.h"
+#include "sys/dir_watch.h"
 
 namespace weft::runtime {
 
@@ -33,15 +30,15 @@ class ConfWatcher {
   const Status& last_load_status() const { return report_.status; }
   int reloads() const { return reloads_; }
   // For callers that poll several fds.
-  int fd() const { return fd_.get(); }
+  int fd() const { return watch_.fd(); }
 
  private:
-  ConfWatcher(LoadOptions options, UniqueFd fd) : options_(std::move(options)), fd_(std::move(fd)) {}
+  ConfWatcher(LoadOptions options, sys::DirWatch watch) : options_(std::move(options)), watch_(std::move(watch)) {}
   void Reload();
   void WatchSubdirs();
 
   LoadOptions options_;
-  UniqueFd fd_;
+  sys::DirWatch watch_;
   int dir_wd_ = -1;
   LoadReport report_;
   int reloads_ = 0;

@@ -23,9 +23,11 @@ std::string RenderConflist(const ConflistSpec& spec) {
   if (!spec.data_dir.empty()) weft["dataDir"] = spec.data_dir;
   if (!spec.log_file.empty()) weft["logFile"] = spec.log_file;
   if (!spec.log_level.empty()) weft["logLevel"] = spec.log_level;
+  // hostPorts are weft's own (one node-wide ruleset derived from its
+  // database), so the capability is declared on weft and no portmap plugin
+  // is chained: pods without mappings do no firewall work at all.
+  if (spec.port_mappings) weft["capabilities"] = {{"portMappings", true}};
   json plugins = json::array({weft});
-  if (spec.port_mappings)
-    plugins.push_back(json{{"type", "portmap"}, {"capabilities", {{"portMappings", true}}}, {"snat", true}});
   json conf{{"cniVersion", spec.cni_version}, {"name", spec.network_name}, {"plugins", plugins}};
   return conf.dump(2) + "\n";
 }

@@ -132,14 +132,13 @@ TEST(Conflist, RendersWeftAndPortmap) {
   auto j = nlohmann::json::parse(RenderConflist(s));
   EXPECT_EQ(j["name"], "weft");
   EXPECT_EQ(j["cniVersion"], "1.0.0");
-  ASSERT_EQ(j["plugins"].size(), 2u);
+  ASSERT_EQ(j["plugins"].size(), 1u);
   EXPECT_EQ(j["plugins"][0]["type"], "weft");
   EXPECT_EQ(j["plugins"][0]["ranges"][0], "10.244.2.0/24");
   EXPECT_EQ(j["plugins"][0]["mtu"], 1450);
   EXPECT_EQ(j["plugins"][0]["masquerade"], false);
   EXPECT_EQ(j["plugins"][0]["clusterCIDRs"][0], "10.244.0.0/16");
-  EXPECT_EQ(j["plugins"][1]["type"], "portmap");
-  EXPECT_EQ(j["plugins"][1]["capabilities"]["portMappings"], true);
+  EXPECT_EQ(j["plugins"][0]["capabilities"]["portMappings"], true);
 }
 
 }  // namespace

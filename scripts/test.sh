@@ -9,9 +9,11 @@ bash scripts/build.sh
 BUILD_DIR=${WEFT_BUILD_DIR:-build}
 
 cleanup() {
-  # Namespaces and temp dirs a crashed test may have left (prefix wt<pid>).
+  # Namespaces a crashed test left behind: tests name them w[tb]<pid>-...,
+  # so remove only those whose process is gone (others may still be running).
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^w[tb][0-9]+-' || true); do
-    ip netns del "$ns" 2>/dev/null || true
+    pid=${ns%%-*}; pid=${pid:2}
+    kill -0 "$pid" 2>/dev/null || ip netns del "$ns" 2>/dev/null || true
   done
 }
 trap cleanup EXIT

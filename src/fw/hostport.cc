@@ -56,35 +56,89 @@ std::string HostPortMarker(const std::vector<HostPortRule>& rules) {
 
 size_t NftHostPortChainRules(const std::vector<HostPortRule>& rules) { return 2 * Canonical(rules).size(); }
 
-std::string RenderNftHostPorts(const std::string& table, const std::vector<HostPortRule>& in) {
-  auto rules = Canonical(in);
-  std::string s = "table inet " + table + "\ndelete table inet " + table + "\n";
-  if (rules.empty()) return s;
-  const std::string c = " comment \"" + HostPortMarker(rules) + "\"";
+std::string NftHostPortRuleComment(const HostPortRule& r) { return "weft-hp:" + Hex(Fnv1a64(Key(r)), 12); }
+
+std::vector<NftChainRule> NftHostPortChain(const std::vector<HostPortRule>& in) {
+  std::vector<NftChainRule> out;
   const std::string mark = " meta mark set meta mark | " + std::string(kMarkHex);
-  s += "table inet " + table + " {\n";
-  s += "  chain prerouting {\n    type nat hook prerouting priority dstnat; policy accept;\n";
-  s += "    fib daddr type local jump hostports" + c + "\n  }\n";
-  s += "  chain output {\n    type nat hook output priority -100; policy accept;\n";
-  s += "    fib daddr type local jump hostports" + c + "\n  }\n";
-  s += "  chain hostports {\n";
-  for (const auto& r : rules) {
+  for (const auto& r : Canonical(in)) {
     const std::string ip = r.is_v4() ? "ip" : "ip6";
     std::string match = r.host_ip.empty() ? std::string("meta nfproto ") + (r.is_v4() ? "ipv4" : "ipv6")
                                           : ip + " daddr " + r.host_ip;
     match += " " + r.protocol + " dport " + std::to_string(r.host_port);
     std::string sources = r.container.Masked().ToString();
     if (r.is_v4()) sources = "{ " + sources + ", " + kLoopback4 + " }";
-    s += "    " + match + " " + ip + " saddr " + sources + mark + c + "\n";
-    s += "    " + match + " dnat " + ip + " to " + HostPort(r.container.addr(), r.container_port) + c + "\n";
+    const std::string c = NftHostPortRuleComment(r);
+    // The mark must come first: the DNAT rule ends the chain for the packet.
+    out.push_back({c + ":m", match + " " + ip + " saddr " + sources + mark});
+    out.push_back({c + ":d", match + " dnat " + ip + " to " + HostPort(r.container.addr(), r.container_port)});
   }
+  return out;
+}
+
+std::string RenderNftHostPorts(const std::string& table, const std::vector<HostPortRule>& rules) {
+  std::string s = "table inet " + table + "\ndelete table inet " + table + "\n";
+  if (Canonical(rules).empty()) return s;
+  const std::string base = std::string(" comment \"") + kNftHostPortBase + "\"";
+  s += "table inet " + table + " {\n";
+  s += "  chain prerouting {\n    type nat hook prerouting priority dstnat; policy accept;\n";
+  s += "    fib daddr type local jump hostports" + base + "\n  }\n";
+  s += "  chain output {\n    type nat hook output priority -100; policy accept;\n";
+  s += "    fib daddr type local jump hostports" + base + "\n  }\n";
+  s += "  chain hostports {\n";
+  for (const auto& r : NftHostPortChain(rules)) s += "    " + r.text + " comment \"" + r.comment + "\"\n";
   s += "  }\n";
   s += "  chain postrouting {\n    type nat hook postrouting priority srcnat; policy accept;\n";
-  s += "    meta mark & " + std::string(kMarkHex) + " == " + kMarkHex + " masquerade" + c + "\n  }\n";
+  s += "    meta mark & " + std::string(kMarkHex) + " == " + kMarkHex + " masquerade" + base + "\n  }\n";
   s += "  chain localhost-guard {\n    type filter hook input priority filter; policy accept;\n";
-  s += "    iifname != \"lo\" ip daddr " + std::string(kLoopback4) + " ct state != { established, related } drop" + c +
-       "\n  }\n";
+  s += "    iifname != \"lo\" ip daddr " + std::string(kLoopback4) + " ct state != { established, related } drop" +
+       base + "\n  }\n";
   s += "}\n";
+  return s;
+}
+
+bool NftHostPortBaseInPlace(const std::vector<sys::NftRuleInfo>& have) {
+  int base = 0;
+  for (const auto& r : have)
+    if (r.chain != "hostports") {
+      if (r.comment != kNftHostPortBase) return false;
+      ++base;
+    }
+  return base == 4;  // prerouting, output, postrouting, localhost-guard
+}
+
+std::string RenderNftHostPortDiff(const std::string& table, const std::vector<HostPortRule>& want,
+                                  const std::vector<sys::NftRuleInfo>& have) {
+  const std::vector<NftChainRule> desired = NftHostPortChain(want);
+  // A mapping is intact when its ":m" and ":d" rules are each there exactly
+  // once, in that order. Anything else of it is deleted and re-added whole.
+  std::vector<const sys::NftRuleInfo*> chain;
+  for (const auto& r : have)
+    if (r.chain == "hostports") chain.push_back(&r);
+  auto positions = [&](const std::string& comment) {
+    std::vector<size_t> at;
+    for (size_t i = 0; i < chain.size(); ++i)
+      if (chain[i]->comment == comment) at.push_back(i);
+    return at;
+  };
+  std::vector<std::string> keep, add;
+  for (size_t i = 0; i + 1 < desired.size(); i += 2) {
+    auto m = positions(desired[i].comment), d = positions(desired[i + 1].comment);
+    if (m.size() == 1 && d.size() == 1 && m[0] < d[0]) {
+      keep.push_back(desired[i].comment);
+      keep.push_back(desired[i + 1].comment);
+    } else {
+      add.push_back("add rule inet " + table + " hostports " + desired[i].text + " comment \"" +
+                    desired[i].comment + "\"");
+      add.push_back("add rule inet " + table + " hostports " + desired[i + 1].text + " comment \"" +
+                    desired[i + 1].comment + "\"");
+    }
+  }
+  std::string s;
+  for (const auto* r : chain)
+    if (std::find(keep.begin(), keep.end(), r->comment) == keep.end())
+      s += "delete rule inet " + table + " hostports handle " + std::to_string(r->handle) + "\n";
+  for (const auto& a : add) s += a + "\n";
   return s;
 }
 
@@ -167,27 +221,31 @@ class NftHostPorts : public HostPortFirewall {
  public:
   explicit NftHostPorts(std::string data_dir) : data_dir_(std::move(data_dir)), table_(HostPortTable(data_dir_)) {}
 
+  // Level-triggered, but incremental: the common ADD appends two rules and
+  // deletes nothing (deleting nf_tables objects stalls the deleting process
+  // for milliseconds when it exits). The table is built whole only the first
+  // time, when its base chains were tampered with, or removed when no
+  // mapping is left.
   Status Sync(const HostPortSource& source) override {
     WEFT_ASSIGN_OR_RETURN(auto want, source());
-    WEFT_ASSIGN_OR_RETURN(bool ok, InPlace(want));
-    if (ok) return Status::Ok();
+    WEFT_ASSIGN_OR_RETURN(std::string script, Plan(want));
+    if (script.empty()) return Status::Ok();
     WEFT_ASSIGN_OR_RETURN(auto lock, sys::FileLock::Acquire(data_dir_ + "/firewall.lock"));
     WEFT_ASSIGN_OR_RETURN(want, source());  // under the lock: includes every committed row
-    WEFT_ASSIGN_OR_RETURN(ok, InPlace(want));
-    if (ok) return Status::Ok();
-    WEFT_ASSIGN_OR_RETURN(auto r, RunTool("nft", {"-f", "-"}, RenderNftHostPorts(table_, want)));
-    if (r.exit_code != 0) return ToolError("nft: install hostPort table " + table_, r);
+    WEFT_ASSIGN_OR_RETURN(script, Plan(want));
+    if (script.empty()) return Status::Ok();
+    WEFT_ASSIGN_OR_RETURN(auto r, RunTool("nft", {"-f", "-"}, script));
+    if (r.exit_code != 0) return ToolError("nft: update hostPort table " + table_, r);
     return Status::Ok();
   }
 
  private:
-  Result<bool> InPlace(const std::vector<HostPortRule>& want) {
-    WEFT_ASSIGN_OR_RETURN(auto comments, sys::NftRuleComments(sys::NftFamily::kInet, table_, "hostports"));
-    if (comments.size() != NftHostPortChainRules(want)) return false;
-    std::string marker = HostPortMarker(want);
-    for (const auto& c : comments)
-      if (c != marker) return false;
-    return true;
+  // The nft script that makes the kernel match `want` ("" when it does).
+  Result<std::string> Plan(const std::vector<HostPortRule>& want) {
+    WEFT_ASSIGN_OR_RETURN(auto have, sys::NftRules(sys::NftFamily::kInet, table_));
+    if (Canonical(want).empty()) return have.empty() ? std::string() : RenderNftHostPorts(table_, want);
+    if (!NftHostPortBaseInPlace(have)) return RenderNftHostPorts(table_, want);
+    return RenderNftHostPortDiff(table_, want, have);
   }
   std::string data_dir_, table_;
 };

@@ -27,6 +27,7 @@
 
 #include "base/ip.h"
 #include "base/status.h"
+#include "sys/nft_query.h"
 
 namespace weft::fw {
 
@@ -49,13 +50,34 @@ std::vector<HostPortRule> Canonical(std::vector<HostPortRule> rules);
 // nftables table (inet family) for the database in `data_dir`: one ruleset
 // per database, so two dataDirs on a node never fight over one table.
 std::string HostPortTable(const std::string& data_dir);
-// Carried as the comment of every rule; a hash of the canonical rules.
+// iptables: carried as the comment of every rule; a hash of the canonical
+// rules, so any difference means a rebuild.
 std::string HostPortMarker(const std::vector<HostPortRule>& rules);
+
+// nftables: the base chains (prerouting/output jump to "hostports",
+// postrouting masquerades marked hairpin traffic, a localhost guard) carry
+// kNftHostPortBase; each mapping owns two rules in chain "hostports" whose
+// comments name it ("weft-hp:<hash>:m" marks hairpin sources, ":d" DNATs),
+// so a sync can add and delete single mappings.
+inline constexpr const char* kNftHostPortBase = "weft-hp-base:1";
+struct NftChainRule {
+  std::string comment;
+  std::string text;  // without the comment
+};
+std::vector<NftChainRule> NftHostPortChain(const std::vector<HostPortRule>& rules);
 // A complete `nft -f` script that atomically replaces the table, or deletes
 // it when `rules` is empty.
 std::string RenderNftHostPorts(const std::string& table, const std::vector<HostPortRule>& rules);
-// Rules the script puts into chain "hostports" (what a sync checks).
+// Rules the table puts into chain "hostports".
 size_t NftHostPortChainRules(const std::vector<HostPortRule>& rules);
+// Whether the four base rules are present (and nothing else outside
+// "hostports"), given the table's rules as read from the kernel.
+bool NftHostPortBaseInPlace(const std::vector<sys::NftRuleInfo>& have);
+// The `nft -f` script turning the "hostports" chain in `have` into `want`:
+// deletes (by handle) rules of mappings no longer wanted or broken, appends
+// missing mappings. "" when nothing differs. REQUIRES: base in place.
+std::string RenderNftHostPortDiff(const std::string& table, const std::vector<HostPortRule>& want,
+                                  const std::vector<sys::NftRuleInfo>& have);
 
 // iptables: chain names derived from the table name (<= 28 chars each).
 struct IptablesHostPortChains {

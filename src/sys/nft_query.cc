@@ -7,6 +7,8 @@
 #include <netlink/netlink.h>
 #include <netlink/socket.h>
 
+#include <endian.h>
+
 #include <cstring>
 
 #include "sys/netlink.h"
@@ -15,8 +17,8 @@ namespace weft::sys {
 namespace {
 
 struct DumpCtx {
-  std::string chain;
-  std::vector<std::string> comments;
+  std::string chain;  // "" = every chain
+  std::vector<NftRuleInfo> rules;
 };
 
 // Userdata is a TLV list: u8 type, u8 len, value. Type 0 is the rule comment.
@@ -39,12 +41,14 @@ int OnRule(nl_msg* msg, void* arg) {
   nlmsghdr* nlh = nlmsg_hdr(msg);
   nlattr* tb[NFTA_RULE_MAX + 1];
   if (nlmsg_parse(nlh, sizeof(nfgenmsg), tb, NFTA_RULE_MAX, nullptr) < 0) return NL_SKIP;
-  if (tb[NFTA_RULE_CHAIN] && ctx->chain != nla_get_string(tb[NFTA_RULE_CHAIN])) return NL_OK;
-  std::string comment;
+  NftRuleInfo r;
+  if (tb[NFTA_RULE_CHAIN]) r.chain = nla_get_string(tb[NFTA_RULE_CHAIN]);
+  if (!ctx->chain.empty() && ctx->chain != r.chain) return NL_OK;
+  if (tb[NFTA_RULE_HANDLE]) r.handle = be64toh(nla_get_u64(tb[NFTA_RULE_HANDLE]));
   if (tb[NFTA_RULE_USERDATA])
-    comment = CommentFromUserdata(static_cast<const uint8_t*>(nla_data(tb[NFTA_RULE_USERDATA])),
-                                  nla_len(tb[NFTA_RULE_USERDATA]));
-  ctx->comments.push_back(comment);
+    r.comment = CommentFromUserdata(static_cast<const uint8_t*>(nla_data(tb[NFTA_RULE_USERDATA])),
+                                    nla_len(tb[NFTA_RULE_USERDATA]));
+  ctx->rules.push_back(std::move(r));
   return NL_OK;
 }
 
@@ -52,6 +56,13 @@ int OnRule(nl_msg* msg, void* arg) {
 
 Result<std::vector<std::string>> NftRuleComments(NftFamily family, const std::string& table,
                                                  const std::string& chain) {
+  WEFT_ASSIGN_OR_RETURN(auto rules, NftRules(family, table, chain));
+  std::vector<std::string> out;
+  for (auto& r : rules) out.push_back(std::move(r.comment));
+  return out;
+}
+
+Result<std::vector<NftRuleInfo>> NftRules(NftFamily family, const std::string& table, const std::string& chain) {
   nl_sock* sk = nl_socket_alloc();
   if (!sk) return Status::Error(Code::kFirewall, "allocate nfnetlink socket");
   struct Free {
@@ -69,7 +80,7 @@ Result<std::vector<std::string>> NftRuleComments(NftFamily family, const std::st
   hdr.version = NFNETLINK_V0;
   nlmsg_append(msg, &hdr, sizeof hdr, NLMSG_ALIGNTO);
   nla_put_string(msg, NFTA_RULE_TABLE, table.c_str());
-  nla_put_string(msg, NFTA_RULE_CHAIN, chain.c_str());
+  if (!chain.empty()) nla_put_string(msg, NFTA_RULE_CHAIN, chain.c_str());
   err = nl_send_auto(sk, msg);
   nlmsg_free(msg);
   if (err < 0) return NlError(err, "send nftables rule dump");
@@ -77,9 +88,9 @@ Result<std::vector<std::string>> NftRuleComments(NftFamily family, const std::st
   DumpCtx ctx{chain, {}};
   nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, OnRule, &ctx);
   err = nl_recvmsgs_default(sk);
-  if (err == -NLE_OBJ_NOTFOUND || err == -NLE_NODEV) return std::vector<std::string>{};
-  if (err < 0) return NlError(err, "dump nftables rules of " + table + "/" + chain);
-  return ctx.comments;
+  if (err == -NLE_OBJ_NOTFOUND || err == -NLE_NODEV) return std::vector<NftRuleInfo>{};
+  if (err < 0) return NlError(err, "dump nftables rules of " + table + (chain.empty() ? "" : "/" + chain));
+  return ctx.rules;
 }
 
 }  // namespace weft::sys

@@ -3,6 +3,7 @@
 // uses this to check, in tens of microseconds, whether a ruleset it owns is
 // already in place, so it only pays for `nft -f` when something is missing.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -12,8 +13,18 @@ namespace weft::sys {
 
 enum class NftFamily { kIp = 2, kIp6 = 10, kInet = 1 };
 
-// The comments of the rules in `table`/`chain`, in order. A missing table or
-// chain yields an empty list, not an error.
+struct NftRuleInfo {
+  std::string chain;
+  uint64_t handle = 0;
+  std::string comment;
+};
+
+// The rules of `table` (only `chain`'s when it is not empty), in chain order,
+// with their handles and comments. A missing table or chain yields an empty
+// list, not an error.
+Result<std::vector<NftRuleInfo>> NftRules(NftFamily family, const std::string& table, const std::string& chain = "");
+
+// The comments of the rules in `table`/`chain`, in order.
 Result<std::vector<std::string>> NftRuleComments(NftFamily family, const std::string& table,
                                                  const std::string& chain);
 

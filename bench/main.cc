@@ -14,6 +14,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -37,6 +38,8 @@ struct Args {
   bool quick = false;
   std::string out, prefix, build_dir = WEFT_BUILD_DIR, commit;
   std::set<std::string> only, configs;
+  std::vector<int> levels;  // pods already on the node before sampling
+  int samples = 0;          // ADD+DEL pairs timed at each level
 };
 
 std::set<std::string> SplitSet(const std::string& s) {
@@ -58,7 +61,14 @@ bool ParseArgs(int argc, char** argv, Args* a) {
     else if (k == "--commit") a->commit = val();
     else if (k == "--only") a->only = SplitSet(val());
     else if (k == "--configs") a->configs = SplitSet(val());
-    else return false;
+    else if (k == "--levels") {
+      for (const auto& l : SplitSet(val())) a->levels.push_back(std::atoi(l.c_str()));
+      std::sort(a->levels.begin(), a->levels.end());
+    } else if (k == "--samples") {
+      a->samples = std::atoi(val().c_str());
+    } else {
+      return false;
+    }
   }
   if (a->prefix.empty()) a->prefix = "wb" + std::to_string(::getpid());
   return !a->out.empty() && a->prefix.rfind("wb", 0) == 0;
@@ -171,7 +181,9 @@ int Main(int argc, char** argv) {
       co.prefix = a.prefix;
       co.quick = a.quick;
       co.levels = a.quick ? std::vector<int>{3, 10} : std::vector<int>{10, 100, 500, 1000};
+      if (!a.levels.empty()) co.levels = a.levels;
       co.samples = a.quick ? 4 : 40;
+      if (a.samples > 0) co.samples = a.samples;
       co.parallel_pods = a.quick ? 8 : 240;
       co.budget_s = a.quick ? 30 : 420;
       r["control"] = json::array();

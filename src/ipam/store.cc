@@ -346,6 +346,17 @@ Status Store::Release(const std::string& cid, const std::string& ifname, bool* e
   return Status::Ok();
 }
 
+Status Store::BeginDelete(const std::string& cid, const std::string& ifname) {
+  WEFT_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(db_));
+  WEFT_ASSIGN_OR_RETURN(Stmt del, Stmt::Prepare(db_, "DELETE FROM portmap_entries WHERE container_id=?1 AND ifname=?2"));
+  del.Bind(1, cid).Bind(2, ifname);
+  WEFT_RETURN_IF_ERROR(del.Run());
+  WEFT_ASSIGN_OR_RETURN(Stmt upd, Stmt::Prepare(db_, "UPDATE pods SET state=?1 WHERE container_id=?2 AND ifname=?3"));
+  upd.Bind(1, std::string(kStateDeleting)).Bind(2, cid).Bind(3, ifname);
+  WEFT_RETURN_IF_ERROR(upd.Run());
+  return txn.Commit();
+}
+
 Status Store::AddPortMappings(const std::string& cid, const std::string& ifname,
                               const std::vector<PortMapping>& maps) {
   if (maps.empty()) return Status::Ok();
@@ -398,6 +409,13 @@ Result<std::vector<PortMapping>> Store::ListPortMappings() {
     out.push_back(m);
   }
   return out;
+}
+
+Status Store::CheckWritable() {
+  // An empty write transaction does not touch the file; make the probe write
+  // like a real one would (and roll it back).
+  WEFT_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(db_));
+  return db_.Exec("UPDATE ipam_ranges SET next_offset=next_offset WHERE id=(SELECT min(id) FROM ipam_ranges)");
 }
 
 Result<std::vector<RangeUsage>> Store::Usage(const std::vector<IpPrefix>& ranges) {

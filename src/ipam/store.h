@@ -21,6 +21,10 @@ namespace weft::ipam {
 // kernel and kReady after, so a crash mid-ADD is always discoverable.
 inline constexpr const char* kStateAdding = "adding";
 inline constexpr const char* kStateReady = "ready";
+// Teardown has started: the row's port mappings are gone from the database
+// but the hostPort ruleset may still hold them, so whoever finishes the
+// teardown (DEL, GC, reclaim) must re-sync the ruleset before the row goes.
+inline constexpr const char* kStateDeleting = "deleting";
 
 struct PodRecord {
   std::string container_id;
@@ -79,12 +83,20 @@ class Store {
   // Deletes the row and, by cascade, its port mappings. OK if absent;
   // `*existed` tells whether a row was removed.
   Status Release(const std::string& cid, const std::string& ifname, bool* existed = nullptr);
+  // First step of a teardown, in one transaction: deletes the attachment's
+  // port mappings and sets its state to kStateDeleting. The row (and with it
+  // the address) stays until Release. OK if the row is absent.
+  Status BeginDelete(const std::string& cid, const std::string& ifname);
 
   // Port mappings of one attachment, inserted in one transaction. A clash on
   // (host IP, port, protocol) is kHostPortConflict naming the owner.
   Status AddPortMappings(const std::string& cid, const std::string& ifname,
                          const std::vector<PortMapping>& maps);
   Result<std::vector<PortMapping>> ListPortMappings();
+
+  // Takes and releases the write lock (an empty BEGIN IMMEDIATE): fails the
+  // way an ADD would when the database is read-only or unwritable.
+  Status CheckWritable();
 
   Result<std::vector<RangeUsage>> Usage(const std::vector<IpPrefix>& ranges);
 

@@ -137,6 +137,27 @@ TEST_F(StoreTest, PortMappingsCascadeAndConflictsNameTheOwner) {
   EXPECT_EQ((*left)[0].protocol, "udp");
 }
 
+TEST_F(StoreTest, BeginDeleteDropsMappingsButKeepsTheAddress) {
+  auto s = Store::Open(dir_);
+  ASSERT_TRUE(s.ok());
+  auto a = s->Reserve(Pod("a"), Ranges({"10.0.0.0/30"}));
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(s->AddPortMappings("a", "eth0", {PortMapping{"", 8080, "tcp", "10.0.0.1", 80}}).ok());
+  ASSERT_TRUE(s->BeginDelete("a", "eth0").ok());
+  auto row = s->Find("a", "eth0");
+  ASSERT_TRUE(row.ok() && row->has_value());
+  EXPECT_EQ((*row)->state, kStateDeleting);
+  auto maps = s->ListPortMappings();
+  ASSERT_TRUE(maps.ok());
+  EXPECT_TRUE(maps->empty());
+  // The address is still held: the next pod gets the other one, then none.
+  auto b = s->Reserve(Pod("b"), Ranges({"10.0.0.0/30"}));
+  ASSERT_TRUE(b.ok());
+  EXPECT_NE(b->ip_v4->addr(), a->ip_v4->addr());
+  EXPECT_EQ(s->Reserve(Pod("c"), Ranges({"10.0.0.0/30"})).status().code(), Code::kNoFreeAddress);
+  EXPECT_TRUE(s->BeginDelete("absent", "eth0").ok());
+}
+
 // Many processes allocating at once never get the same address.
 TEST_F(StoreTest, RacingProcessesGetUniqueAddresses) {
   { ASSERT_TRUE(Store::Open(dir_).ok()); }

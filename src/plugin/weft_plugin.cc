@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "base/crash_point.h"
 #include "base/log.h"
 #include "base/scope_guard.h"
 #include "fw/hostport.h"
@@ -13,6 +14,7 @@
 #include "plugin/ipam_delegate.h"
 #include "plugin/routed.h"
 #include "plugin/runtime_config.h"
+#include "plugin/teardown.h"
 #include "sys/netlink.h"
 #include "sys/netns.h"
 #include "sys/sysctl.h"
@@ -39,11 +41,6 @@ Result<Config> Load(const cni::CmdArgs& args) {
 std::unique_ptr<fw::Firewall> FirewallFor(const Config& cfg) {
   return cfg.masquerade_backend == FwBackend::kIptables ? fw::NewIptablesFirewall(cfg.data_dir)
                                                         : fw::NewNftFirewall(cfg.data_dir);
-}
-
-std::unique_ptr<fw::HostPortFirewall> HostPortsFor(const Config& cfg) {
-  return cfg.masquerade_backend == FwBackend::kIptables ? fw::NewIptablesHostPorts(cfg.data_dir)
-                                                        : fw::NewNftHostPorts(cfg.data_dir);
 }
 
 // The masquerade's sources: the configured ranges, the delegated IPAM's
@@ -107,48 +104,15 @@ BridgeAddrs BridgePlan(const Config& cfg, const ipam::PodRecord& rec,
   return a;
 }
 
-// hostPort rules for every mapping in the database: a mapping without a host
-// IP is published in each family the pod has an address in.
-Result<std::vector<fw::HostPortRule>> DesiredHostPorts(ipam::Store& store) {
-  WEFT_ASSIGN_OR_RETURN(auto maps, store.ListPortMappings());
-  std::vector<fw::HostPortRule> out;
-  if (maps.empty()) return out;
-  WEFT_ASSIGN_OR_RETURN(auto pods, store.ListPods(""));
-  std::map<std::pair<std::string, std::string>, const ipam::PodRecord*> by_key;
-  for (const auto& p : pods) by_key[{p.container_id, p.ifname}] = &p;
-  for (const auto& m : maps) {
-    auto it = by_key.find({m.container_id, m.ifname});
-    if (it == by_key.end()) continue;
-    std::optional<IpAddress> hip;
-    if (!m.host_ip.empty()) hip = IpAddress::Parse(m.host_ip);
-    for (const auto& addr : {it->second->ip_v4, it->second->ip_v6}) {
-      if (!addr || (hip && hip->is_v4() != addr->is_v4())) continue;
-      out.push_back({m.host_ip, m.host_port, m.protocol, *addr, m.container_port});
-    }
-  }
-  return out;
-}
-
-Result<bool> HasPortMappings(ipam::Store& store, const std::string& cid, const std::string& ifname) {
-  WEFT_ASSIGN_OR_RETURN(auto maps, store.ListPortMappings());
-  return std::any_of(maps.begin(), maps.end(),
-                     [&](const ipam::PortMapping& m) { return m.container_id == cid && m.ifname == ifname; });
-}
-
 Status SyncHostPorts(const Config& cfg, ipam::Store& store) {
-  Status st = HostPortsFor(cfg)->Sync([&] { return DesiredHostPorts(store); });
-  return st.Prefix("hostPorts");
+  return plugin::SyncHostPorts(cfg.masquerade_backend, cfg.data_dir, store);
 }
 
-// Removes the kernel side of an attachment (deleting the host end takes the
-// pod end and the host routes with it), releases a delegated address, and
-// then deletes its database row (and, by cascade, its port mappings).
-Status Teardown(sys::Netlink& host, ipam::Store& store, const std::optional<DelegatedIpam>& ipam,
-                const DelegateCall& call, const std::string& host_ifname) {
-  Status st = host.DeleteLink(host_ifname);
-  if (!st.ok()) return st.Prefix("delete " + host_ifname);
-  if (ipam) WEFT_RETURN_IF_ERROR(ipam->Del(call));
-  return store.Release(call.container_id, call.ifname);
+Status TeardownFor(sys::Netlink& host, ipam::Store& store, const Config& cfg,
+                   const std::optional<DelegatedIpam>& delegated, const DelegateCall& call,
+                   const TeardownTarget& target) {
+  return Teardown(host, store, cfg.masquerade_backend, cfg.data_dir, delegated ? &*delegated : nullptr, call,
+                  target);
 }
 
 }  // namespace
@@ -218,7 +182,17 @@ Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
     if (!reserved.ok()) return reserved.status().WithPrefix("allocate address");
     rec = std::move(reserved).value();
   }
-  ScopeGuard release_ip([&] { (void)store.Release(cid, ifname); });
+  // From here on the row exists: any failure (or a crash, finished later by
+  // DEL or GC) undoes everything through the same ordered teardown.
+  bool link_created = false;
+  ScopeGuard undo([&] {
+    TeardownTarget t{cid, ifname, std::nullopt, host_ifname, link_created};
+    auto row = store.Find(cid, ifname);
+    if (row.ok()) t.row = *row;
+    (void)TeardownFor(host, store, cfg, delegated, CallFor(args), t);
+  });
+  if (release_delegated) release_delegated->Dismiss();  // `undo` releases it now
+  WEFT_CRASH_POINT("add-after-reserve");
 
   // hostPorts: claimed in the database before any kernel work, so a conflict
   // fails the ADD with nothing else changed.
@@ -228,10 +202,12 @@ Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
     maps.push_back({m.host_ip, m.host_port, m.protocol, c->addr().ToString(), m.container_port, cid, ifname});
   }
   WEFT_RETURN_IF_ERROR(store.AddPortMappings(cid, ifname, maps));
+  WEFT_CRASH_POINT("add-after-portmaps");
 
   Status st = CreateVethPair(host, pod, pod_ns, host_ifname, ifname, mtu);
   if (!st.ok()) return st.Prefix("create veth");
-  ScopeGuard delete_link([&] { (void)host.DeleteLink(host_ifname); });
+  link_created = true;
+  WEFT_CRASH_POINT("add-after-veth");
   auto host_info = host.GetLink(host_ifname);
   if (!host_info.ok()) return host_info.status().WithPrefix("read " + host_ifname);
   if (!host_info->has_value()) return Status::Error(Code::kKernel, "host interface " + host_ifname + " vanished");
@@ -248,8 +224,10 @@ Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
     if (plan.v6) WEFT_RETURN_IF_ERROR(sys::EnsureSysctl("net/ipv6/conf/all/forwarding", "1"));
     auto host_link = ConfigureBridgePort(host, **host_info, *br);
     if (!host_link.ok()) return host_link.status().WithPrefix("attach " + host_ifname + " to " + cfg.bridge);
+    WEFT_CRASH_POINT("add-after-host-side");
     auto pod_link = ConfigureBridgePodSide(pod, ifname, plan);
     if (!pod_link.ok()) return pod_link.status().WithPrefix("configure " + ifname + " in the pod");
+    WEFT_CRASH_POINT("add-after-pod-side");
     auto br_now = host.GetLink(br->index);  // its MAC follows its ports
     result = BridgeResult(br_now.ok() && br_now->has_value() ? **br_now : *br, *host_link, *pod_link,
                           args.env.netns, plan);
@@ -258,36 +236,35 @@ Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
     const PodAddrs plan = RoutedPlan(cfg, rec, ipam_routes.value_or(std::vector<cni::Route>{}));
     auto pod_link = ConfigurePodSide(pod, ifname, plan, (*host_info)->mac);
     if (!pod_link.ok()) return pod_link.status().WithPrefix("configure " + ifname + " in the pod");
+    WEFT_CRASH_POINT("add-after-pod-side");
     auto host_link = ConfigureHostSide(host, **host_info, plan);
     if (!host_link.ok()) return host_link.status().WithPrefix("configure host side " + host_ifname);
+    WEFT_CRASH_POINT("add-after-host-side");
     result = RoutedResult(*host_link, *pod_link, args.env.netns, plan);
   }
 
   if (cfg.masquerade) {
-    Status m = FirewallFor(cfg)->EnsureMasquerade(MasqSpec(cfg, rec));
+    auto fw = FirewallFor(cfg);
+    Status m = RetryInterruptedDump([&] { return fw->EnsureMasquerade(MasqSpec(cfg, rec)); });
     if (!m.ok()) return m.Prefix("masquerade");
   }
+  WEFT_CRASH_POINT("add-after-masquerade");
   // Pods without mappings do no firewall work at all here.
-  std::optional<ScopeGuard> resync_hostports;
   if (!maps.empty()) {
     if (rec.ip_v4)  // DNAT of 127.0.0.1 needs it on the interface the packet leaves by
       WEFT_RETURN_IF_ERROR(sys::EnsureSysctl("net/ipv4/conf/" + localnet_dev + "/route_localnet", "1"));
-    resync_hostports.emplace([&] {
-      (void)store.Release(cid, ifname);
-      (void)SyncHostPorts(cfg, store);
-    });
     WEFT_RETURN_IF_ERROR(SyncHostPorts(cfg, store));
+    WEFT_CRASH_POINT("add-after-hostports");
     WEFT_ASSIGN_OR_RETURN(auto mine, DesiredHostPorts(store));
     std::erase_if(mine, [&](const fw::HostPortRule& r) {
       return !((rec.ip_v4 && r.container == *rec.ip_v4) || (rec.ip_v6 && r.container == *rec.ip_v6));
     });
     WEFT_RETURN_IF_ERROR(fw::FlushUdpConntrack(mine));
   }
+  WEFT_CRASH_POINT("add-before-ready");
   WEFT_RETURN_IF_ERROR(store.SetState(cid, ifname, ipam::kStateReady));
-  if (resync_hostports) resync_hostports->Dismiss();
-  delete_link.Dismiss();
-  release_ip.Dismiss();
-  if (release_delegated) release_delegated->Dismiss();
+  undo.Dismiss();
+  WEFT_CRASH_POINT("add-after-ready");
 
   result.dns = EffectiveDns(cfg.net.dns, rt.dns, ipam_dns);
   WEFT_LOG(kInfo, "attached " + (rec.ip_v4 ? rec.ip_v4->ToString() : rec.ip_v6->ToString()) + " via " + host_ifname);
@@ -300,17 +277,12 @@ Status WeftPlugin::CmdDel(const cni::CmdArgs& args) {
   WEFT_ASSIGN_OR_RETURN(Config cfg, Load(args));
   WEFT_ASSIGN_OR_RETURN(ipam::Store store, ipam::Store::Open(cfg.data_dir));
   WEFT_ASSIGN_OR_RETURN(auto rec, store.Find(cid, ifname));
-  // Without a row the link may still exist (a crash between the link and
-  // the row); its name is derived, so DEL finds it either way.
-  std::string host_ifname = rec ? rec->host_ifname : HostVethName(cid, ifname);
-  bool had_maps = false;
-  if (rec) {
-    WEFT_ASSIGN_OR_RETURN(had_maps, HasPortMappings(store, cid, ifname));
-  }
+  // ADD writes the row before the link and every teardown deletes the link
+  // before the row, so without a row there is nothing of ours in the kernel;
+  // the derived name is still tried (DEL must be idempotent, and it is cheap).
+  TeardownTarget target{cid, ifname, rec, rec ? rec->host_ifname : HostVethName(cid, ifname)};
   WEFT_ASSIGN_OR_RETURN(sys::Netlink host, sys::Netlink::Open());
-  WEFT_RETURN_IF_ERROR(Teardown(host, store, DelegateFor(cfg, args), CallFor(args), host_ifname));
-  if (had_maps) WEFT_RETURN_IF_ERROR(SyncHostPorts(cfg, store));
-  return Status::Ok();
+  return TeardownFor(host, store, cfg, DelegateFor(cfg, args), CallFor(args), target);
 }
 
 Status WeftPlugin::CmdCheck(const cni::CmdArgs& args) {
@@ -363,6 +335,10 @@ Status WeftPlugin::CmdStatus(const cni::CmdArgs& args) {
   if (!store.ok())
     return Status::Error(Code::kNotAvailable, "IPAM store unavailable: " + store.status().msg(),
                          store.status().details());
+  // A read-only or full dataDir fails every ADD: say so before the runtime
+  // schedules pods here.
+  if (Status w = store->CheckWritable(); !w.ok())
+    return Status::Error(Code::kNotAvailable, "IPAM store not writable: " + w.msg(), w.details());
   if (auto delegated = DelegateFor(cfg, args)) {
     Status st = delegated->ForwardStatus(CallFor(args));
     if (!st.ok()) return Status::Error(Code::kNotAvailable, st.msg(), st.details());
@@ -391,18 +367,20 @@ Status WeftPlugin::CmdGc(const cni::CmdArgs& args, const std::vector<cni::Attach
   WEFT_ASSIGN_OR_RETURN(Config cfg, Load(args));
   WEFT_ASSIGN_OR_RETURN(ipam::Store store, ipam::Store::Open(cfg.data_dir));
   WEFT_ASSIGN_OR_RETURN(auto rows, store.ListPods(cfg.net.name));
-  WEFT_ASSIGN_OR_RETURN(auto maps_before, store.ListPortMappings());
   WEFT_ASSIGN_OR_RETURN(sys::Netlink host, sys::Netlink::Open());
   const auto delegated = DelegateFor(cfg, args);
   Status first_error;
   int reclaimed = 0;
   for (const auto& r : rows) {
-    bool keep = std::any_of(valid.begin(), valid.end(), [&](const cni::Attachment& a) {
+    bool listed = std::any_of(valid.begin(), valid.end(), [&](const cni::Attachment& a) {
       return a.container_id == r.container_id && a.ifname == r.ifname;
     });
-    if (keep) continue;
+    // A listed attachment is kept unless it certainly cannot exist any more
+    // (after a reboot the runtime may still list sandboxes whose netns and
+    // veth are gone); an unlisted one goes, in whatever state it is.
+    if (listed && !AttachmentVanished(host, r)) continue;
     DelegateCall call{r.container_id, "", r.ifname, args.env.args_raw, args.env.path};
-    Status st = Teardown(host, store, delegated, call, r.host_ifname);
+    Status st = TeardownFor(host, store, cfg, delegated, call, {r.container_id, r.ifname, r, r.host_ifname});
     if (st.ok()) {
       ++reclaimed;
     } else if (first_error.ok()) {
@@ -410,10 +388,6 @@ Status WeftPlugin::CmdGc(const cni::CmdArgs& args, const std::vector<cni::Attach
     }
   }
   WEFT_LOG(kInfo, "GC reclaimed " + std::to_string(reclaimed) + " attachment(s)");
-  if (!maps_before.empty() && reclaimed > 0) {
-    Status st = SyncHostPorts(cfg, store);
-    if (first_error.ok()) first_error = st;
-  }
   if (delegated) {
     Status st = delegated->ForwardGc(CallFor(args));
     if (first_error.ok()) first_error = st;

@@ -1,0 +1,73 @@
+#pragma once
+// Taking an attachment apart, shared by DEL, GC, ADD's rollback and the
+// reboot reclaim (reclaim.h). The order is what makes a crash at any
+// instruction recoverable by simply running the same teardown again:
+//
+//   1. BeginDelete: the port mappings leave the database and the row turns
+//      "deleting" (it keeps the address);          crash point del-after-unmap
+//   2. the hostPort ruleset is re-rendered from the database, when the row
+//      had mappings or was already "deleting";     crash point del-after-hostports
+//   3. the host veth is deleted (taking the pod end, the pod's addresses and
+//      routes, and the host routes with it);       crash point del-after-link-delete
+//   4. a delegated IPAM plugin releases its address; crash point del-before-release
+//   5. the row is deleted.                          crash point del-after-release
+//
+// Every step is idempotent. The row outlives every kernel object and every
+// rule it implies, so anything half-done is always reachable from a row, and
+// the address is never free while any kernel object still uses it.
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "fw/hostport.h"
+#include "ipam/store.h"
+#include "plugin/config.h"
+#include "plugin/ipam_delegate.h"
+#include "sys/netlink.h"
+
+namespace weft::plugin {
+
+// hostPort rules for every mapping in the database: a mapping without a host
+// IP is published in each family the pod has an address in.
+Result<std::vector<fw::HostPortRule>> DesiredHostPorts(ipam::Store& store);
+
+std::unique_ptr<fw::HostPortFirewall> HostPortsFor(FwBackend backend, const std::string& data_dir);
+
+// Runs `op` again (at most 5 times in all) while it fails with EINTR: the
+// firewalls' "already in place?" read is a netlink dump, which the kernel
+// interrupts (NLM_F_DUMP_INTR) when another process commits a ruleset
+// meanwhile, as concurrent plugins do. Level-triggered syncs are safe to
+// repeat.
+Status RetryInterruptedDump(const std::function<Status()>& op);
+
+// Makes the kernel's hostPort ruleset for `data_dir` match the database.
+Status SyncHostPorts(FwBackend backend, const std::string& data_dir, ipam::Store& store);
+
+struct TeardownTarget {
+  std::string container_id, ifname;
+  // The row, if the database has one (its state and mappings decide step 2).
+  std::optional<ipam::PodRecord> row;
+  std::string host_ifname;
+  // False only in ADD's rollback before the veth was created: a link with
+  // the deterministic name that ADD did not create is not ours to delete.
+  bool delete_link = true;
+};
+
+// Runs steps 1-5 above. `delegated` is the delegated IPAM plugin (nullptr
+// with the built-in IPAM); `call` is what it is exec'd with.
+// REQUIRES: `host` is a socket in the node's network namespace.
+Status Teardown(sys::Netlink& host, ipam::Store& store, FwBackend backend, const std::string& data_dir,
+                const DelegatedIpam* delegated, const DelegateCall& call, const TeardownTarget& target);
+
+// True when the attachment can no longer exist in the kernel: its netns
+// path does not name a network namespace any more (missing, or a leftover
+// file that is not a netns) AND its host veth is absent. An error reading
+// either (other than "absent") counts as "still there": reclaim only what is
+// certainly gone.
+bool AttachmentVanished(sys::Netlink& host, const ipam::PodRecord& row);
+
+}  // namespace weft::plugin

@@ -4,12 +4,14 @@
 #include <exception>
 #include <iostream>
 
+#include "doctor/doctor_cmd.h"
 #include "runtime/ctl.h"
 
 int main(int argc, char** argv) {
   try {
     weft::runtime::ctl::Ctl ctl;
     weft::runtime::ctl::AddCniCommands(ctl);
+    weft::doctor::AddDoctorCommand(ctl);
     return ctl.Main(argc, argv, weft::runtime::ctl::ProcessContext());
   } catch (const std::exception& e) {
     std::cerr << "weftctl: internal error: " << e.what() << "\n";

@@ -25,6 +25,7 @@ inline constexpr int kExitFailed = 1;   // a plugin (or the runtime) reported an
 inline constexpr int kExitUsage = 2;    // bad flags, arguments, CNI_ARGS or CAP_ARGS
 inline constexpr int kExitConfig = 3;   // no such network / no valid config
 inline constexpr int kExitExec = 4;     // a plugin could not run: missing, crashed, timed out
+inline constexpr int kExitDiscrepancies = 5;  // doctor: discrepancies found (or left after --fix)
 
 // Options every subcommand shares; filled from flags, then the environment.
 struct GlobalOptions {

@@ -1,0 +1,284 @@
+#include "doctor/doctor.h"
+
+#include <time.h>
+
+#include <cstdio>
+#include <map>
+#include <iterator>
+#include <set>
+#include <string_view>
+
+namespace weft::doctor {
+namespace {
+
+std::string LinkName(const Snapshot& s, int index) {
+  for (const auto& l : s.links)
+    if (l.index == index) return l.name;
+  return "#" + std::to_string(index);
+}
+
+std::string DescribeRoute(const Snapshot& s, const sys::RouteSpec& r) {
+  std::string out = r.dst.ToString();
+  if (r.gw) out += " via " + r.gw->ToString();
+  if (r.oif > 0) out += " dev " + LinkName(s, r.oif);
+  return out;
+}
+
+std::string Attachment(const ipam::PodRecord& r) { return r.container_id + "/" + r.ifname; }
+
+std::string Addresses(const ipam::PodRecord& r) {
+  std::string out;
+  for (const auto* p : {&r.ip_v4, &r.ip_v6})
+    if (*p) out += (out.empty() ? "" : ", ") + (*p)->addr().ToString();
+  return out.empty() ? "no address" : out;
+}
+
+// Which peer a desired entry is for: pod CIDR gateway / host IP -> node.
+struct PeerIndex {
+  std::map<IpPrefix, std::string> by_cidr;
+  std::map<IpAddress, std::string> by_gw;    // first address of a pod CIDR
+  std::map<IpAddress, std::string> by_host;  // underlay address
+  std::string For(const IpPrefix& p) const {
+    auto it = by_cidr.find(p.Masked());
+    return it == by_cidr.end() ? "" : it->second;
+  }
+  std::string ForGw(const IpAddress& a) const {
+    auto it = by_gw.find(a);
+    return it == by_gw.end() ? "" : it->second;
+  }
+  std::string ForHost(const IpAddress& a) const {
+    auto it = by_host.find(a);
+    return it == by_host.end() ? "" : it->second;
+  }
+};
+
+PeerIndex IndexPeers(const agent::PeerMap& peers) {
+  PeerIndex idx;
+  for (const auto& [name, p] : peers) {
+    for (const auto& c : p.pod_cidrs) {
+      idx.by_cidr[c.Masked()] = name;
+      idx.by_gw[c.Masked().addr()] = name;
+    }
+    if (p.host_ip) idx.by_host[*p.host_ip] = name;
+  }
+  return idx;
+}
+
+void DiagnosePeers(const Snapshot& s, const PeerView& v, std::vector<Finding>* out) {
+  const agent::Plan plan = PeerPlan(v);
+  const PeerIndex idx = IndexPeers(v.peers);
+  const std::string fix = "apply weftd's reconciler plan for this entry";
+  auto node = [](const std::string& n) { return n.empty() ? std::string("a node") : "node " + n; };
+
+  std::map<IpPrefix, const sys::RouteSpec*> have_routes;
+  for (const auto& r : v.kernel.routes) have_routes.emplace(r.dst, &r);
+  for (const auto& r : plan.route_upserts) {
+    auto it = have_routes.find(r.dst);
+    std::string msg = it == have_routes.end()
+                          ? "missing route to " + node(idx.For(r.dst)) + "'s pod CIDR: want " + DescribeRoute(s, r)
+                          : "wrong route to " + node(idx.For(r.dst)) + "'s pod CIDR: kernel has " +
+                                DescribeRoute(s, *it->second) + ", want " + DescribeRoute(s, r);
+    out->push_back({Kind::kPeerMissing, r.dst.ToString(), msg, true, fix});
+  }
+  for (const auto& r : plan.route_deletes)
+    out->push_back({Kind::kPeerStale, r.dst.ToString(),
+                    "route " + DescribeRoute(s, r) + " (protocol 201) leads to no live peer in the control plane",
+                    true, "delete the route"});
+
+  std::map<IpAddress, std::string> have_arp;
+  for (const auto& n : v.kernel.arp) have_arp[n.dst] = n.mac;
+  for (const auto& n : plan.arp_upserts) {
+    auto it = have_arp.find(n.dst);
+    std::string who = node(idx.ForGw(n.dst));
+    std::string msg = it == have_arp.end()
+                          ? "missing ARP entry on " + LinkName(s, n.index) + " for " + who + ": " + n.dst.ToString() +
+                                " lladdr " + n.mac
+                          : "wrong ARP entry on " + LinkName(s, n.index) + " for " + who + ": " + n.dst.ToString() +
+                                " lladdr " + it->second + ", want " + n.mac;
+    out->push_back({Kind::kPeerMissing, n.dst.ToString(), msg, true, fix});
+  }
+  for (const auto& n : plan.arp_deletes)
+    out->push_back({Kind::kPeerStale, n.dst.ToString(),
+                    "ARP entry on " + LinkName(s, n.index) + " " + n.dst.ToString() + " lladdr " + n.mac +
+                        " belongs to no live peer",
+                    true, "delete the entry"});
+  for (const auto& n : plan.fdb_adds)
+    out->push_back({Kind::kPeerMissing, n.mac,
+                    "missing FDB entry on " + LinkName(s, n.index) + " for " + node(idx.ForHost(n.dst)) + ": " +
+                        n.mac + " dst " + n.dst.ToString(),
+                    true, fix});
+  for (const auto& n : plan.fdb_deletes)
+    out->push_back({Kind::kPeerStale, n.mac,
+                    "FDB entry on " + LinkName(s, n.index) + " " + n.mac + " dst " + n.dst.ToString() +
+                        " belongs to no live peer",
+                    true, "delete the entry"});
+}
+
+}  // namespace
+
+std::map<std::string, std::vector<std::string>> ScriptChainComments(const std::string& script) {
+  std::map<std::string, std::vector<std::string>> out;
+  std::string chain;
+  size_t pos = 0;
+  while (pos < script.size()) {
+    size_t end = script.find('\n', pos);
+    if (end == std::string::npos) end = script.size();
+    std::string_view line(script.data() + pos, end - pos);
+    pos = end + 1;
+    size_t b = line.find_first_not_of(' ');
+    if (b == std::string_view::npos) continue;
+    line.remove_prefix(b);
+    if (line.rfind("chain ", 0) == 0) {
+      chain = std::string(line.substr(6, line.find(' ', 6) - 6));
+      out[chain];
+      continue;
+    }
+    if (line == "}") {
+      chain.clear();
+      continue;
+    }
+    if (chain.empty()) continue;
+    size_t c = line.find(" comment \"");
+    if (c == std::string_view::npos) continue;
+    size_t from = c + 10;
+    size_t to = line.find('"', from);
+    if (to == std::string_view::npos) continue;
+    out[chain].emplace_back(line.substr(from, to - from));
+  }
+  // A chain without rules carries nothing to compare.
+  for (auto it = out.begin(); it != out.end();) it = it->second.empty() ? out.erase(it) : std::next(it);
+  return out;
+}
+
+const char* KindName(Kind k) {
+  switch (k) {
+    case Kind::kVanishedAttachment: return "vanished-attachment";
+    case Kind::kMissingVeth: return "missing-veth";
+    case Kind::kMissingNetns: return "missing-netns";
+    case Kind::kStuckAttachment: return "stuck-attachment";
+    case Kind::kOrphanVeth: return "orphan-veth";
+    case Kind::kStaleHostRoute: return "stale-host-route";
+    case Kind::kDuplicateAddress: return "duplicate-address";
+    case Kind::kRulesetMismatch: return "ruleset-mismatch";
+    case Kind::kPeerMissing: return "peer-entry-missing";
+    case Kind::kPeerStale: return "peer-entry-stale";
+  }
+  return "unknown";
+}
+
+std::optional<int64_t> ParseSqliteTime(const std::string& ts) {
+  struct tm tm = {};
+  char extra;
+  if (std::sscanf(ts.c_str(), "%d-%d-%d %d:%d:%d%c", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+                  &tm.tm_sec, &extra) != 6)
+    return std::nullopt;
+  if (tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31) return std::nullopt;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return static_cast<int64_t>(timegm(&tm));
+}
+
+agent::Plan PeerPlan(const PeerView& v) {
+  return agent::Diff(agent::ComputeDesired(v.local, v.peers).state, v.kernel);
+}
+
+std::vector<Finding> Diagnose(const Snapshot& s) {
+  std::vector<Finding> out;
+
+  // Attachments against the kernel.
+  std::set<std::string> row_veths;
+  std::set<IpAddress> db_addrs;
+  std::map<IpAddress, std::vector<std::string>> owners;
+  std::set<std::string> link_names;
+  for (const auto& l : s.links) link_names.insert(l.name);
+  for (const auto& p : s.pods) {
+    const auto& r = p.row;
+    row_veths.insert(r.host_ifname);
+    for (const auto* ip : {&r.ip_v4, &r.ip_v6})
+      if (*ip) {
+        db_addrs.insert((*ip)->addr());
+        owners[(*ip)->addr()].push_back(Attachment(r));
+      }
+    const std::string who = Attachment(r) + " (" + Addresses(r) + ", veth " + r.host_ifname + ")";
+    if (!p.veth_present && !p.netns_alive) {
+      out.push_back({Kind::kVanishedAttachment, Attachment(r),
+                     "attachment " + who + " is in the database but its veth and its netns " + r.netns +
+                         " are both gone",
+                     true, "release its address and port mappings (the same teardown as GC)"});
+      continue;  // a vanished row is also reported as nothing else
+    }
+    if (!p.veth_present)
+      out.push_back({Kind::kMissingVeth, Attachment(r),
+                     "attachment " + who + " has no host veth, but its netns " + r.netns + " still exists", false,
+                     "the pod may still be running: let the runtime decide (CHECK reports it, DEL removes it)"});
+    if (!p.netns_alive)
+      out.push_back({Kind::kMissingNetns, Attachment(r),
+                     "attachment " + who + ": its netns " + r.netns + " is gone but the veth is still there", false,
+                     "a veth with this name still exists, so the attachment is not certainly gone: run the "
+                     "runtime's DEL for it"});
+    if (r.state != ipam::kStateReady && p.age_s >= 0 && p.age_s >= s.stuck_after_s)
+      out.push_back({Kind::kStuckAttachment, Attachment(r),
+                     "attachment " + who + " has been in state \"" + r.state + "\" for " + std::to_string(p.age_s) +
+                         " s (an ADD or DEL that died half-way)",
+                     false,
+                     "its netns or veth still exists: the runtime's DEL or GC of this attachment finishes it"});
+  }
+  for (const auto& [addr, who] : owners)
+    if (who.size() > 1) {
+      std::string list;
+      for (const auto& w : who) list += (list.empty() ? "" : ", ") + w;
+      out.push_back({Kind::kDuplicateAddress, addr.ToString(),
+                     "address " + addr.ToString() + " is held by " + std::to_string(who.size()) +
+                         " attachments: " + list,
+                     false, "which pod really has it is a decision for an operator: DEL the wrong one"});
+    }
+
+  for (const auto& l : s.links) {
+    if (l.name.rfind("wft", 0) != 0 || row_veths.count(l.name)) continue;
+    out.push_back({Kind::kOrphanVeth, l.name,
+                   "link " + l.name + " (" + (l.kind.empty() ? "link" : l.kind) +
+                       ") looks like a weft host veth but no attachment in " + s.data_dir + " owns it",
+                   true, "delete the link (an ADD records its row before it creates the veth)"});
+  }
+
+  for (const auto& r : s.host_routes) {
+    if (db_addrs.count(r.dst.addr())) continue;
+    out.push_back({Kind::kStaleHostRoute, r.dst.ToString(),
+                   "host route " + DescribeRoute(s, r) + " (protocol 201) leads to an address the database does "
+                   "not have",
+                   true, "delete the route"});
+  }
+
+  for (const auto& rs : s.rulesets) {
+    if (!rs.checked) continue;
+    size_t have_n = 0, missing = 0, extra = 0;
+    for (const auto& [chain, cs] : rs.have) have_n += cs.size();
+    std::set<std::string> chains;
+    for (const auto& [c, v] : rs.want) chains.insert(c);
+    for (const auto& [c, v] : rs.have) chains.insert(c);
+    for (const auto& c : chains) {
+      std::multiset<std::string> w, h;
+      if (auto it = rs.want.find(c); it != rs.want.end()) w.insert(it->second.begin(), it->second.end());
+      if (auto it = rs.have.find(c); it != rs.have.end()) h.insert(it->second.begin(), it->second.end());
+      for (const auto& x : w) missing += h.count(x) >= w.count(x) ? 0 : 1;
+      for (const auto& x : h) extra += w.count(x) >= h.count(x) ? 0 : 1;
+    }
+    std::string problem;
+    if (rs.want.empty() && have_n > 0) {
+      problem = "holds " + std::to_string(have_n) + " rule(s) but the database has nothing for it";
+    } else if (!rs.want.empty() && have_n == 0) {
+      problem = "is missing from the kernel although the database needs it";
+    } else if (missing + extra > 0) {
+      problem = "does not match the database: " + std::to_string(missing) + " rule(s) missing, " +
+                std::to_string(extra) + " rule(s) with a stale marker";
+    }
+    if (!problem.empty())
+      out.push_back({Kind::kRulesetMismatch, rs.what, rs.what + " " + problem, true,
+                     "re-render the ruleset from the database in one atomic batch"});
+  }
+
+  if (s.peers) DiagnosePeers(s, *s.peers, &out);
+  return out;
+}
+
+}  // namespace weft::doctor

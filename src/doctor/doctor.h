@@ -1,0 +1,101 @@
+#pragma once
+// `weftctl doctor`'s core: compares what the kernel holds, what the IPAM
+// database records and what the control plane publishes on one node, and
+// names every discrepancy in plain words. Pure: snapshots in, findings out
+// (unit-tested without root); doctor_io.h reads the snapshots and applies
+// the repairs.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/reconcile.h"
+#include "agent/types.h"
+#include "ipam/store.h"
+#include "sys/netlink.h"
+
+namespace weft::doctor {
+
+// One attachment row and what the kernel says about it.
+struct PodView {
+  ipam::PodRecord row;
+  bool veth_present = false;
+  // False only when the netns path certainly no longer names a network
+  // namespace (missing file, or not a netns); unknown counts as alive.
+  bool netns_alive = true;
+  // Seconds since the row was written (-1 when unknown).
+  int64_t age_s = -1;
+};
+
+// A ruleset (one nftables table) as the database wants it and as the kernel
+// holds it, each as the comments of its rules per chain. Every Weft rule
+// carries a comment derived from what it encodes (the marker), so equal
+// comment sets mean an equal ruleset.
+struct RulesetView {
+  bool checked = false;  // false: not examined (a note says why)
+  std::string what;      // "hostPort ruleset (table inet weft-hp-...)"
+  std::map<std::string, std::vector<std::string>> want;  // empty: should not exist
+  std::map<std::string, std::vector<std::string>> have;
+};
+
+// The comments of the rules of each chain in an `nft -f` script as the fw
+// renderers write it ("  chain NAME {" ... `comment "X"` ... "  }").
+std::map<std::string, std::vector<std::string>> ScriptChainComments(const std::string& script);
+
+// The peer side, present only when a control plane was given.
+struct PeerView {
+  agent::LocalView local;
+  agent::PeerMap peers;
+  agent::KernelState kernel;  // agent routes, ARP/FDB on the VXLAN device
+};
+
+struct Snapshot {
+  std::string data_dir;
+  std::vector<PodView> pods;
+  std::vector<sys::LinkInfo> links;          // the node's links
+  std::vector<sys::RouteSpec> host_routes;   // proto 201 without gateway
+  std::vector<RulesetView> rulesets;
+  std::optional<PeerView> peers;
+  std::vector<std::string> notes;            // checks skipped and why
+  int64_t stuck_after_s = 60;                // `adding` older than this is stuck
+  // A source could not be read (the control plane): its checks are missing.
+  bool incomplete = false;
+};
+
+enum class Kind {
+  kVanishedAttachment,   // row whose veth and netns are both gone
+  kMissingVeth,          // row whose veth is gone, netns still there
+  kMissingNetns,         // row whose netns is gone, veth still there
+  kStuckAttachment,      // row in state adding/deleting for too long
+  kOrphanVeth,           // wft* link without a row
+  kStaleHostRoute,       // proto-201 route without gateway, address not in DB
+  kDuplicateAddress,     // two rows hold one address
+  kRulesetMismatch,      // hostPort / masquerade marker differs from the DB
+  kPeerMissing,          // route/ARP/FDB a live peer needs is absent or wrong
+  kPeerStale,            // route/ARP/FDB for no live peer
+};
+
+// "vanished-attachment", "orphan-veth", ... (the JSON `kind`).
+const char* KindName(Kind k);
+
+struct Finding {
+  Kind kind;
+  std::string subject;   // what it is about: "cid/eth0", "wft0123..", "10.244.1.0/24"
+  std::string message;   // plain words, one line
+  bool fixable = false;  // --fix repairs it
+  std::string remedy;    // fixable: what --fix does; else: why it is left alone
+};
+
+std::vector<Finding> Diagnose(const Snapshot& snap);
+
+// The reconciler's plan that repairs the kPeer* findings (empty without a
+// control plane): exactly what weftd would apply.
+agent::Plan PeerPlan(const PeerView& peers);
+
+// Parses SQLite's CURRENT_TIMESTAMP ("YYYY-MM-DD HH:MM:SS", UTC) to Unix
+// seconds; nullopt when malformed.
+std::optional<int64_t> ParseSqliteTime(const std::string& ts);
+
+}  // namespace weft::doctor

@@ -1,0 +1,332 @@
+#include "doctor/doctor_io.h"
+
+#include <sys/socket.h>
+
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "agent/control_plane.h"
+#include "agent/datapath.h"
+#include "agent/etcd.h"
+#include "agent/kube.h"
+#include "fw/hostport.h"
+#include "plugin/reclaim.h"
+#include "plugin/teardown.h"
+#include "sys/files.h"
+#include "sys/netns.h"
+#include "sys/nft_query.h"
+
+namespace weft::doctor {
+namespace {
+
+int64_t NowS() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Same test as the plugin's AttachmentVanished: only a missing path or a
+// file that is not a netns proves the namespace is gone.
+bool NetnsAlive(const std::string& path) {
+  if (path.empty()) return true;
+  auto ns = sys::Netns::Open(path);
+  if (ns.ok()) return true;
+  const int err = ns.status().sys_errno();
+  const bool gone = ns.status().code() == Code::kUnknownContainer ||
+                    (ns.status().code() == Code::kInvalidEnv && err == 0);
+  return !gone;
+}
+
+Result<agent::PeerMap> ListEtcdPeers(const Options& o) {
+  agent::EtcdClient client(o.etcd_endpoints, agent::TlsOptions{});
+  const std::string key = o.etcd_prefix + "/subnets/";
+  WEFT_ASSIGN_OR_RETURN(auto range, client.Range(key, agent::PrefixRangeEnd(key)));
+  agent::PeerMap peers;
+  for (const auto& kv : range.kvs) {
+    auto node = agent::DecodeSubnet(o.etcd_prefix, kv);
+    if (!node.ok()) continue;  // weftd skips undecodable records the same way
+    auto& slot = peers[node->name];
+    if (slot.name.empty()) {
+      slot = *node;
+    } else {
+      for (const auto& c : node->pod_cidrs) slot.pod_cidrs.push_back(c);
+    }
+  }
+  return peers;
+}
+
+// One complete list through the Kubernetes control plane's own list+watch
+// loop: runs it until the store holds a complete list, then stops it.
+Result<agent::PeerMap> ListKubePeers(const Options& o) {
+  WEFT_ASSIGN_OR_RETURN(auto ep, agent::KubeconfigEndpoint(o.kubeconfig, o.data_dir + "/.doctor-kubeconfig"));
+  agent::KubeOptions ko;
+  ko.endpoint = std::move(ep);
+  ko.watch_timeout_seconds = 1;
+  auto cp = agent::NewKubeControlPlane(std::move(ko));
+  agent::PeerStore store;
+  std::atomic<bool> stop{false};
+  std::thread t([&] { (void)cp->Run(store, stop); });
+  auto snap = store.WaitChange(0, std::chrono::milliseconds(o.control_plane_timeout_ms), stop);
+  stop = true;
+  store.Notify();
+  t.join();
+  if (!snap.synced)
+    return Status::Error(Code::kControlPlane, "no complete node list from the API server within " +
+                                                  std::to_string(o.control_plane_timeout_ms) + " ms");
+  return snap.peers;
+}
+
+Result<std::optional<PeerView>> ReadPeers(const Options& o, sys::Netlink& nl, std::vector<std::string>* notes) {
+  agent::PeerMap peers;
+  if (!o.etcd_endpoints.empty()) {
+    WEFT_ASSIGN_OR_RETURN(peers, ListEtcdPeers(o));
+  } else if (!o.kubeconfig.empty()) {
+    WEFT_ASSIGN_OR_RETURN(peers, ListKubePeers(o));
+  } else {
+    notes->push_back("peer checks skipped: no control plane given (--etcd-endpoints or --kubeconfig)");
+    return std::optional<PeerView>();
+  }
+  PeerView v;
+  WEFT_ASSIGN_OR_RETURN(auto up, agent::DetectUplink(nl, o.iface, o.node_ip));
+  v.local.host_ip = up.ip;
+  v.local.uplink_index = up.index;
+  v.local.uplink_subnets = up.subnets;
+  const agent::NodeInfo* self = nullptr;
+  for (const auto& [name, p] : peers)
+    if (o.node_name.empty() ? (p.host_ip && *p.host_ip == up.ip) : name == o.node_name) self = &p;
+  v.local.name = self ? self->name : o.node_name;
+  if (self)
+    for (const auto& c : self->pod_cidrs)
+      if (c.is_v4() && v.local.pod_cidr.len() == 0) v.local.pod_cidr = c.Masked();
+  if (v.local.pod_cidr.len() == 0 && o.pod_cidr) {
+    v.local.pod_cidr = o.pod_cidr->Masked();
+    notes->push_back("the control plane has no record of this node; its pod CIDR " + v.local.pod_cidr.ToString() +
+                     " comes from the conflist");
+  }
+  if (v.local.pod_cidr.len() == 0) {
+    notes->push_back("peer checks skipped: this node's pod CIDR is unknown (not in the control plane, no conflist)");
+    return std::optional<PeerView>();
+  }
+  v.local.backend = agent::Backend::kVxlan;
+  if (self && !self->backend.empty()) (void)agent::ParseBackend(self->backend, &v.local.backend);
+  WEFT_ASSIGN_OR_RETURN(auto vx, nl.GetLink(o.vxlan_device));
+  v.local.vxlan_index = vx && vx->kind == "vxlan" ? vx->index : 0;
+  if (v.local.backend != agent::Backend::kHostGw && v.local.vxlan_index == 0)
+    notes->push_back("no VXLAN device " + o.vxlan_device + ": VXLAN peers cannot be programmed on this node");
+  WEFT_ASSIGN_OR_RETURN(auto dnl, sys::Netlink::Open());
+  auto dp = agent::NewKernelDatapath(std::move(dnl), v.local.vxlan_index);
+  WEFT_ASSIGN_OR_RETURN(v.kernel, dp->Read());
+  v.peers = std::move(peers);
+  notes->push_back("control plane: " + std::to_string(v.peers.size()) + " node record(s); this node is " +
+                   (v.local.name.empty() ? std::string("unnamed") : v.local.name) + " with pod CIDR " +
+                   v.local.pod_cidr.ToString());
+  return std::optional<PeerView>(std::move(v));
+}
+
+// `want_script` renders the desired table; `chains_script` names every
+// chain the table can have (read from the kernel even when none is wanted).
+Result<RulesetView> ReadRuleset(const std::string& what, const std::string& table, const std::string& want_script,
+                                const std::string& chains_script) {
+  RulesetView v;
+  v.checked = true;
+  v.what = what;
+  v.want = ScriptChainComments(want_script);
+  for (const auto& [chain, unused] : ScriptChainComments(chains_script)) {
+    WEFT_ASSIGN_OR_RETURN(auto comments, sys::NftRuleComments(sys::NftFamily::kInet, table, chain));
+    if (!comments.empty()) v.have[chain] = std::move(comments);
+  }
+  return v;
+}
+
+Result<std::vector<ipam::PodRecord>> ReadRows(const std::string& data_dir, bool* have_db) {
+  *have_db = sys::PathExists(data_dir + "/ipam.db");
+  if (!*have_db) return std::vector<ipam::PodRecord>{};
+  WEFT_ASSIGN_OR_RETURN(auto store, ipam::Store::Open(data_dir));
+  WEFT_ASSIGN_OR_RETURN(auto rows, store.ListPods(""));
+  for (auto& r : rows)
+    if (r.host_ifname.empty()) r.host_ifname = plugin::HostVethName(r.container_id, r.ifname);
+  return rows;
+}
+
+}  // namespace
+
+Result<Snapshot> ReadSnapshot(const Options& o) {
+  Snapshot s;
+  s.data_dir = o.data_dir;
+  s.stuck_after_s = o.stuck_after_s;
+  WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::Open());
+  WEFT_ASSIGN_OR_RETURN(s.links, nl.ListLinks());
+
+  bool have_db = false;
+  WEFT_ASSIGN_OR_RETURN(auto rows, ReadRows(o.data_dir, &have_db));
+  if (!have_db) s.notes.push_back("no database at " + o.data_dir + "/ipam.db: no attachments recorded");
+  const int64_t now = NowS();
+  for (auto& r : rows) {
+    PodView p;
+    WEFT_ASSIGN_OR_RETURN(auto link, nl.GetLink(r.host_ifname));
+    p.veth_present = link.has_value();
+    p.netns_alive = NetnsAlive(r.netns);
+    if (auto t = ParseSqliteTime(r.created)) p.age_s = now - *t;
+    p.row = std::move(r);
+    s.pods.push_back(std::move(p));
+  }
+
+  for (int family : {AF_INET, AF_INET6}) {
+    WEFT_ASSIGN_OR_RETURN(auto routes, nl.ListRoutes(family));
+    for (auto& r : routes)
+      if (r.protocol == sys::kRouteProtoWeft && !r.gw) s.host_routes.push_back(std::move(r));
+  }
+
+  // hostPorts: the database's mappings against the kernel's table.
+  if (o.hostport_backend != plugin::FwBackend::kNftables) {
+    s.notes.push_back("hostPort ruleset not checked: only the nftables backend is (this network uses iptables)");
+  } else {
+    std::vector<fw::HostPortRule> rules;
+    if (have_db) {
+      WEFT_ASSIGN_OR_RETURN(auto store, ipam::Store::Open(o.data_dir));
+      WEFT_ASSIGN_OR_RETURN(rules, plugin::DesiredHostPorts(store));
+    }
+    const std::string table = fw::HostPortTable(o.data_dir);
+    // The chains the table can have: those of a one-mapping rendering.
+    fw::HostPortRule sample{"", 1, "tcp", *IpPrefix::Parse("192.0.2.1/24"), 1};
+    WEFT_ASSIGN_OR_RETURN(auto view, ReadRuleset("hostPort ruleset (table inet " + table + ")", table,
+                                                 fw::RenderNftHostPorts(table, rules),
+                                                 fw::RenderNftHostPorts(table, {sample})));
+    s.rulesets.push_back(std::move(view));
+  }
+  if (o.masquerade) {
+    if (o.masquerade_backend != plugin::FwBackend::kNftables) {
+      s.notes.push_back("masquerade ruleset not checked: only the nftables backend is");
+    } else {
+      const std::string table = fw::NftTableName(o.masquerade->network);
+      const std::string script = fw::RenderNftMasquerade(*o.masquerade);
+      WEFT_ASSIGN_OR_RETURN(auto view,
+                            ReadRuleset("masquerade ruleset (table inet " + table + ")", table, script, script));
+      size_t have_n = 0;
+      for (const auto& [c, v] : view.have) have_n += v.size();
+      if (!o.masquerade_required && have_n == 0) {
+        s.notes.push_back("no masquerade ruleset for network " + o.masquerade->network +
+                          " (weftd may run with --masquerade=false): not checked");
+      } else {
+        s.rulesets.push_back(std::move(view));
+      }
+    }
+  } else {
+    s.notes.push_back("masquerade ruleset not checked: no network config (conflist) with ranges and cluster CIDRs");
+  }
+
+  // A control plane that cannot be listed skips the peer checks (a
+  // half-read list is never compared) but leaves the local checks standing.
+  auto peers = ReadPeers(o, nl, &s.notes);
+  if (peers.ok()) {
+    s.peers = std::move(*peers);
+  } else {
+    s.incomplete = true;
+    s.notes.push_back("peer checks failed: " + peers.status().ToString());
+  }
+  return s;
+}
+
+FixReport Fix(const Options& o, const Snapshot& snap, const std::vector<Finding>& findings) {
+  FixReport rep;
+  auto fail = [&](const std::string& what, const Status& st) { rep.failed.push_back(what + ": " + st.ToString()); };
+  bool reclaim = false, orphans = false, routes = false, hostports = false, masq = false, peers = false;
+  for (const auto& f : findings) {
+    if (!f.fixable) continue;
+    switch (f.kind) {
+      case Kind::kVanishedAttachment: reclaim = true; break;
+      case Kind::kOrphanVeth: orphans = true; break;
+      case Kind::kStaleHostRoute: routes = true; break;
+      case Kind::kRulesetMismatch:
+        (f.subject.find("hostPort") == 0 ? hostports : masq) = true;
+        break;
+      case Kind::kPeerMissing:
+      case Kind::kPeerStale: peers = true; break;
+      default: break;
+    }
+  }
+  auto nl = sys::Netlink::Open();
+  if (!nl.ok()) {
+    fail("open netlink", nl.status());
+    return rep;
+  }
+
+  if (reclaim) {
+    // The plugin's reclaim re-tests every row itself (netns and veth both
+    // gone) inside its own transactions.
+    plugin::ReclaimOptions ro;
+    ro.data_dir = o.data_dir;
+    ro.hostport_backend = o.hostport_backend;
+    auto r = plugin::ReclaimVanished(ro);
+    if (!r.ok()) fail("release vanished attachments", r.status());
+    if (r.ok())
+      for (const auto& a : r->reclaimed) rep.done.push_back("released attachment " + a + " (veth and netns gone)");
+  }
+
+  // Orphan links and stale host routes: re-read the rows just before acting,
+  // so an attachment recorded since the snapshot is never touched.
+  bool have_db = false;
+  auto rows = (orphans || routes) ? ReadRows(o.data_dir, &have_db) : Result<std::vector<ipam::PodRecord>>(
+                                                                          std::vector<ipam::PodRecord>{});
+  if (!rows.ok()) {
+    fail("re-read the database", rows.status());
+  } else {
+    std::set<std::string> veths;
+    std::set<IpAddress> addrs;
+    for (const auto& r : *rows) {
+      veths.insert(r.host_ifname);
+      for (const auto* ip : {&r.ip_v4, &r.ip_v6})
+        if (*ip) addrs.insert((*ip)->addr());
+    }
+    for (const auto& f : findings) {
+      if (f.kind == Kind::kOrphanVeth && !veths.count(f.subject)) {
+        bool existed = false;
+        Status st = nl->DeleteLink(f.subject, &existed);
+        if (!st.ok()) fail("delete link " + f.subject, st);
+        else rep.done.push_back("deleted orphan link " + f.subject);
+      }
+    }
+    if (routes)
+      for (const auto& r : snap.host_routes) {
+        if (addrs.count(r.dst.addr())) continue;
+        bool existed = false;
+        Status st = nl->DeleteRoute(r, &existed);
+        if (!st.ok()) fail("delete route " + r.dst.ToString(), st);
+        else rep.done.push_back(existed ? "deleted stale host route " + r.dst.ToString()
+                                        : "stale host route " + r.dst.ToString() + " went with its link");
+      }
+  }
+
+  if (hostports) {
+    auto store = ipam::Store::Open(o.data_dir);
+    Status st = store.ok() ? plugin::SyncHostPorts(o.hostport_backend, o.data_dir, *store) : store.status();
+    if (!st.ok()) fail("re-sync the hostPort ruleset", st);
+    else rep.done.push_back("re-rendered the hostPort ruleset from the database");
+  }
+  if (masq && o.masquerade) {
+    Status st = sys::MkdirAll(o.masquerade_lock_dir, 0755);
+    if (st.ok()) {
+      auto fwl = o.masquerade_backend == plugin::FwBackend::kIptables ? fw::NewIptablesFirewall(o.masquerade_lock_dir)
+                                                                       : fw::NewNftFirewall(o.masquerade_lock_dir);
+      st = fwl->EnsureMasquerade(*o.masquerade);
+    }
+    if (!st.ok()) fail("re-sync the masquerade ruleset", st);
+    else rep.done.push_back("re-rendered the masquerade ruleset for network " + o.masquerade->network);
+  }
+  if (peers && snap.peers) {
+    agent::Plan plan = PeerPlan(*snap.peers);
+    auto dnl = sys::Netlink::Open();
+    if (!dnl.ok()) {
+      fail("open netlink", dnl.status());
+    } else {
+      auto dp = agent::NewKernelDatapath(std::move(*dnl), snap.peers->local.vxlan_index);
+      int errors = 0;
+      Status st = dp->Apply(plan, &errors);
+      if (!st.ok()) fail("apply the reconciler plan (" + std::to_string(errors) + " step(s) failed)", st);
+      rep.done.push_back("applied weftd's reconciler plan: " + std::to_string(plan.size() - static_cast<size_t>(errors)) + " of " +
+                         std::to_string(plan.size()) + " route/ARP/FDB change(s)");
+    }
+  }
+  return rep;
+}
+
+}  // namespace weft::doctor

@@ -1,0 +1,258 @@
+#include "doctor/doctor.h"
+
+#include <gtest/gtest.h>
+#include <linux/rtnetlink.h>
+
+#include "fw/hostport.h"
+#include "fw/masquerade.h"
+
+namespace weft::doctor {
+namespace {
+
+IpPrefix P(const char* s) { return *IpPrefix::Parse(s); }
+IpAddress A(const char* s) { return *IpAddress::Parse(s); }
+
+PodView Pod(const std::string& cid, const char* ip, bool veth, bool netns, const char* state = ipam::kStateReady,
+            int64_t age = 5) {
+  PodView p;
+  p.row.container_id = cid;
+  p.row.ifname = "eth0";
+  p.row.netns = "/run/netns/" + cid;
+  p.row.host_ifname = "wft" + cid;
+  p.row.ip_v4 = P(ip);
+  p.row.state = state;
+  p.veth_present = veth;
+  p.netns_alive = netns;
+  p.age_s = age;
+  return p;
+}
+
+sys::LinkInfo Link(int index, const std::string& name, const std::string& kind = "veth") {
+  sys::LinkInfo l;
+  l.index = index;
+  l.name = name;
+  l.kind = kind;
+  return l;
+}
+
+std::vector<Finding> Of(const std::vector<Finding>& fs, Kind k) {
+  std::vector<Finding> out;
+  for (const auto& f : fs)
+    if (f.kind == k) out.push_back(f);
+  return out;
+}
+
+// A node whose kernel, database and rulesets agree.
+Snapshot Healthy() {
+  Snapshot s;
+  s.data_dir = "/var/lib/weft";
+  s.pods = {Pod("a", "10.244.1.2/24", true, true), Pod("b", "10.244.1.3/24", true, true)};
+  s.links = {Link(1, "lo", ""), Link(2, "eth0"), Link(10, "wfta"), Link(11, "wftb")};
+  sys::RouteSpec r;
+  r.dst = P("10.244.1.2/32");
+  r.oif = 10;
+  r.protocol = sys::kRouteProtoWeft;
+  s.host_routes.push_back(r);
+  r.dst = P("10.244.1.3/32");
+  r.oif = 11;
+  s.host_routes.push_back(r);
+  std::vector<fw::HostPortRule> hp = {{"", 8080, "tcp", P("10.244.1.2/24"), 80}};
+  RulesetView v;
+  v.checked = true;
+  v.what = "hostPort ruleset (table inet t)";
+  v.want = ScriptChainComments(fw::RenderNftHostPorts("t", hp));
+  v.have = v.want;
+  s.rulesets.push_back(v);
+  return s;
+}
+
+TEST(Doctor, HealthyNodeIsClean) { EXPECT_TRUE(Diagnose(Healthy()).empty()); }
+
+TEST(Doctor, AttachmentWhoseVethAndNetnsAreGoneIsFixable) {
+  Snapshot s = Healthy();
+  s.pods[0].veth_present = false;
+  s.pods[0].netns_alive = false;
+  auto fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].kind, Kind::kVanishedAttachment);
+  EXPECT_TRUE(fs[0].fixable);
+  EXPECT_EQ(fs[0].subject, "a/eth0");
+  EXPECT_NE(fs[0].message.find("10.244.1.2"), std::string::npos) << fs[0].message;
+  EXPECT_NE(fs[0].message.find("both gone"), std::string::npos) << fs[0].message;
+}
+
+TEST(Doctor, HalfGoneAttachmentsAreReportedButLeftAlone) {
+  Snapshot s = Healthy();
+  s.pods[0].veth_present = false;  // netns still there: the pod may be running
+  s.pods[1].netns_alive = false;   // veth still there
+  auto fs = Diagnose(s);
+  ASSERT_EQ(Of(fs, Kind::kMissingVeth).size(), 1u);
+  ASSERT_EQ(Of(fs, Kind::kMissingNetns).size(), 1u);
+  for (const auto& f : fs) {
+    EXPECT_FALSE(f.fixable) << f.message;
+    EXPECT_FALSE(f.remedy.empty());
+  }
+}
+
+TEST(Doctor, StuckAddingOnlyAfterTheThreshold) {
+  Snapshot s = Healthy();
+  s.pods[0].row.state = ipam::kStateAdding;
+  s.pods[0].age_s = 10;  // an ADD in flight
+  EXPECT_TRUE(Diagnose(s).empty());
+  s.pods[0].age_s = 600;
+  auto fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].kind, Kind::kStuckAttachment);
+  EXPECT_NE(fs[0].message.find("\"adding\""), std::string::npos) << fs[0].message;
+  EXPECT_FALSE(fs[0].fixable);
+  // Vanished as well: reported once, as vanished (reclaim finishes it).
+  s.pods[0].veth_present = false;
+  s.pods[0].netns_alive = false;
+  fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].kind, Kind::kVanishedAttachment);
+}
+
+TEST(Doctor, OrphanVethAndStaleHostRoute) {
+  Snapshot s = Healthy();
+  s.links.push_back(Link(12, "wft0123456789ab"));
+  s.links.push_back(Link(13, "weft.1", "vxlan"));  // not a pod veth
+  sys::RouteSpec r;
+  r.dst = P("10.244.1.99/32");
+  r.oif = 12;
+  r.protocol = sys::kRouteProtoWeft;
+  s.host_routes.push_back(r);
+  auto fs = Diagnose(s);
+  auto orphans = Of(fs, Kind::kOrphanVeth);
+  ASSERT_EQ(orphans.size(), 1u);
+  EXPECT_EQ(orphans[0].subject, "wft0123456789ab");
+  EXPECT_TRUE(orphans[0].fixable);
+  auto routes = Of(fs, Kind::kStaleHostRoute);
+  ASSERT_EQ(routes.size(), 1u);
+  EXPECT_NE(routes[0].message.find("10.244.1.99/32 dev wft0123456789ab"), std::string::npos) << routes[0].message;
+  EXPECT_EQ(fs.size(), 2u);
+}
+
+TEST(Doctor, DuplicateAddress) {
+  Snapshot s = Healthy();
+  s.pods.push_back(Pod("c", "10.244.1.2/24", true, true));
+  s.links.push_back(Link(14, "wftc"));
+  auto fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].kind, Kind::kDuplicateAddress);
+  EXPECT_NE(fs[0].message.find("a/eth0, c/eth0"), std::string::npos) << fs[0].message;
+  EXPECT_FALSE(fs[0].fixable);
+}
+
+TEST(Doctor, RulesetFlushedStaleOrLeftOver) {
+  Snapshot s = Healthy();
+  s.rulesets[0].have.clear();  // `nft flush table`
+  auto fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].kind, Kind::kRulesetMismatch);
+  EXPECT_NE(fs[0].message.find("missing"), std::string::npos) << fs[0].message;
+  EXPECT_TRUE(fs[0].fixable);
+
+  // Rendered for another database state: a stale marker.
+  s = Healthy();
+  s.rulesets[0].have = ScriptChainComments(
+      fw::RenderNftHostPorts("t", {{"", 8081, "tcp", P("10.244.1.2/24"), 80}}));
+  fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_NE(fs[0].message.find("does not match"), std::string::npos) << fs[0].message;
+
+  // The database has no mappings, the kernel still has the table.
+  s = Healthy();
+  s.rulesets[0].want.clear();
+  fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_NE(fs[0].message.find("has nothing for it"), std::string::npos) << fs[0].message;
+}
+
+TEST(Doctor, ScriptChainCommentsReadsTheRenderers) {
+  fw::MasqueradeSpec m{"weft", {P("10.244.1.0/24")}, {P("10.244.0.0/16")}};
+  auto c = ScriptChainComments(fw::RenderNftMasquerade(m));
+  ASSERT_EQ(c.size(), 1u);
+  ASSERT_EQ(c.count("postrouting"), 1u);
+  ASSERT_EQ(c["postrouting"].size(), 1u);
+  EXPECT_EQ(c["postrouting"][0], fw::MasqMarker(m));
+  // A spec for other ranges renders another marker.
+  fw::MasqueradeSpec m2{"weft", {P("10.244.2.0/24")}, {P("10.244.0.0/16")}};
+  EXPECT_NE(ScriptChainComments(fw::RenderNftMasquerade(m2)), c);
+  // An empty hostPort set renders no table at all.
+  EXPECT_TRUE(ScriptChainComments(fw::RenderNftHostPorts("t", {})).empty());
+  EXPECT_FALSE(ScriptChainComments(fw::RenderNftHostPorts("t", {{"", 1, "tcp", P("10.0.0.2/24"), 1}})).empty());
+}
+
+// Peers: node n1 (this one, 10.244.1.0/24) and n2 (10.244.2.0/24) over
+// VXLAN device #20.
+PeerView Peers() {
+  PeerView v;
+  v.local.name = "n1";
+  v.local.pod_cidr = P("10.244.1.0/24");
+  v.local.host_ip = A("192.0.2.1");
+  v.local.vxlan_index = 20;
+  v.local.uplink_index = 2;
+  v.local.uplink_subnets = {P("192.0.2.0/24")};
+  agent::NodeInfo n2{"n2", {P("10.244.2.0/24")}, A("192.0.2.2"), "aa:bb:cc:00:00:02", "vxlan"};
+  agent::NodeInfo self{"n1", {P("10.244.1.0/24")}, A("192.0.2.1"), "aa:bb:cc:00:00:01", "vxlan"};
+  v.peers = {{"n1", self}, {"n2", n2}};
+  v.kernel = agent::ComputeDesired(v.local, v.peers).state;  // in sync
+  return v;
+}
+
+TEST(Doctor, PeersInSyncAreClean) {
+  Snapshot s = Healthy();
+  s.links.push_back(Link(20, "weft.1", "vxlan"));
+  s.peers = Peers();
+  EXPECT_TRUE(Diagnose(s).empty());
+  EXPECT_TRUE(PeerPlan(*s.peers).empty());
+}
+
+TEST(Doctor, PeerGoneLeavesStaleEntries) {
+  Snapshot s = Healthy();
+  s.links.push_back(Link(20, "weft.1", "vxlan"));
+  s.peers = Peers();
+  s.peers->peers.erase("n2");
+  auto fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 3u);  // route, ARP, FDB
+  for (const auto& f : fs) {
+    EXPECT_EQ(f.kind, Kind::kPeerStale);
+    EXPECT_TRUE(f.fixable);
+    EXPECT_NE(f.message.find("no live peer"), std::string::npos) << f.message;
+  }
+  EXPECT_NE(fs[0].message.find("10.244.2.0/24 via 10.244.2.0 dev weft.1"), std::string::npos) << fs[0].message;
+  auto plan = PeerPlan(*s.peers);
+  EXPECT_EQ(plan.route_deletes.size(), 1u);
+  EXPECT_EQ(plan.arp_deletes.size(), 1u);
+  EXPECT_EQ(plan.fdb_deletes.size(), 1u);
+}
+
+TEST(Doctor, MissingAndChangedPeerEntriesNameThePeer) {
+  Snapshot s = Healthy();
+  s.links.push_back(Link(20, "weft.1", "vxlan"));
+  s.peers = Peers();
+  s.peers->kernel.fdb.clear();                                 // FDB flushed
+  s.peers->peers["n2"].vtep_mac = "aa:bb:cc:00:00:22";          // MAC rewritten
+  auto fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 2u);  // ARP wrong, FDB for the new MAC missing (no stale FDB: none left)
+  int arp_wrong = 0, fdb_missing = 0;
+  for (const auto& f : fs) {
+    EXPECT_EQ(f.kind, Kind::kPeerMissing) << f.message;
+    EXPECT_NE(f.message.find("node n2"), std::string::npos) << f.message;
+    if (f.message.find("wrong ARP") == 0) ++arp_wrong;
+    if (f.message.find("missing FDB") == 0) ++fdb_missing;
+  }
+  EXPECT_EQ(arp_wrong, 1);
+  EXPECT_EQ(fdb_missing, 1);
+}
+
+TEST(Doctor, SqliteTime) {
+  EXPECT_EQ(ParseSqliteTime("1970-01-01 00:01:00"), 60);
+  EXPECT_EQ(ParseSqliteTime("2024-02-29 12:00:00"), 1709208000);
+  EXPECT_FALSE(ParseSqliteTime("yesterday"));
+  EXPECT_FALSE(ParseSqliteTime("2024-13-01 00:00:00"));
+}
+
+}  // namespace
+}  // namespace weft::doctor

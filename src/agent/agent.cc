@@ -8,6 +8,7 @@
 #include "agent/conflist.h"
 #include "agent/datapath.h"
 #include "agent/reconcile.h"
+#include "plugin/reclaim.h"
 #include "base/log.h"
 #include "fw/masquerade.h"
 #include "sys/files.h"
@@ -184,6 +185,26 @@ Status Agent::Run() {
   st.view.backend = opts_.backend;
   st.view.uplink_index = st.uplink.index;
   st.view.uplink_subnets = st.uplink.subnets;
+
+  // After a reboot the pods' namespaces and host veths are gone but the
+  // plugin's database is not: give their addresses (and hostPorts) back
+  // before this node is reported ready.
+  {
+    plugin::ReclaimOptions ro;
+    if (!opts_.plugin_data_dir.empty()) ro.data_dir = opts_.plugin_data_dir;
+    ro.network = opts_.network_name;
+    ro.hostport_backend =
+        opts_.masquerade_backend == "iptables" ? plugin::FwBackend::kIptables : plugin::FwBackend::kNftables;
+    auto rec = plugin::ReclaimVanished(ro);
+    if (!rec.ok()) {
+      WEFT_LOG(kWarn, "msg=\"reclaim of vanished attachments failed\" err=\"" + rec.status().ToString() + "\"");
+    } else if (!rec->reclaimed.empty()) {
+      std::string which;
+      for (const auto& r : rec->reclaimed) which += (which.empty() ? "" : ",") + r;
+      WEFT_LOG(kInfo, "msg=\"reclaimed attachments whose netns and veth are gone\" count=" +
+                          std::to_string(rec->reclaimed.size()) + " attachments=" + which);
+    }
+  }
 
   std::unique_ptr<StatusServer> server;
   if (!opts_.metrics_addr.empty()) {

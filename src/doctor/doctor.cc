@@ -269,7 +269,7 @@ std::vector<Finding> Diagnose(const Snapshot& s) {
     } else if (!rs.want.empty() && have_n == 0) {
       problem = "is missing from the kernel although the database needs it";
     } else if (missing + extra > 0) {
-      problem = "does not match the database: " + std::to_string(missing) + " rule(s) missing, " +
+      problem = "differs from what the database and config render: " + std::to_string(missing) + " rule(s) missing, " +
                 std::to_string(extra) + " rule(s) with a stale marker";
     }
     if (!problem.empty())

@@ -159,7 +159,7 @@ TEST(Doctor, RulesetFlushedStaleOrLeftOver) {
       fw::RenderNftHostPorts("t", {{"", 8081, "tcp", P("10.244.1.2/24"), 80}}));
   fs = Diagnose(s);
   ASSERT_EQ(fs.size(), 1u);
-  EXPECT_NE(fs[0].message.find("does not match"), std::string::npos) << fs[0].message;
+  EXPECT_NE(fs[0].message.find("differs from what the database"), std::string::npos) << fs[0].message;
 
   // The database has no mappings, the kernel still has the table.
   s = Healthy();

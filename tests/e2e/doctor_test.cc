@@ -15,6 +15,7 @@
 #include "agent/http.h"
 #include "e2e/cluster.h"
 #include "fw/hostport.h"
+#include "fw/masquerade.h"
 
 namespace weft::testing {
 namespace {
@@ -175,6 +176,11 @@ TEST_F(DoctorTest, ReportsEveryBreakageFixesTheSafeOnesAndEndsClean) {
   // 5. The hostPort table flushed.
   const std::string hp_table = fw::HostPortTable(n1.dir + "/ipam");
   ASSERT_EQ(n1.ns.Exec({"nft", "flush", "table", "inet", hp_table}), 0);
+  // 5b. A rule with a stale marker in weftd's masquerade table.
+  const std::string masq_table = fw::NftTableName("weft");
+  ASSERT_EQ(n1.ns.Exec({"nft", "add", "rule", "inet", masq_table, "postrouting", "ip", "saddr", "10.99.0.0/24",
+                        "masquerade", "comment", "\"weft-masq:stale\""}),
+            0);
   // 6. An attachment stuck in "adding" for a long time.
   Sqlite(n1, "UPDATE pods SET state='adding', creation_timestamp='2000-01-01 00:00:00' WHERE container_id='" + cid_stuck + "'");
   // 7. Peer n2 gone from the control plane (its lease expires), and a node
@@ -214,8 +220,11 @@ TEST_F(DoctorTest, ReportsEveryBreakageFixesTheSafeOnesAndEndsClean) {
   EXPECT_TRUE(Mentions(Kind(fs, "orphan-veth"), "wftstray0000001")) << fs.dump(2);
   EXPECT_TRUE(Mentions(Kind(fs, "stale-host-route"), ip_norow + "/32")) << fs.dump(2);
   EXPECT_TRUE(Mentions(Kind(fs, "stale-host-route"), "10.99.0.5/32")) << fs.dump(2);
-  EXPECT_EQ(Kind(fs, "ruleset-mismatch").size(), 1u) << fs.dump(2);
-  EXPECT_TRUE(Mentions(Kind(fs, "ruleset-mismatch"), "hostPort ruleset")) << fs.dump(2);
+  EXPECT_EQ(Kind(fs, "ruleset-mismatch").size(), 2u) << fs.dump(2);
+  EXPECT_TRUE(Mentions(Kind(fs, "ruleset-mismatch"), "hostPort ruleset (table inet " + hp_table + ")"))
+      << fs.dump(2);
+  EXPECT_TRUE(Mentions(Kind(fs, "ruleset-mismatch"), "masquerade ruleset (table inet " + masq_table + ")"))
+      << fs.dump(2);
   auto stuck = Kind(fs, "stuck-attachment");
   ASSERT_EQ(stuck.size(), 1u) << fs.dump(2);
   EXPECT_FALSE(stuck[0]["fixable"].get<bool>());
@@ -223,7 +232,7 @@ TEST_F(DoctorTest, ReportsEveryBreakageFixesTheSafeOnesAndEndsClean) {
   auto missing = Kind(fs, "peer-entry-missing");
   EXPECT_EQ(missing.size(), 3u) << fs.dump(2);                       // n3's route, ARP, FDB
   EXPECT_TRUE(Mentions(missing, "missing route to node n3's pod CIDR")) << fs.dump(2);
-  EXPECT_EQ(fs.size(), 13u) << fs.dump(2);
+  EXPECT_EQ(fs.size(), 14u) << fs.dump(2);
 
   // --- Repair. ---
   Run fixed = Doctor(n1, false, {"--fix"});
@@ -253,6 +262,9 @@ TEST_F(DoctorTest, ReportsEveryBreakageFixesTheSafeOnesAndEndsClean) {
   std::string rules;
   n1.ns.Exec({"nft", "list", "table", "inet", hp_table}, &rules);
   EXPECT_NE(rules.find("dnat"), std::string::npos) << rules;
+  n1.ns.Exec({"nft", "list", "table", "inet", masq_table}, &rules);
+  EXPECT_EQ(rules.find("weft-masq:stale"), std::string::npos) << rules;
+  EXPECT_NE(rules.find("masquerade"), std::string::npos) << rules;
 
   // The runtime's DEL finishes the stuck attachment; then nothing is left.
   dels_[3]();

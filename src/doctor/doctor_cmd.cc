@@ -70,8 +70,8 @@ class DoctorCommand : public runtime::ctl::Command {
     sub->add_option("--iface", opts_.iface, "Uplink interface, as weftd's flag");
     sub->add_option("--node-ip", opts_.node_ip, "This node's underlay IPv4, as weftd's flag");
     sub->add_option("--vxlan-device", opts_.vxlan_device, "weftd's VXLAN device")->capture_default_str();
-    sub->add_option("--masquerade-lock-dir", opts_.masquerade_lock_dir,
-                    "Lock directory shared with weftd's masquerade (weftd's --state-dir)")
+    sub->add_option("--weftd-state-dir", opts_.weftd_state_dir,
+                    "weftd's --state-dir: the masquerade lock, and where a kubeconfig's inline credentials go")
         ->capture_default_str();
     sub->add_option("--stuck-after", opts_.stuck_after_s,
                     "Seconds after which an attachment still in state adding/deleting is reported as stuck")

@@ -57,7 +57,7 @@ Result<agent::PeerMap> ListEtcdPeers(const Options& o) {
 // One complete list through the Kubernetes control plane's own list+watch
 // loop: runs it until the store holds a complete list, then stops it.
 Result<agent::PeerMap> ListKubePeers(const Options& o) {
-  WEFT_ASSIGN_OR_RETURN(auto ep, agent::KubeconfigEndpoint(o.kubeconfig, o.data_dir + "/.doctor-kubeconfig"));
+  WEFT_ASSIGN_OR_RETURN(auto ep, agent::KubeconfigEndpoint(o.kubeconfig, o.weftd_state_dir + "/kubeconfig-data"));
   agent::KubeOptions ko;
   ko.endpoint = std::move(ep);
   ko.watch_timeout_seconds = 1;
@@ -303,10 +303,10 @@ FixReport Fix(const Options& o, const Snapshot& snap, const std::vector<Finding>
     else rep.done.push_back("re-rendered the hostPort ruleset from the database");
   }
   if (masq && o.masquerade) {
-    Status st = sys::MkdirAll(o.masquerade_lock_dir, 0755);
+    Status st = sys::MkdirAll(o.weftd_state_dir, 0755);
     if (st.ok()) {
-      auto fwl = o.masquerade_backend == plugin::FwBackend::kIptables ? fw::NewIptablesFirewall(o.masquerade_lock_dir)
-                                                                       : fw::NewNftFirewall(o.masquerade_lock_dir);
+      auto fwl = o.masquerade_backend == plugin::FwBackend::kIptables ? fw::NewIptablesFirewall(o.weftd_state_dir)
+                                                                       : fw::NewNftFirewall(o.weftd_state_dir);
       st = fwl->EnsureMasquerade(*o.masquerade);
     }
     if (!st.ok()) fail("re-sync the masquerade ruleset", st);

@@ -28,7 +28,9 @@ struct Options {
   // only noted (weftd may run with --masquerade=false).
   bool masquerade_required = false;
   plugin::FwBackend masquerade_backend = plugin::FwBackend::kNftables;
-  std::string masquerade_lock_dir = "/var/lib/weftd";
+  // weftd's --state-dir: the masquerade rebuild takes weftd's lock there,
+  // and a kubeconfig's inline credentials are written there as weftd does.
+  std::string weftd_state_dir = "/var/lib/weftd";
   // This node's pod CIDR from the conflist's ranges, used when the control
   // plane has no record of the node.
   std::optional<IpPrefix> pod_cidr;

@@ -89,7 +89,7 @@ class DoctorTest : public ::testing::Test {
                                      n.conf_dir()};
     if (as_json) argv.push_back("--json");
     std::vector<std::string> rest = {"doctor", "--etcd-endpoints", etcd_->endpoint(), "--etcd-prefix", kPrefix,
-                                     "--node-name", n.name, "--masquerade-lock-dir", n.dir + "/state"};
+                                     "--node-name", n.name, "--weftd-state-dir", n.dir + "/state"};
     argv.insert(argv.end(), rest.begin(), rest.end());
     argv.insert(argv.end(), extra.begin(), extra.end());
     Run r;

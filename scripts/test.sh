@@ -23,16 +23,20 @@ phase() { printf '\n==== %s ====\n' "$*"; }
 phase "unit, integration (network namespaces), real runtimes, benchmark quick mode"
 (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900 "$@")
 
-phase "the same unit and plugin integration tests under ASan+UBSan"
+phase "unit, plugin and reliability suites under ASan+UBSan, with the crash points compiled in"
+# One more build serves both: sanitizers, and WEFT_FAULT_INJECTION so the
+# crash-point matrix and the soak's injected crashes run for real (the
+# production build above ran the test that proves it ignores them).
 WEFT_BUILD_DIR=build-asan
 if [ ! -f $WEFT_BUILD_DIR/build.ninja ]; then
-  cmake -S . -B $WEFT_BUILD_DIR -G Ninja -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON >/dev/null
+  cmake -S . -B $WEFT_BUILD_DIR -G Ninja -DCMAKE_BUILD_TYPE=Debug -DWEFT_SANITIZE=ON \
+    -DWEFT_FAULT_INJECTION=ON >/dev/null
 fi
-# The unit tests and the plugin's netns suites (the plugin itself is
-# instrumented: the suites exec the sanitized binary).
-SAN_TESTS=$( (cd "$BUILD_DIR" && { ctest -N -L unit; ctest -N -R '^plugin_'; }) |
+# The plugin itself is instrumented: the suites exec the sanitized binary.
+SAN_TESTS=$( (cd "$BUILD_DIR" && { ctest -N -L unit; ctest -N -R '^(plugin|reliability)_'; }) |
             sed -n 's/^ *Test *#[0-9]*: //p' | sort -u)
-ninja -C $WEFT_BUILD_DIR -j"$(nproc)" weft $SAN_TESTS
+SAN_TARGETS=$(echo "$SAN_TESTS" | grep -v '^reliability_soak_short$')
+ninja -C $WEFT_BUILD_DIR -j"$(nproc)" weft weft_soak $SAN_TARGETS
 (cd $WEFT_BUILD_DIR && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
    ctest --output-on-failure --timeout 900 -R "^($(echo $SAN_TESTS | tr ' ' '|'))\$")
 

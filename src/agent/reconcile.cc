@@ -54,7 +54,9 @@ Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
   std::set<std::pair<std::string, IpAddress>> fdb_seen;
   for (const auto& [name, peer] : peers) {
     if (name == local.name) continue;
-    auto skip = [&](const std::string& why) { d.skipped.push_back(name + ": " + why); };
+    // A named copy: clang 14 cannot capture structured bindings.
+    const std::string& peer_name = name;
+    auto skip = [&](const std::string& why) { d.skipped.push_back(peer_name + ": " + why); };
     if (!peer.host_ip) {
       skip("no host IP published");
       continue;

@@ -1,11 +1,8 @@
 #include "plugin/bridge.h"
 
-#include "plugin/routed.h"
-
 #include <linux/rtnetlink.h>
 #include <sys/socket.h>
 
-#include "plugin/routed.h"
 #include "sys/sysctl.h"
 
 namespace weft::plugin {
@@ -101,24 +98,30 @@ Result<sys::LinkInfo> ConfigureBridgePodSide(sys::Netlink& pod, const std::strin
 
 Status CheckBridge(sys::Netlink& host, sys::Netlink& pod, const std::string& bridge, const std::string& host_ifname,
                    const std::string& ifname, const BridgeAddrs& a) {
-  WEFT_ASSIGN_OR_RETURN(auto br, RequireLinkUp(host, bridge, "bridge " + bridge));
-  WEFT_ASSIGN_OR_RETURN(auto h, RequireLinkUp(host, host_ifname, "host interface " + host_ifname));
-  if (h.master != br.index) return CheckFailed("host interface " + host_ifname + " is not a port of " + bridge);
-  WEFT_ASSIGN_OR_RETURN(auto p, RequireLinkUp(pod, ifname, "interface " + ifname + " in the pod netns"));
+  WEFT_ASSIGN_OR_RETURN(auto br, host.GetLink(bridge));
+  if (!br) return CheckFailed("bridge " + bridge + " is missing");
+  if (!br->up) return CheckFailed("bridge " + bridge + " is down");
+  WEFT_ASSIGN_OR_RETURN(auto h, host.GetLink(host_ifname));
+  if (!h) return CheckFailed("host interface " + host_ifname + " is missing");
+  if (!h->up) return CheckFailed("host interface " + host_ifname + " is down");
+  if (h->master != br->index) return CheckFailed("host interface " + host_ifname + " is not a port of " + bridge);
+  WEFT_ASSIGN_OR_RETURN(auto p, pod.GetLink(ifname));
+  if (!p) return CheckFailed("interface " + ifname + " is missing in the pod netns");
+  if (!p->up) return CheckFailed("interface " + ifname + " is down in the pod netns");
   for (int fam : {AF_INET, AF_INET6}) {
     const auto& want = fam == AF_INET ? a.v4 : a.v6;
     if (!want) continue;
     WEFT_ASSIGN_OR_RETURN(auto addrs, pod.ListAddresses(fam));
     bool found = false;
     for (const auto& ad : addrs)
-      if (ad.index == p.index && ad.prefix == *want) found = true;
+      if (ad.index == p->index && ad.prefix == *want) found = true;
     if (!found) return CheckFailed("pod address " + want->ToString() + " is not on " + ifname);
     const auto& gw = fam == AF_INET ? a.gw4 : a.gw6;
     if (gw) {
       WEFT_ASSIGN_OR_RETURN(auto host_addrs, host.ListAddresses(fam));
       bool on_bridge = false;
       for (const auto& ad : host_addrs)
-        if (ad.index == br.index && ad.prefix.addr() == *gw) on_bridge = true;
+        if (ad.index == br->index && ad.prefix.addr() == *gw) on_bridge = true;
       if (!on_bridge) return CheckFailed("gateway " + gw->ToString() + " is not on bridge " + bridge);
     }
     WEFT_ASSIGN_OR_RETURN(auto routes, pod.ListRoutes(fam));
@@ -127,7 +130,7 @@ Status CheckBridge(sys::Netlink& host, sys::Netlink& pod, const std::string& bri
       auto via = GatewayFor(a, r);
       bool have = false;
       for (const auto& pr : routes)
-        if (pr.dst == r.dst.Masked() && pr.gw == via && pr.oif == p.index) have = true;
+        if (pr.dst == r.dst.Masked() && pr.gw == via && pr.oif == p->index) have = true;
       if (!have)
         return CheckFailed(std::string(r.dst.len() == 0 ? "the pod has no default route" : "the pod has no route to " +
                                                                                              r.dst.ToString()) +

@@ -103,18 +103,15 @@ Result<sys::LinkInfo> ConfigureHostSide(sys::Netlink& host, sys::LinkInfo h, con
   return h;
 }
 
-Result<sys::LinkInfo> RequireLinkUp(sys::Netlink& nl, const std::string& name, const std::string& what) {
-  WEFT_ASSIGN_OR_RETURN(auto link, nl.GetLink(name));
-  if (!link) return CheckFailed(what + " is missing");
-  if (!link->up) return CheckFailed(what + " is down");
-  return *link;
-}
-
 Status CheckRouted(sys::Netlink& host, sys::Netlink& pod, const std::string& host_ifname,
                    const std::string& ifname, const PodAddrs& a) {
-  WEFT_ASSIGN_OR_RETURN(auto h, RequireLinkUp(host, host_ifname, "host interface " + host_ifname));
-  if (h.kind != "veth") return CheckFailed("host interface " + host_ifname + " is a " + h.kind + ", not a veth");
-  WEFT_ASSIGN_OR_RETURN(auto p, RequireLinkUp(pod, ifname, "interface " + ifname + " in the pod netns"));
+  WEFT_ASSIGN_OR_RETURN(auto h, host.GetLink(host_ifname));
+  if (!h) return CheckFailed("host interface " + host_ifname + " is missing");
+  if (!h->up) return CheckFailed("host interface " + host_ifname + " is down");
+  if (h->kind != "veth") return CheckFailed("host interface " + host_ifname + " is a " + h->kind + ", not a veth");
+  WEFT_ASSIGN_OR_RETURN(auto p, pod.GetLink(ifname));
+  if (!p) return CheckFailed("interface " + ifname + " is missing in the pod netns");
+  if (!p->up) return CheckFailed("interface " + ifname + " is down in the pod netns");
 
   for (int fam : {AF_INET, AF_INET6}) {
     const auto& want = fam == AF_INET ? a.v4 : a.v6;
@@ -122,18 +119,18 @@ Status CheckRouted(sys::Netlink& host, sys::Netlink& pod, const std::string& hos
     WEFT_ASSIGN_OR_RETURN(auto addrs, pod.ListAddresses(fam));
     bool found = false;
     for (const auto& ad : addrs)
-      if (ad.index == p.index && ad.prefix.addr() == *want) found = true;
+      if (ad.index == p->index && ad.prefix.addr() == *want) found = true;
     if (!found) return CheckFailed("pod address " + want->ToString() + " is not on " + ifname);
     WEFT_ASSIGN_OR_RETURN(auto pod_routes, pod.ListRoutes(fam));
     bool def = false;
     IpAddress gw = fam == AF_INET ? Gw4() : Gw6();
     for (const auto& r : pod_routes)
-      if (r.dst.len() == 0 && r.gw == gw && r.oif == p.index) def = true;
+      if (r.dst.len() == 0 && r.gw == gw && r.oif == p->index) def = true;
     if (!def) return CheckFailed("the pod has no default route via " + gw.ToString() + " dev " + ifname);
     WEFT_ASSIGN_OR_RETURN(auto host_routes, host.ListRoutes(fam));
     bool hr = false;
     for (const auto& r : host_routes)
-      if (r.dst == Host(*want) && r.oif == h.index) hr = true;
+      if (r.dst == Host(*want) && r.oif == h->index) hr = true;
     if (!hr) return CheckFailed("the host has no route to " + want->ToString() + " via " + host_ifname);
   }
   if (a.v4) {

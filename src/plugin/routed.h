@@ -47,10 +47,6 @@ Result<sys::LinkInfo> ConfigureHostSide(sys::Netlink& host, sys::LinkInfo host_l
 Status CheckRouted(sys::Netlink& host, sys::Netlink& pod, const std::string& host_ifname,
                    const std::string& ifname, const PodAddrs& a);
 
-// CHECK's common step: the link `name` exists and is up. kCheckFailed says
-// "<what> is missing" / "<what> is down" otherwise.
-Result<sys::LinkInfo> RequireLinkUp(sys::Netlink& nl, const std::string& name, const std::string& what);
-
 // The interfaces/ips/routes part of the result.
 cni::CniResult RoutedResult(const sys::LinkInfo& host, const sys::LinkInfo& pod, const std::string& netns,
                             const PodAddrs& a);

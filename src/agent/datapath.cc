@@ -43,10 +43,13 @@ Result<Uplink> DetectUplink(sys::Netlink& nl, const std::string& iface, const st
       have_ip = true;
     }
   }
-  if (!have_ip)
-    return Status::Error(Code::kInvalidConfig,
-                         "interface " + up.name + " has no global IPv4 address" +
-                             (want_ip ? " " + want_ip->ToString() : std::string()));
+  if (!have_ip) {
+    // Appended step by step: GCC 12's -Wrestrict misfires at -O3 on
+    // `"..." + (cond ? " " + s : std::string())` (GCC PR105329).
+    std::string msg = "interface " + up.name + " has no global IPv4 address";
+    if (want_ip) msg.append(" ").append(want_ip->ToString());
+    return Status::Error(Code::kInvalidConfig, msg);
+  }
   return up;
 }
 

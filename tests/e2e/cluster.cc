@@ -102,7 +102,9 @@ Underlay::Underlay() : TestNetns("ul") {
 }
 
 void Underlay::Attach(const TestNetns& node, int octet) {
-  std::string port = "p" + std::to_string(octet);
+  // Appended, not `"p" + to_string()`: GCC 12's -Wrestrict misfires on that at -O3 (PR105329).
+  std::string port = "p";
+  port += std::to_string(octet);
   Cmd({"ip", "-n", node.name(), "link", "set", "up1", "down"});
   Cmd({"ip", "-n", node.name(), "link", "set", "up1", "name", port});
   if (Cmd({"ip", "-n", node.name(), "link", "set", port, "netns", name()}) != 0)

@@ -251,8 +251,26 @@ std::string RenderTable(const json& r) {
 
   o << "\n5. weftd\n";
   const json wd = r.value("weftd", json::object());
-  if (wd.value("pending", true)) o << "  pending: " << wd.value("reason", "") << "\n";
-  else o << "  " << wd.dump() << "\n";
+  if (wd.value("pending", true)) {
+    o << "  pending: " << wd.value("reason", "") << "\n";
+  } else if (wd.contains("counts") && wd["counts"].is_array()) {
+    o << "  backend " << wd.value("backend", "") << ", control plane " << wd.value("control_plane", "")
+      << "; kernel changes seen from " << wd.value("wait", "") << "\n";
+    o << Pad("  peers", 9) << Pad("converge s", 12, true) << Pad("1st route s", 13, true) << Pad("RSS MB", 9, true)
+      << Pad("peak MB", 9, true) << Pad("CPU s", 8, true) << Pad("join ms", 9, true) << Pad("leave ms", 10, true)
+      << "\n";
+    for (const auto& c : wd["counts"])
+      o << Pad("  " + std::to_string(c.value("peers", 0)), 9) << Pad(Fmt(Num(c, "/converge_s"), 3), 12, true)
+        << Pad(Fmt(Num(c, "/first_route_s"), 3), 13, true) << Pad(Fmt(Num(c, "/rss_mb"), 1), 9, true)
+        << Pad(Fmt(Num(c, "/peak_rss_mb"), 1), 9, true) << Pad(Fmt(Num(c, "/cpu_s"), 2), 8, true)
+        << Pad(Fmt(Num(c, "/join_ms/median"), 1), 9, true) << Pad(Fmt(Num(c, "/leave_ms/median"), 1), 10, true)
+        << "\n";
+    o << "  (join/leave: median of " << wd.value("changes_per_count", 0)
+      << " each, from the etcd write to the kernel's route notification; peer change = the slower of the two at "
+      << wd.value("peer_change_at_peers", 0) << " peers: " << Fmt(Num(wd, "/peer_change_ms"), 1) << " ms)\n";
+  } else {
+    o << "  " << wd.dump() << "\n";
+  }
 
   o << "\n6. Targets (ratios measured in this run; never asserted)\n";
   for (const auto& t : r.value("targets", json::array()))

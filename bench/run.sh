@@ -41,9 +41,10 @@ if [ "$DO_BUILD" = 1 ]; then
   if [ ! -f "$BUILD/build.ninja" ]; then
     cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
   fi
-  ninja -C "$BUILD" -j"$(nproc)" weft weft-bench weft-bench-noop weft-bench-floor >&2
+  ninja -C "$BUILD" -j"$(nproc)" weft weftd weft-bench weft-bench-noop weft-bench-floor weft-bench-weftd >&2
 fi
-for b in "$BUILD/cmd/weft/weft" "$BUILD/bench/weft-bench" "$BUILD/bench/weft-bench-noop" "$BUILD/bench/weft-bench-floor"; do
+for b in "$BUILD/cmd/weft/weft" "$BUILD/cmd/weftd/weftd" "$BUILD/bench/weft-bench" "$BUILD/bench/weft-bench-noop" \
+         "$BUILD/bench/weft-bench-floor" "$BUILD/bench/weft-bench-weftd"; do
   [ -x "$b" ] || { echo "bench/run.sh: $b is missing (build it, or drop --no-build)" >&2; exit 1; }
 done
 

@@ -1,0 +1,276 @@
+#include "bench/cluster.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#include "sys/exec.h"
+#include "sys/files.h"
+#include "sys/netlink.h"
+#include "sys/netns.h"
+
+namespace weft::bench {
+
+using Clock = std::chrono::steady_clock;
+
+// --- Daemon --------------------------------------------------------------------
+
+Result<Daemon> Daemon::Start(const std::string& netns_path, const std::vector<std::string>& argv,
+                             const std::string& log_path) {
+  if (argv.empty()) return Status::Error(Code::kInternal, "Daemon::Start: empty argv");
+  WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::Open(netns_path));
+  UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (log.get() < 0) return Status::FromErrno(Code::kIo, "open " + log_path, errno);
+  UniqueFd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (null.get() < 0) return Status::FromErrno(Code::kIo, "open /dev/null", errno);
+  // Everything the child touches is prepared before fork: between fork and
+  // execve it makes only async-signal-safe system calls.
+  std::vector<std::string> args = argv;
+  std::vector<char*> cargv;
+  for (auto& a : args) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  std::string path_env = "PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+  char* envp[] = {path_env.data(), nullptr};
+  const pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) return Status::FromErrno(Code::kExec, "fork", errno);
+  if (pid == 0) {
+    // Dies with the thread that started it (the benchmark's main thread).
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(127);
+    if (::setns(ns.fd(), CLONE_NEWNET) != 0) ::_exit(126);
+    ::dup2(null.get(), 0);
+    ::dup2(log.get(), 1);
+    ::dup2(log.get(), 2);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execve(cargv[0], cargv.data(), envp);
+    ::_exit(127);
+  }
+  return Daemon(pid);
+}
+
+Daemon& Daemon::operator=(Daemon&& o) noexcept {
+  if (this != &o) {
+    Stop(9, 0);
+    pid_ = o.pid_;
+    o.pid_ = -1;
+  }
+  return *this;
+}
+
+bool Daemon::Running() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    pid_ = -1;
+    return false;
+  }
+  return true;
+}
+
+void Daemon::Stop(int sig, int ms) {
+  if (pid_ <= 0) return;
+  ::kill(pid_, sig);
+  auto end = Clock::now() + std::chrono::milliseconds(ms);
+  int status = 0;
+  while (::waitpid(pid_, &status, WNOHANG) != pid_) {
+    if (Clock::now() >= end) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  pid_ = -1;
+}
+
+// --- etcd and weftd ----------------------------------------------------------------
+
+Result<Daemon> StartEtcd(const std::string& netns_path, const std::string& ip, const std::string& dir) {
+  const std::string client = "http://" + ip + ":2379";
+  return Daemon::Start(netns_path,
+                       {"/usr/bin/etcd", "--name", "e0", "--data-dir", dir + "/data", "--listen-client-urls", client,
+                        "--advertise-client-urls", client, "--listen-peer-urls", "http://127.0.0.1:2380",
+                        "--initial-advertise-peer-urls", "http://127.0.0.1:2380", "--initial-cluster",
+                        "e0=http://127.0.0.1:2380", "--max-txn-ops", "1024", "--log-level", "warn"},
+                       dir + "/etcd.log");
+}
+
+bool WaitEtcdHealthy(const std::string& netns_path, const std::string& url, int timeout_ms) {
+  auto ns = sys::Netns::Open(netns_path);
+  auto curl = sys::FindInPath("curl", {"/usr/bin", "/bin"});
+  if (!ns.ok() || !curl.ok()) return false;
+  auto end = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (Clock::now() < end) {
+    sys::ExecRequest req;
+    req.path = *curl;
+    req.argv = {"curl", "-s", "-m", "1", url + "/health"};
+    req.env = {"PATH=/usr/bin:/bin"};
+    req.netns_fd = ns->fd();
+    req.timeout = std::chrono::seconds(3);
+    auto r = sys::Exec(req);
+    if (r.ok() && r->out.find("\"true\"") != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+std::vector<std::string> WeftdArgv(const std::string& weftd_bin, const std::string& node_name, const std::string& dir,
+                                   const std::vector<std::string>& extra) {
+  std::vector<std::string> argv = {weftd_bin,
+                                   "--node-name", node_name,
+                                   "--cni-conf-dir", dir + "/net.d",
+                                   "--state-dir", dir + "/state",
+                                   "--plugin-data-dir", dir + "/ipam",
+                                   "--plugin-log-file", dir + "/plugin.log",
+                                   "--metrics-addr", "127.0.0.1:9641",
+                                   "--log-level", "info",
+                                   "--log-file", dir + "/weftd.log"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+Result<nlohmann::json> ReadConflist(const std::string& dir) {
+  const std::string path = dir + "/net.d/10-weft.conflist";
+  WEFT_ASSIGN_OR_RETURN(std::string text, sys::ReadFile(path, 1 << 20));
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    return Status::Error(Code::kDecode, path + ": " + e.what());
+  }
+}
+
+Result<ProcStats> ReadProcStats(pid_t pid) {
+  const std::string base = "/proc/" + std::to_string(pid);
+  WEFT_ASSIGN_OR_RETURN(std::string status, sys::ReadFile(base + "/status", 1 << 16));
+  WEFT_ASSIGN_OR_RETURN(std::string stat, sys::ReadFile(base + "/stat", 1 << 16));
+  ProcStats p;
+  std::istringstream in(status);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) p.rss_mb = std::atof(line.c_str() + 6) / 1024.0;
+    if (line.rfind("VmHWM:", 0) == 0) p.hwm_mb = std::atof(line.c_str() + 6) / 1024.0;
+  }
+  // Fields after the command name (which may hold spaces): state is field 3,
+  // utime 14 and stime 15, in clock ticks.
+  size_t close = stat.rfind(')');
+  if (close == std::string::npos) return Status::Error(Code::kDecode, base + "/stat: no ')'");
+  std::istringstream fields(stat.substr(close + 2));
+  std::vector<std::string> f;
+  for (std::string s; fields >> s;) f.push_back(s);
+  if (f.size() < 13) return Status::Error(Code::kDecode, base + "/stat: too few fields");
+  const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  p.cpu_s = (std::atof(f[11].c_str()) + std::atof(f[12].c_str())) / tick;
+  return p;
+}
+
+// --- RouteWatch ------------------------------------------------------------------
+
+Result<RouteWatch> RouteWatch::Open(const std::string& netns_path) {
+  WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::Open(netns_path));
+  int fd = -1;
+  WEFT_RETURN_IF_ERROR(sys::RunInNetns(ns, [&] {
+    fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+    return fd < 0 ? Status::FromErrno(Code::kKernel, "netlink socket", errno) : Status::Ok();
+  }));
+  UniqueFd sock(fd);
+  // 5000 peers announce 5000 routes in a burst; a big buffer keeps that from
+  // overflowing (an overflow still works, at the price of one dump).
+  int buf = 64 << 20;
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
+    (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  sockaddr_nl sa{};
+  sa.nl_family = AF_NETLINK;
+  sa.nl_groups = RTMGRP_IPV4_ROUTE;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+    return Status::FromErrno(Code::kKernel, "bind netlink RTMGRP_IPV4_ROUTE", errno);
+  RouteWatch w(std::move(sock), netns_path);
+  WEFT_RETURN_IF_ERROR(w.Resync());
+  return w;
+}
+
+Status RouteWatch::Resync() {
+  WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::Open(path_));
+  WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::OpenIn(ns));
+  WEFT_ASSIGN_OR_RETURN(auto list, nl.ListRoutes(AF_INET));
+  routes_.clear();
+  for (const auto& r : list)
+    if (r.protocol == sys::kRouteProtoWeft && r.gw && r.table == RT_TABLE_MAIN) routes_.insert(r.dst.ToString());
+  if (!routes_.empty() && first_ == Clock::time_point{}) first_ = Clock::now();
+  return Status::Ok();
+}
+
+void RouteWatch::Apply(const void* data, size_t len) {
+  const auto now = Clock::now();
+  int left = static_cast<int>(len);
+  for (auto* h = static_cast<const nlmsghdr*>(data); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+    if (h->nlmsg_type != RTM_NEWROUTE && h->nlmsg_type != RTM_DELROUTE) continue;
+    const auto* rtm = static_cast<const rtmsg*>(NLMSG_DATA(h));
+    if (rtm->rtm_family != AF_INET || rtm->rtm_protocol != sys::kRouteProtoWeft) continue;
+    unsigned table = rtm->rtm_table;
+    bool gw = false;
+    in_addr dst{};
+    int alen = static_cast<int>(RTM_PAYLOAD(h));
+    for (auto* a = RTM_RTA(rtm); RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
+      if (a->rta_type == RTA_GATEWAY) gw = true;
+      if (a->rta_type == RTA_TABLE) std::memcpy(&table, RTA_DATA(a), sizeof table);
+      if (a->rta_type == RTA_DST) std::memcpy(&dst, RTA_DATA(a), sizeof dst);
+    }
+    if (!gw || table != RT_TABLE_MAIN) continue;
+    char ip[INET_ADDRSTRLEN];
+    ::inet_ntop(AF_INET, &dst, ip, sizeof ip);
+    std::string key = std::string(ip) + "/" + std::to_string(rtm->rtm_dst_len);
+    if (h->nlmsg_type == RTM_NEWROUTE) {
+      routes_.insert(key);
+      if (first_ == Clock::time_point{}) first_ = now;
+    } else {
+      routes_.erase(key);
+    }
+  }
+}
+
+Result<Clock::time_point> RouteWatch::WaitUntil(const std::function<bool(const std::set<std::string>&)>& pred,
+                                                std::chrono::milliseconds timeout) {
+  if (pred(routes_)) return Clock::now();
+  const auto end = Clock::now() + timeout;
+  std::vector<char> buf(1 << 20);
+  for (;;) {
+    // Drain whatever is queued, checking after each datagram so the time is
+    // that of the notification that completed the condition.
+    for (;;) {
+      ssize_t n = ::recv(fd_.get(), buf.data(), buf.size(), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      if (n < 0 && errno == ENOBUFS) {
+        ++overflows_;
+        WEFT_RETURN_IF_ERROR(Resync());
+      } else if (n < 0) {
+        return Status::FromErrno(Code::kKernel, "recv netlink notifications", errno);
+      } else {
+        Apply(buf.data(), static_cast<size_t>(n));
+      }
+      if (pred(routes_)) return Clock::now();
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
+    if (left <= 0)
+      return Status::Error(Code::kInternal, "timed out after " + std::to_string(timeout.count()) + " ms with " +
+                                                std::to_string(routes_.size()) + " peer routes");
+    pollfd p{fd_.get(), POLLIN, 0};
+    (void)::poll(&p, 1, static_cast<int>(left));
+  }
+}
+
+}  // namespace weft::bench

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "base/unique_fd.h"
+#include "bench/cluster.h"
 #include "bench/ns.h"
 #include "bench/stats.h"
 #include "sys/exec.h"
@@ -35,6 +37,12 @@ struct Topology {
   std::unique_ptr<Node> node;  // plugin topologies
   std::vector<Pod> pods;
   const NetConfig* cfg = nullptr;
+  // weft on two nodes: the second node and its pod, etcd and the weftds
+  // (stopped before the namespaces go), scratch dirs.
+  std::unique_ptr<Node> node2;
+  std::vector<Pod> pods2;
+  std::vector<Daemon> daemons;
+  std::vector<std::string> dirs;
 };
 
 Result<UniqueFd> SocketIn(const std::string& ns_name) {
@@ -192,8 +200,82 @@ Status Vxlan(const std::string& ns_name, const std::string& local, const std::st
   return AddrUp(nl, "vxlan0", overlay);
 }
 
+// Two nodes joined by the same veth underlay as the "underlay" baseline
+// (192.0.2.1/24 and .2/24 on up0), etcd on node a's underlay address, weftd
+// on both with `backend`, and one pod on each node attached by the real weft
+// plugin with the conflist its node's weftd wrote. Client: the pod on a.
+Status SetupWeft(Topology& t, const DatapathOptions& opt, const Runner& runner, const std::string& p,
+                 const std::string& backend) {
+  const std::string a = p + "a", b = p + "b";
+  for (const auto& n : {a, b}) WEFT_RETURN_IF_ERROR(CreateNetns(n, true));
+  // Owned by the Nodes from here on (DropNode removes netns and dir).
+  auto node = [&](const std::string& name) -> Result<std::unique_ptr<Node>> {
+    WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::Open(NetnsPath(name)));
+    std::string dir = MakeTempDir(opt.prefix, "wd");
+    if (dir.empty()) return Status::FromErrno(Code::kIo, "mkdtemp", errno);
+    return std::make_unique<Node>(Node{name, std::move(ns), dir});
+  };
+  WEFT_ASSIGN_OR_RETURN(t.node, node(a));
+  WEFT_ASSIGN_OR_RETURN(t.node2, node(b));
+  WEFT_RETURN_IF_ERROR(VethPair(a, b, "up0", "192.0.2.1/24", "192.0.2.2/24", 1500));
+
+  std::string etcd_dir = MakeTempDir(opt.prefix, "etcd");
+  if (etcd_dir.empty()) return Status::FromErrno(Code::kIo, "mkdtemp", errno);
+  t.dirs.push_back(etcd_dir);
+  WEFT_ASSIGN_OR_RETURN(Daemon etcd, StartEtcd(NetnsPath(a), "192.0.2.1", etcd_dir));
+  t.daemons.push_back(std::move(etcd));
+  const std::string url = "http://192.0.2.1:2379";
+  if (!WaitEtcdHealthy(NetnsPath(a), url)) return Status::Error(Code::kControlPlane, "etcd did not come up");
+
+  const std::vector<std::string> flags = {"--control-plane", "etcd",  "--etcd-endpoints", url,
+                                          "--etcd-prefix",   "/weft/bench", "--cluster-cidr", "10.244.0.0/16",
+                                          "--backend",       backend, "--iface", "up0", "--resync-period", "30"};
+  std::vector<RouteWatch> watches;
+  for (const Node* n : {t.node.get(), t.node2.get()}) {
+    WEFT_ASSIGN_OR_RETURN(RouteWatch w, RouteWatch::Open(NetnsPath(n->name)));
+    watches.push_back(std::move(w));
+    WEFT_ASSIGN_OR_RETURN(Daemon d, Daemon::Start(NetnsPath(n->name), WeftdArgv(opt.weftd_bin, n->name, n->data_dir, flags),
+                                                  n->data_dir + "/weftd.out"));
+    t.daemons.push_back(std::move(d));
+  }
+  // Each node routes to the other's pod CIDR, and has written its conflist.
+  std::vector<NetConfig> cfgs;
+  for (size_t i = 0; i < watches.size(); ++i) {
+    const Node& n = i == 0 ? *t.node : *t.node2;
+    auto seen = watches[i].WaitUntil([](const std::set<std::string>& r) { return !r.empty(); },
+                                     std::chrono::seconds(30));
+    if (!seen.ok()) return Status::Error(Code::kControlPlane, n.name + ": weftd never routed to the peer node (" +
+                                                                  seen.status().ToString() + "); see " + n.data_dir +
+                                                                  "/weftd.log");
+    WEFT_ASSIGN_OR_RETURN(nlohmann::json list, ReadConflist(n.data_dir));
+    NetConfig c;
+    c.key = t.key;
+    c.label = t.label;
+    c.weft = true;
+    for (const auto& plugin : list.value("plugins", nlohmann::json::array())) c.plugins.push_back(plugin);
+    if (c.plugins.empty()) return Status::Error(Code::kDecode, n.name + ": conflist without plugins");
+    cfgs.push_back(std::move(c));
+  }
+  for (int i = 0; i < 2; ++i) {
+    Pod pod;
+    pod.id = p + "-" + std::to_string(i);
+    pod.netns = pod.id;
+    WEFT_RETURN_IF_ERROR(CreateNetns(pod.netns, true));
+    auto r = runner.Add(cfgs[i], i == 0 ? *t.node : *t.node2, pod);
+    (i == 0 ? t.pods : t.pods2).push_back(pod);
+    if (!r.ok) return Status::Error(Code::kExec, r.error);
+  }
+  t.client_ns = t.pods[0].netns;
+  t.server_ns = t.pods2[0].netns;
+  t.server_ip = PodIp(t.pods2[0].result);
+  if (t.server_ip.empty()) return Status::Error(Code::kExec, "the ADD result has no IPv4 address");
+  return Status::Ok();
+}
+
 Status Setup(Topology& t, const DatapathOptions& opt, const Runner& runner, int idx) {
   const std::string p = opt.prefix + "-d" + std::to_string(idx);
+  if (t.key == "weft-vxlan") return SetupWeft(t, opt, runner, p, "vxlan");
+  if (t.key == "weft-host-gw") return SetupWeft(t, opt, runner, p, "host-gw");
   if (t.key == "veth") {
     t.netns = {p + "a", p + "b"};
     for (const auto& n : t.netns) WEFT_RETURN_IF_ERROR(CreateNetns(n, true));
@@ -234,8 +316,15 @@ Status Setup(Topology& t, const DatapathOptions& opt, const Runner& runner, int 
 }
 
 void Teardown(Topology& t) {
+  for (auto& d : t.daemons) d.Stop(SIGTERM, 2000);
+  t.daemons.clear();
   for (const auto& n : t.netns) DeleteNetns(n);
   if (t.node) DropNode(*t.node, t.pods);
+  if (t.node2) DropNode(*t.node2, t.pods2);
+  t.node.reset();
+  t.node2.reset();
+  for (const auto& d : t.dirs) RemoveTree(d);
+  t.dirs.clear();
 }
 
 }  // namespace
@@ -264,8 +353,8 @@ json RunDatapath(const DatapathOptions& opt, const Runner& runner, const std::ve
   add("weft-vxlan", "two nodes: weft VXLAN (weftd)", "vxlan");
   add("weft-host-gw", "two nodes: weft host-gw (weftd)", "underlay");
   for (auto& t : topo)
-    if (t.key == "weft-vxlan" || t.key == "weft-host-gw")
-      t.reason = "pending: needs weftd (issue 5); bench/weftd_hook is where it plugs in";
+    if ((t.key == "weft-vxlan" || t.key == "weft-host-gw") && ::access(opt.weftd_bin.c_str(), X_OK) != 0)
+      t.reason = "not available: " + opt.weftd_bin + " is not built";
 
   // Setup all, measure round-robin (noise from other load lands on every row
   // alike), tear down all.

@@ -2,7 +2,8 @@
 // The datapath: TCP throughput (iperf3) and a TCP_RR-style request/response
 // loop (one byte each way, TCP_NODELAY) between two netns, for pods wired by
 // each plugin on one node and for the baselines (a bare veth pair; two nodes
-// over a veth underlay, and a bare kernel VXLAN on it).
+// over a veth underlay, and a bare kernel VXLAN on it); and pod to pod across
+// two such nodes run by weftd (etcd, backend vxlan or host-gw).
 
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@ struct DatapathOptions {
   std::string prefix;
   int seconds = 3;  // per iperf3 run and per RR run
   int rounds = 3;   // all topologies once per round, interleaved; medians
+  std::string weftd_bin;  // for the two-node weft rows (vxlan, host-gw)
 };
 
 // `configs`: plugin configurations to wire two pods with on one node (only

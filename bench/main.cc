@@ -90,12 +90,12 @@ std::string FirstLine(const std::string& path, const std::string& key) {
 
 void OnSignal(int) { InterruptFlag().store(true); }
 
-// Section 4, weftd, is measured by the weftd engineer's hook: an executable
-// bench/weftd_hook (any language) run as `weftd_hook --out DIR [--quick]
-// --prefix P` that prints one JSON object with at least rss_mb_1000_peers,
-// converge_s_1000_peers and peer_change_ms (plus whatever else it measured,
-// e.g. rss_mb_100_peers, rss_mb_5000_peers, cpu_s_1000_peers), and may add
-// "datapath_rows" for the two-node weft VXLAN/host-gw topologies.
+// Section 4, weftd, is measured by a hook: the executable bench/weftd_hook
+// (today a script running weft-bench-weftd, bench/weftd_main.cc) run as
+// `weftd_hook --out DIR --prefix P --build-dir B [--quick]` that prints one
+// JSON object with at least rss_mb_1000_peers, converge_s_1000_peers and
+// peer_change_ms (plus whatever else it measured, e.g. rss_mb_100_peers,
+// rss_mb_5000_peers, cpu_s_1000_peers and the per-count "counts").
 json RunWeftdHook(const Args& a) {
   const std::string hook = std::string(WEFT_SOURCE_DIR) + "/bench/weftd_hook";
   if (::access(hook.c_str(), X_OK) != 0)
@@ -202,7 +202,7 @@ int Main(int argc, char** argv) {
     }
     if (want("datapath")) {
       std::cerr << "[bench] datapath\n";
-      DatapathOptions dopt{a.prefix, a.quick ? 1 : 3, a.quick ? 1 : 5};
+      DatapathOptions dopt{a.prefix, a.quick ? 1 : 3, a.quick ? 1 : 5, a.build_dir + "/cmd/weftd/weftd"};
       r["datapath"] = RunDatapath(dopt, runner, configs, r.value("control", json::array()));
       for (const auto& row : r["datapath"]["rows"]) {
         bool baseline = row["key"] == "veth" || row["key"] == "underlay" || row["key"] == "vxlan";

@@ -111,6 +111,18 @@ void Underlay::Attach(const TestNetns& node, int octet) {
     throw std::runtime_error("cannot move " + port + " to the underlay");
   Cmd({"ip", "-n", name(), "link", "set", port, "master", "br0"});
   Cmd({"ip", "-n", name(), "link", "set", port, "up"});
+  // The bridge forwards through the new port only once the kernel's link
+  // watcher has processed its carrier (rate-limited to once a second): until
+  // then frames from the node are dropped and a weftd started right away
+  // pays a 1 s SYN retransmission that a real node, whose uplink is long up,
+  // never sees. Wait for the port to forward.
+  WaitFor(
+      [&] {
+        std::string out;
+        Cmd({"bridge", "-n", name(), "link", "show", "dev", port}, &out);
+        return out.find("state forwarding") != std::string::npos;
+      },
+      3000, 10);
 }
 
 Etcd::Etcd(const TestNetns& ns, std::string dir) : ns_(ns), dir_(std::move(dir)) {}

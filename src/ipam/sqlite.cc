@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -15,6 +16,43 @@ namespace weft::ipam {
 namespace {
 // Marker in details so callers can recognise a UNIQUE/FK violation.
 constexpr const char* kConstraint = "constraint";
+
+// The backstop when nothing checkpoints in the background (SQLite's own
+// default): past this many frames a commit checkpoints synchronously.
+constexpr int kWalBackstopFrames = 1000;
+
+int OnWalCommit(void* frames, sqlite3* db, const char* name, int n) {
+  *static_cast<int*>(frames) = n;
+  if (n >= kWalBackstopFrames) (void)sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+  return SQLITE_OK;
+}
+
+// Settings every connection shares. A plugin process lives for one
+// operation: checkpointing on close would cost fdatasyncs in every ADD and
+// deleting the WAL would make the next process create it again.
+void ConfigureConnection(sqlite3* raw) {
+  sqlite3_extended_result_codes(raw, 1);
+  int one = 1;
+  sqlite3_file_control(raw, "main", SQLITE_FCNTL_PERSIST_WAL, &one);
+  sqlite3_db_config(raw, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+}
+// Once every frame is in the database, the next write transaction starts
+// the WAL over, and with synchronous=NORMAL that write fsyncs the new WAL
+// header (and the directory). Make that write here, off the caller's path:
+// the schema version, rewritten unchanged inside one transaction. Skipped
+// when another writer holds the lock (its commit restarts the WAL instead).
+void RestartWal(sqlite3* raw) {
+  if (sqlite3_exec(raw, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) return;
+  sqlite3_stmt* st = nullptr;
+  int64_t version = -1;
+  if (sqlite3_prepare_v2(raw, "PRAGMA user_version", -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+    version = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  const std::string sql = "PRAGMA user_version=" + std::to_string(version);
+  if (version < 0 || sqlite3_exec(raw, sql.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK ||
+      sqlite3_exec(raw, "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK)
+    (void)sqlite3_exec(raw, "ROLLBACK", nullptr, nullptr, nullptr);
+}
 }  // namespace
 
 bool IsConstraintViolation(const Status& s) {
@@ -60,24 +98,23 @@ Result<Db> Db::Open(const std::string& path, int busy_timeout_ms) {
   Db db(raw, path);
   if (rc != SQLITE_OK) return db.Error(rc, "open IPAM database");
   sqlite3_busy_timeout(raw, busy_timeout_ms);
-  sqlite3_extended_result_codes(raw, 1);
-  // Keep the WAL file between connections (no unlink/recreate per process).
-  int one = 1;
-  sqlite3_file_control(raw, "main", SQLITE_FCNTL_PERSIST_WAL, &one);
-  // A plugin process lives for one operation: checkpointing on close would
-  // cost three fdatasyncs per ADD. Commits checkpoint the WAL once it passes
-  // wal_autocheckpoint pages instead, which also bounds recovery on open.
-  sqlite3_db_config(raw, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
-  WEFT_RETURN_IF_ERROR(db.Exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA wal_autocheckpoint=256;"));
+  ConfigureConnection(raw);
+  // Replaces SQLite's autocheckpoint (also a WAL hook) with one that counts.
+  sqlite3_wal_hook(raw, OnWalCommit, db.wal_frames_.get());
+  WEFT_RETURN_IF_ERROR(db.Exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
   return db;
 }
 
-Db::Db(Db&& o) noexcept : db_(std::exchange(o.db_, nullptr)), path_(std::move(o.path_)) {}
+Db::Db(Db&& o) noexcept
+    : db_(std::exchange(o.db_, nullptr)), path_(std::move(o.path_)), wal_frames_(std::move(o.wal_frames_)) {
+  o.wal_frames_ = std::make_unique<int>(0);
+}
 Db& Db::operator=(Db&& o) noexcept {
   if (this != &o) {
     if (db_) sqlite3_close_v2(db_);
     db_ = std::exchange(o.db_, nullptr);
     path_ = std::move(o.path_);
+    std::swap(wal_frames_, o.wal_frames_);
   }
   return *this;
 }
@@ -150,6 +187,31 @@ Status Stmt::Reset() {
   sqlite3_reset(s_);
   sqlite3_clear_bindings(s_);
   return Status::Ok();
+}
+
+BackgroundCheckpoint::BackgroundCheckpoint(const std::string& path) {
+  try {
+    thread_ = std::thread([path] {
+      sqlite3* raw = nullptr;
+      if (sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, nullptr) == SQLITE_OK) {
+        ConfigureConnection(raw);
+        // A fresh connection has not looked at the file yet: read its header
+        // first, or the checkpoint finds no WAL and returns doing nothing.
+        (void)sqlite3_exec(raw, "PRAGMA schema_version", nullptr, nullptr, nullptr);
+        int frames = 0, copied = 0;
+        if (sqlite3_wal_checkpoint_v2(raw, "main", SQLITE_CHECKPOINT_PASSIVE, &frames, &copied) == SQLITE_OK &&
+            frames > 0 && copied == frames)
+          RestartWal(raw);
+      }
+      sqlite3_close_v2(raw);
+    });
+  } catch (const std::system_error&) {
+    // No thread (resource limits): skip it, as a failed checkpoint would.
+  }
+}
+
+void BackgroundCheckpoint::Wait() {
+  if (thread_.joinable()) thread_.join();
 }
 
 Result<Txn> Txn::Begin(Db& db, bool immediate) {

@@ -4,8 +4,10 @@
 // Status values here, at the adapter.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "base/status.h"
 
@@ -33,11 +35,35 @@ class Db {
   Status Error(int rc, const std::string& what) const;
   int64_t Changes() const;
   int64_t LastInsertId() const;
+  // Frames in the WAL after this connection's last commit (0 before one).
+  // Every process that opens the database reads them all back (SQLite
+  // rebuilds its WAL index on the first open), so this is the cost the next
+  // plugin pays; BackgroundCheckpoint brings it back to zero.
+  int wal_frames() const { return *wal_frames_; }
 
  private:
   Db(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   sqlite3* db_ = nullptr;
   std::string path_;
+  std::unique_ptr<int> wal_frames_ = std::make_unique<int>(0);  // written by the WAL hook
+};
+
+// Copies the WAL of the database at `path` into the database file (a
+// PASSIVE checkpoint, with its fsyncs) on a connection of its own in a
+// background thread, so the cost overlaps the caller's kernel work. The
+// first write transaction that begins after Wait() restarts the WAL at its
+// start. Failures are ignored: a checkpoint left undone only leaves a longer
+// WAL for the next open to read (and a later checkpoint to copy).
+class BackgroundCheckpoint {
+ public:
+  explicit BackgroundCheckpoint(const std::string& path);
+  BackgroundCheckpoint(const BackgroundCheckpoint&) = delete;
+  BackgroundCheckpoint& operator=(const BackgroundCheckpoint&) = delete;
+  ~BackgroundCheckpoint() { Wait(); }
+  void Wait();
+
+ private:
+  std::thread thread_;
 };
 
 class Stmt {

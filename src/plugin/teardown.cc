@@ -75,6 +75,10 @@ Status Teardown(sys::Netlink& host, ipam::Store& store, FwBackend backend, const
     }
   }
   if (t.delete_link) {
+    // The kernel takes ~15 ms to unregister a veth (RCU grace periods):
+    // copy the WAL into the database meanwhile, so the Release below
+    // restarts it and the next plugin process opens a short one.
+    ipam::BackgroundCheckpoint checkpoint(store.db().path());
     Status st = host.DeleteLink(t.host_ifname);
     if (!st.ok()) return st.Prefix("delete " + t.host_ifname);
   }

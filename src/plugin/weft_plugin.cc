@@ -29,6 +29,10 @@ const std::vector<std::string>& KnownCniArgs() {
 
 namespace {
 
+// WAL frames (one ADD writes about a dozen) past which ADD checkpoints in
+// the background; DEL always does (see Teardown).
+constexpr int kAddCheckpointFrames = 64;
+
 // Parses the config and applies its logging settings.
 Result<Config> Load(const cni::CmdArgs& args) {
   WEFT_ASSIGN_OR_RETURN(Config cfg, ParseConfig(args.conf));
@@ -193,6 +197,10 @@ Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
   });
   if (release_delegated) release_delegated->Dismiss();  // `undo` releases it now
   WEFT_CRASH_POINT("add-after-reserve");
+  // A burst of ADDs alone would let the WAL grow and every later plugin
+  // process read it all on open: copy it out while the kernel work runs.
+  std::optional<ipam::BackgroundCheckpoint> checkpoint;
+  if (store.db().wal_frames() >= kAddCheckpointFrames) checkpoint.emplace(store.db().path());
 
   // hostPorts: claimed in the database before any kernel work, so a conflict
   // fails the ADD with nothing else changed.
@@ -262,6 +270,7 @@ Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
     WEFT_RETURN_IF_ERROR(fw::FlushUdpConntrack(mine));
   }
   WEFT_CRASH_POINT("add-before-ready");
+  checkpoint.reset();  // done before this commit, which then restarts the WAL
   WEFT_RETURN_IF_ERROR(store.SetState(cid, ifname, ipam::kStateReady));
   undo.Dismiss();
   WEFT_CRASH_POINT("add-after-ready");

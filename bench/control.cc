@@ -292,6 +292,10 @@ Status RunLevels(const NetConfig& cfg, int index, const ControlOptions& opt, con
       pods.push_back(std::move(p));
     }
     std::vector<double> add, del;
+    // Each sample's netns goes only after the level's last sample: removing
+    // a netns leaves deferred kernel work (cleanup_net, RCU) that would bill
+    // the next sample's ADD and DEL, and the floor is measured without it.
+    std::vector<std::string> used;
     for (int s = 0; s < opt.samples; ++s) {
       CheckInterrupt();
       WEFT_ASSIGN_OR_RETURN(Pod p, new_pod());
@@ -305,8 +309,10 @@ Status RunLevels(const NetConfig& cfg, int index, const ControlOptions& opt, con
       auto d = runner.Del(cfg, node, p);
       if (d.ok && a.ok) del.push_back(d.ms);
       else if (!d.ok) errors.Add(d.error);
-      DeleteNetns(p.netns);
+      used.push_back(p.netns);
     }
+    for (const auto& ns : used) DeleteNetns(ns);
+    Settle(opt.prefix, static_cast<int>(used.size()));
     levels.push_back({{"pods", level}, {"add", Summary(add)}, {"del", Summary(del)}});
   }
   out["levels"] = levels;

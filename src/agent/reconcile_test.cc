@@ -66,6 +66,25 @@ TEST(ComputeDesired, SelfMissingDataAndOverlapsAreSkipped) {
   EXPECT_EQ(d.skipped.size(), 5u);
 }
 
+TEST(ComputeDesired, OverlapsAreFoundWhicheverSideIsLarger) {
+  PeerMap peers{
+      {"a", Peer("a", "10.244.8.0/24", "192.0.2.20")},
+      {"b", Peer("b", "10.244.0.0/20", "192.0.2.21")},   // covers a's and ours
+      {"c", Peer("c", "10.244.9.0/24", "192.0.2.22")},   // adjacent to a: fine
+      {"d", Peer("d", "10.244.9.64/26", "192.0.2.23")},  // inside c's
+      {"e", Peer("e", "10.0.0.0/8", "192.0.2.24")},      // covers everything
+      {"f", Peer("f", "10.245.0.0/24", "192.0.2.25")},   // e's range (e was skipped): fine
+  };
+  Desired d = ComputeDesired(Local(), peers);
+  std::vector<IpPrefix> routed;
+  for (const auto& r : d.state.routes) routed.push_back(r.dst);
+  EXPECT_EQ(routed, (std::vector<IpPrefix>{P("10.244.8.0/24"), P("10.244.9.0/24"), P("10.245.0.0/24")}));
+  ASSERT_EQ(d.skipped.size(), 3u);
+  EXPECT_EQ(d.skipped[0], "b: pod CIDR 10.244.0.0/20 overlaps a's");
+  EXPECT_EQ(d.skipped[1], "d: pod CIDR 10.244.9.64/26 overlaps c's");
+  EXPECT_EQ(d.skipped[2].rfind("e: pod CIDR 10.0.0.0/8 overlaps ", 0), 0u);
+}
+
 TEST(ComputeDesired, HostGwRoutesOnLinkPeersAndSkipsOthers) {
   PeerMap peers{{"n2", Peer("n2", "10.244.2.0/24", "192.0.2.12")},
                 {"n3", Peer("n3", "10.244.3.0/24", "198.18.0.3")}};

@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${1:-10}
 B=build-fuzz
 if [ ! -f $B/build.ninja ]; then
-  CC=clang CXX=clang++ cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_FUZZ=ON >/dev/null
+  CC=clang CXX=clang++ cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -g1" \
+    -DWEFT_FUZZ=ON >/dev/null
 fi
 TARGETS=$(sed -n 's/^weft_fuzzer(\([a-z_]*\).*/\1/p' tests/fuzz/CMakeLists.txt)
 ninja -C $B -j"$(nproc)" $TARGETS

@@ -8,6 +8,7 @@
 #include "agent/conflist.h"
 #include "agent/datapath.h"
 #include "agent/reconcile.h"
+#include "agent/sync.h"
 #include "plugin/reclaim.h"
 #include "base/log.h"
 #include "fw/masquerade.h"
@@ -32,6 +33,7 @@ struct Agent::State {
   LocalView view;
   std::vector<IpPrefix> pod_cidrs;
   std::unique_ptr<Datapath> datapath;
+  std::unique_ptr<KernelSync> sync;  // over `datapath`; a new device starts from a kernel read
   std::unique_ptr<fw::Firewall> firewall;
 };
 
@@ -98,7 +100,9 @@ Status Agent::SetUpNode(State& st) {
   }
   if (vxlan_index != st.view.vxlan_index || !st.datapath) {
     WEFT_ASSIGN_OR_RETURN(auto dnl, sys::Netlink::Open());
+    st.sync.reset();
     st.datapath = NewKernelDatapath(std::move(dnl), vxlan_index);
+    st.sync = std::make_unique<KernelSync>(st.datapath.get());
     st.view.vxlan_index = vxlan_index;
   }
   if (st.pod_cidrs.empty()) return Status::Ok();
@@ -136,24 +140,25 @@ Status Agent::SetUpNode(State& st) {
   return Status::Ok();
 }
 
-Status Agent::Reconcile(State& st, const PeerMap& peers) {
+Status Agent::Reconcile(State& st, const PeerMap& peers, bool full) {
   auto t0 = std::chrono::steady_clock::now();
   Desired want = ComputeDesired(st.view, peers);
-  WEFT_ASSIGN_OR_RETURN(KernelState have, st.datapath->Read());
-  Plan plan = Diff(want.state, have);
-  int errors = 0;
-  Status applied = plan.empty() ? Status::Ok() : st.datapath->Apply(plan, &errors);
+  SyncResult res = st.sync->Sync(want.state, full);
+  const Plan& plan = res.plan;
+  int errors = res.errors;
+  const Status& applied = res.status;
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
   metrics_.reconciles++;
+  if (res.read_kernel) metrics_.kernel_reads++;
   metrics_.duration_us_sum += static_cast<uint64_t>(us);
   metrics_.last_duration_us = static_cast<uint64_t>(us);
   metrics_.last_reconcile_unix_ms = NowMs();
-  metrics_.changes += plan.size() - static_cast<size_t>(errors);
+  metrics_.changes += res.changes;
   metrics_.peers = want.vxlan_peers + want.direct_peers;
   metrics_.vxlan_peers = want.vxlan_peers;
   metrics_.direct_peers = want.direct_peers;
   metrics_.skipped_peers = want.skipped.size();
-  if (!plan.empty() || !applied.ok())
+  if (res.changes > 0 || errors > 0 || !applied.ok())
     WEFT_LOG(kInfo, "msg=reconciled peers=" + std::to_string(want.vxlan_peers + want.direct_peers) +
                         " vxlan=" + std::to_string(want.vxlan_peers) + " direct=" + std::to_string(want.direct_peers) +
                         " skipped=" + std::to_string(want.skipped.size()) + " route_upserts=" +
@@ -161,7 +166,9 @@ Status Agent::Reconcile(State& st, const PeerMap& peers) {
                         std::to_string(plan.route_deletes.size()) + " neigh_changes=" +
                         std::to_string(plan.arp_upserts.size() + plan.arp_deletes.size()) + " fdb_changes=" +
                         std::to_string(plan.fdb_adds.size() + plan.fdb_deletes.size()) + " errors=" +
-                        std::to_string(errors) + " duration_us=" + std::to_string(us));
+                        std::to_string(errors) + " pass=" +
+                        (res.fell_back ? "incremental+full" : res.read_kernel ? "full" : "incremental") +
+                        " duration_us=" + std::to_string(us));
   for (const auto& s : want.skipped) WEFT_LOG(kDebug, "msg=\"peer skipped\" why=\"" + s + "\"");
   if (!applied.ok()) {
     metrics_.reconcile_errors++;
@@ -257,8 +264,10 @@ Status Agent::Run() {
       next_resync = now + opts_.resync;
     }
     seen = snap.version;
-    Status r = Reconcile(st, snap.peers);
-    if (!reconciled_once) malloc_trim(0);  // the first list's JSON is gone; give the heap back
+    // Control-plane changes are applied incrementally (against what the last
+    // pass left in the kernel); the resync reads the kernel (sync.h).
+    Status r = Reconcile(st, snap.peers, /*full=*/resync);
+    if (!reconciled_once || resync) malloc_trim(0);  // the list's JSON and the dumps are gone
     if (r.ok()) {
       retry_at = std::chrono::steady_clock::time_point::max();
       if (!reconciled_once) WEFT_LOG(kInfo, "msg=ready");

@@ -52,7 +52,8 @@ class Agent {
  private:
   struct State;
   Status SetUpNode(State& st);
-  Status Reconcile(State& st, const PeerMap& peers);
+  // `full`: read the kernel rather than trust what the last pass applied.
+  Status Reconcile(State& st, const PeerMap& peers, bool full);
   HttpAnswer Serve(const std::string& path);
 
   AgentOptions opts_;

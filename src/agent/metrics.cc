@@ -35,6 +35,9 @@ std::string RenderMetrics(const AgentMetrics& m, const ControlPlaneStats& cp, co
   metric("weft_reconcile_total", "counter", "Reconcile passes.", u(m.reconciles.load()));
   metric("weft_reconcile_errors_total", "counter", "Reconcile passes with at least one failed kernel change.",
          u(m.reconcile_errors.load()));
+  metric("weft_reconcile_kernel_reads_total", "counter",
+         "Reconcile passes that read the kernel (start, resync, after a failed incremental pass).",
+         u(m.kernel_reads.load()));
   metric("weft_reconcile_changes_total", "counter", "Kernel routes, neighbours and FDB entries changed.",
          u(m.changes.load()));
   out += "# HELP weft_reconcile_duration_seconds Time spent in reconcile passes.\n"

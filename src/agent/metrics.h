@@ -29,6 +29,7 @@ struct AgentMetrics {
   std::atomic<uint64_t> skipped_peers{0};
   std::atomic<uint64_t> reconciles{0};
   std::atomic<uint64_t> reconcile_errors{0};
+  std::atomic<uint64_t> kernel_reads{0};    // passes that dumped the kernel (full passes)
   std::atomic<uint64_t> changes{0};         // kernel entries added/replaced/removed
   std::atomic<uint64_t> duration_us_sum{0};
   std::atomic<uint64_t> last_duration_us{0};

@@ -12,10 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 #include <thread>
 
+#include "bench/ns.h"
 #include "sys/exec.h"
 #include "sys/files.h"
 #include "sys/netlink.h"
@@ -269,7 +271,8 @@ Result<Clock::time_point> RouteWatch::WaitUntil(const std::function<bool(const s
       return Status::Error(Code::kInternal, "timed out after " + std::to_string(timeout.count()) + " ms with " +
                                                 std::to_string(routes_.size()) + " peer routes");
     pollfd p{fd_.get(), POLLIN, 0};
-    (void)::poll(&p, 1, static_cast<int>(left));
+    (void)::poll(&p, 1, static_cast<int>(std::min<long>(left, 200)));
+    CheckInterrupt();  // Ctrl-C ends a long wait within 200 ms
   }
 }
 

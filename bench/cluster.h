@@ -83,8 +83,8 @@ class RouteWatch {
   static Result<RouteWatch> Open(const std::string& netns_path);
 
   // Reads notifications until `pred(routes())` holds; returns the time the
-  // notification that made it hold was received. kTimeout-like error
-  // (Code::kInternal) after `timeout`.
+  // notification that made it hold was received. An error (Code::kInternal)
+  // after `timeout`; throws Interrupted (bench/ns.h) on SIGINT/SIGTERM.
   Result<Clock::time_point> WaitUntil(const std::function<bool(const std::set<std::string>&)>& pred,
                                       std::chrono::milliseconds timeout);
   // Destinations ("10.1.2.0/24") currently routed by weftd.

@@ -3,6 +3,7 @@
 // statement), Txn (rolls back unless committed). SQLite result codes become
 // Status values here, at the adapter.
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -15,6 +16,12 @@ struct sqlite3;
 struct sqlite3_stmt;
 
 namespace weft::ipam {
+
+// State of a connection's busy handler (see OnBusy in sqlite.cc).
+struct BusyWait {
+  std::chrono::milliseconds timeout;
+  std::chrono::steady_clock::time_point first;
+};
 
 class Db {
  public:
@@ -46,6 +53,7 @@ class Db {
   sqlite3* db_ = nullptr;
   std::string path_;
   std::unique_ptr<int> wal_frames_ = std::make_unique<int>(0);  // written by the WAL hook
+  std::unique_ptr<BusyWait> busy_;  // the busy handler's state
 };
 
 // Copies the WAL of the database at `path` into the database file (a

@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <set>
 
 namespace weft::ipam {
@@ -230,6 +232,34 @@ TEST_F(StoreTest, BackgroundCheckpointRestartsTheWal) {
   auto rows = again->ListPods("net1");
   ASSERT_TRUE(rows.ok());
   EXPECT_EQ(rows->size(), 19u);  // nothing lost on the way
+}
+
+TEST_F(StoreTest, WaitsForTheWriteLockThenGivesUpWithTryAgainLater) {
+  auto holder = Store::Open(dir_);
+  ASSERT_TRUE(holder.ok());
+  auto waiter = Store::Open(dir_, /*busy_timeout_ms=*/300);
+  ASSERT_TRUE(waiter.ok());
+  {
+    // Held past the timeout: the waiter gives up with the retryable code.
+    auto txn = Txn::Begin(holder->db());
+    ASSERT_TRUE(txn.ok());
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = waiter->Reserve(Pod("late"), Ranges({"10.0.0.0/24"}));
+    auto waited = std::chrono::steady_clock::now() - t0;
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::kTryAgainLater) << r.status().ToString();
+    EXPECT_GE(waited, std::chrono::milliseconds(300));
+  }
+  // Released while it waits: the waiter gets the lock and goes on.
+  auto txn = Txn::Begin(holder->db());
+  ASSERT_TRUE(txn.ok());
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_TRUE(txn->Commit().ok());
+  });
+  auto r = waiter->Reserve(Pod("patient"), Ranges({"10.0.0.0/24"}));
+  release.join();
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "base/crash_point.h"
 #include "base/log.h"
+#include "base/phase_timer.h"
 #include "base/scope_guard.h"
 #include "fw/hostport.h"
 #include "fw/masquerade.h"
@@ -124,15 +125,18 @@ Status TeardownFor(sys::Netlink& host, ipam::Store& store, const Config& cfg,
 Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
   const std::string& cid = args.env.container_id;
   const std::string& ifname = args.env.ifname;
+  PhaseTimer timer;
   WEFT_ASSIGN_OR_RETURN(Config cfg, Load(args));
   WEFT_ASSIGN_OR_RETURN(cni::CniArgs kargs, cni::ParseCniArgs(args.env.args_raw, KnownCniArgs()));
   WEFT_ASSIGN_OR_RETURN(RuntimeOptions rt, ParseRuntimeConfig(args.conf));
+  timer.Mark("config");
   WEFT_ASSIGN_OR_RETURN(sys::Netns pod_ns, sys::Netns::Open(args.env.netns));
   WEFT_ASSIGN_OR_RETURN(sys::Netlink host, sys::Netlink::Open());
   WEFT_ASSIGN_OR_RETURN(sys::Netlink pod, sys::Netlink::OpenInOnThisThread(pod_ns));
   const int mtu = cfg.mtu ? cfg.mtu : DeriveMtu(host);
   const std::string host_ifname = HostVethName(cid, ifname);
   const bool bridge_mode = cfg.mode == Mode::kBridge;
+  timer.Mark("netlink");
 
   // IPAM: the row is written in state "adding" before the kernel is touched.
   WEFT_ASSIGN_OR_RETURN(ipam::Store store, ipam::Store::Open(cfg.data_dir));
@@ -186,6 +190,7 @@ Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
     if (!reserved.ok()) return reserved.status().WithPrefix("allocate address");
     rec = std::move(reserved).value();
   }
+  timer.Mark("ipam");
   // From here on the row exists: any failure (or a crash, finished later by
   // DEL or GC) undoes everything through the same ordered teardown.
   bool link_created = false;
@@ -215,6 +220,7 @@ Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
   Status st = CreateVethPair(host, pod, pod_ns, host_ifname, ifname, mtu);
   if (!st.ok()) return st.Prefix("create veth");
   link_created = true;
+  timer.Mark("veth");
   WEFT_CRASH_POINT("add-after-veth");
   auto host_info = host.GetLink(host_ifname);
   if (!host_info.ok()) return host_info.status().WithPrefix("read " + host_ifname);
@@ -251,6 +257,7 @@ Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
     result = RoutedResult(*host_link, *pod_link, args.env.netns, plan);
   }
 
+  timer.Mark("interfaces");
   if (cfg.masquerade) {
     auto fw = FirewallFor(cfg);
     Status m = RetryInterruptedDump([&] { return fw->EnsureMasquerade(MasqSpec(cfg, rec)); });
@@ -269,29 +276,37 @@ Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
     });
     WEFT_RETURN_IF_ERROR(fw::FlushUdpConntrack(mine));
   }
+  timer.Mark("firewall");
   WEFT_CRASH_POINT("add-before-ready");
   checkpoint.reset();  // done before this commit, which then restarts the WAL
   WEFT_RETURN_IF_ERROR(store.SetState(cid, ifname, ipam::kStateReady));
   undo.Dismiss();
+  timer.Mark("ready");
   WEFT_CRASH_POINT("add-after-ready");
 
   result.dns = EffectiveDns(cfg.net.dns, rt.dns, ipam_dns);
   WEFT_LOG(kInfo, "attached " + (rec.ip_v4 ? rec.ip_v4->ToString() : rec.ip_v6->ToString()) + " via " + host_ifname);
+  WEFT_LOG(kDebug, timer.Summary("ADD"));
   return result;
 }
 
 Status WeftPlugin::CmdDel(const cni::CmdArgs& args) {
   const std::string& cid = args.env.container_id;
   const std::string& ifname = args.env.ifname;
+  PhaseTimer timer;
   WEFT_ASSIGN_OR_RETURN(Config cfg, Load(args));
   WEFT_ASSIGN_OR_RETURN(ipam::Store store, ipam::Store::Open(cfg.data_dir));
   WEFT_ASSIGN_OR_RETURN(auto rec, store.Find(cid, ifname));
+  timer.Mark("ipam");
   // ADD writes the row before the link and every teardown deletes the link
   // before the row, so without a row there is nothing of ours in the kernel;
   // the derived name is still tried (DEL must be idempotent, and it is cheap).
   TeardownTarget target{cid, ifname, rec, rec ? rec->host_ifname : HostVethName(cid, ifname)};
   WEFT_ASSIGN_OR_RETURN(sys::Netlink host, sys::Netlink::Open());
-  return TeardownFor(host, store, cfg, DelegateFor(cfg, args), CallFor(args), target);
+  WEFT_RETURN_IF_ERROR(TeardownFor(host, store, cfg, DelegateFor(cfg, args), CallFor(args), target));
+  timer.Mark("teardown");  // the kernel's veth deletion is most of it
+  WEFT_LOG(kDebug, timer.Summary("DEL"));
+  return Status::Ok();
 }
 
 Status WeftPlugin::CmdCheck(const cni::CmdArgs& args) {

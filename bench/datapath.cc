@@ -207,6 +207,7 @@ Status Vxlan(const std::string& ns_name, const std::string& local, const std::st
 Status SetupWeft(Topology& t, const DatapathOptions& opt, const Runner& runner, const std::string& p,
                  const std::string& backend) {
   const std::string a = p + "a", b = p + "b";
+  t.netns = {a, b};  // also DropNode's, but removed even if a Node never gets made
   for (const auto& n : {a, b}) WEFT_RETURN_IF_ERROR(CreateNetns(n, true));
   // Owned by the Nodes from here on (DropNode removes netns and dir).
   auto node = [&](const std::string& name) -> Result<std::unique_ptr<Node>> {

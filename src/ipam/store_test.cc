@@ -219,7 +219,7 @@ TEST(UsableOffsets, Families) {
 TEST_F(StoreTest, BackgroundCheckpointRestartsTheWal) {
   auto s = Store::Open(dir_);
   ASSERT_TRUE(s.ok());
-  for (int i = 0; i < 20; ++i) ASSERT_TRUE(s->Reserve(Pod("c" + std::to_string(i)), Ranges({"10.0.0.0/24"})).ok());
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(s->Reserve(Pod(std::string("c").append(std::to_string(i))), Ranges({"10.0.0.0/24"})).ok());
   const int grown = s->db().wal_frames();
   EXPECT_GT(grown, 20);  // every reservation appended frames; none were copied out
   { BackgroundCheckpoint checkpoint(s->db().path()); }

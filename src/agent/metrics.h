@@ -3,8 +3,7 @@
 // serves /metrics, /healthz and /readyz.
 //
 // The server opens its own listening socket here rather than in src/sys: it
-// is the agent's only listening socket (the others are netlink and the HTTP
-// client's, sys::TcpConn or libcurl's), serves three
+// is the agent's only socket besides libcurl's and netlink's, serves three
 // fixed paths on a single thread, and wrapping it behind a sys:: seam would
 // only move ~80 lines without making anything testable that is not already
 // (the integration tests scrape it).

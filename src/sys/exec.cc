@@ -37,6 +37,41 @@ std::vector<std::string> CurrentEnv() {
   return out;
 }
 
+namespace {
+
+// A child that exits without reading all of its stdin (host-local does for
+// STATUS) makes the write below fail with EPIPE and raise SIGPIPE, whose
+// default action kills this whole process. Block it on this thread while
+// the child is fed, and discard the one that may be pending, rather than
+// change the process's disposition, which is not a library's to change.
+class SigpipeBlocked {
+ public:
+  SigpipeBlocked() {
+    sigset_t s;
+    ::sigemptyset(&s);
+    ::sigaddset(&s, SIGPIPE);
+    ::pthread_sigmask(SIG_BLOCK, &s, &old_);
+  }
+  ~SigpipeBlocked() {
+    if (!::sigismember(&old_, SIGPIPE)) {
+      sigset_t s;
+      ::sigemptyset(&s);
+      ::sigaddset(&s, SIGPIPE);
+      const timespec zero{0, 0};
+      while (::sigtimedwait(&s, nullptr, &zero) > 0) {
+      }
+    }
+    ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  SigpipeBlocked(const SigpipeBlocked&) = delete;
+  SigpipeBlocked& operator=(const SigpipeBlocked&) = delete;
+
+ private:
+  sigset_t old_;
+};
+
+}  // namespace
+
 Result<ExecResult> Exec(const ExecRequest& req) {
   int in[2], out[2], err[2];
   if (::pipe2(in, O_CLOEXEC) != 0) return Status::FromErrno(Code::kExec, "pipe", errno);
@@ -76,6 +111,7 @@ Result<ExecResult> Exec(const ExecRequest& req) {
     (void)n;
     ::_exit(127);
   }
+  SigpipeBlocked no_sigpipe;  // after the fork: the child must not inherit it
   in_r.Reset();
   out_w.Reset();
   err_w.Reset();

@@ -1,6 +1,7 @@
 #include "sys/exec.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 
 namespace weft::sys {
 namespace {
@@ -13,6 +14,24 @@ TEST(Exec, FeedsStdinAndCollectsOutput) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->exit_code, 0);
   EXPECT_EQ(r->out.size(), 200000u);
+}
+
+TEST(Exec, SurvivesAChildThatExitsWithoutReadingItsInput) {
+  // The write into the closed pipe raises SIGPIPE: without care it kills the
+  // calling process (this test binary), as it killed the plugin when
+  // host-local exited early on STATUS.
+  for (int i = 0; i < 20; ++i) {
+    ExecRequest req;
+    req.path = "/bin/true";
+    req.stdin_data = std::string(1 << 20, 'x');
+    auto r = Exec(req);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->exit_code, 0);
+  }
+  // And the caller's signal mask is as it was.
+  sigset_t now;
+  ASSERT_EQ(pthread_sigmask(SIG_SETMASK, nullptr, &now), 0);
+  EXPECT_FALSE(sigismember(&now, SIGPIPE));
 }
 
 TEST(Exec, PassesExactlyTheGivenEnvironment) {

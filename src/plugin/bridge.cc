@@ -69,6 +69,10 @@ Status EnsureBridgeAddress(sys::Netlink& host, const sys::LinkInfo& bridge, cons
 Result<sys::LinkInfo> ConfigureBridgePort(sys::Netlink& host, sys::LinkInfo h, const sys::LinkInfo& bridge) {
   WEFT_RETURN_IF_ERROR(host.SetMaster(h.index, bridge.index));
   WEFT_RETURN_IF_ERROR(host.SetBridgePortHairpin(h.index, true));
+  // A bridge port forwards frames; the bridge holds the addresses. IPv6 on
+  // the port would only add a link-local address and routes per pod (and a
+  // walk of the node's IPv6 routes on every link-up).
+  WEFT_RETURN_IF_ERROR(sys::DisableIpv6(h.name));
   WEFT_RETURN_IF_ERROR(host.SetUp(h.index));
   h.master = bridge.index;
   h.up = true;

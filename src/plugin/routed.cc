@@ -83,6 +83,10 @@ Result<sys::LinkInfo> ConfigurePodSide(sys::Netlink& pod, const std::string& ifn
 Result<sys::LinkInfo> ConfigureHostSide(sys::Netlink& host, sys::LinkInfo h, const PodAddrs& a) {
   sys::LinkInfo* link = &h;
   const std::string& host_ifname = h.name;
+  // An IPv4-only pod needs no IPv6 on the host end. With it, every host veth
+  // brings a link-local address and its routes, and each link-up walks the
+  // node's whole IPv6 routing table (rt6_sync_up): ADD grows with the pods.
+  if (!a.v6) WEFT_RETURN_IF_ERROR(sys::DisableIpv6(host_ifname));
   WEFT_RETURN_IF_ERROR(host.SetUp(link->index, /*proxy_arp=*/a.v4.has_value()));
   if (a.v4) {
     // Proxy ARP answers after a random delay up to proxy_delay (0.8 s by

@@ -35,4 +35,10 @@ Status EnsureSysctl(const std::string& key, const std::string& value) {
   return WriteSysctl(key, value);
 }
 
+Status DisableIpv6(const std::string& ifname) {
+  Status st = WriteSysctl("net/ipv6/conf/" + ifname + "/disable_ipv6", "1");
+  if (!st.ok() && st.sys_errno() == ENOENT && ::access("/proc/sys/net/ipv6", F_OK) != 0) return Status::Ok();
+  return st;
+}
+
 }  // namespace weft::sys

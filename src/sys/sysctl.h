@@ -15,4 +15,8 @@ Status WriteSysctl(const std::string& key, const std::string& value);
 // kernel-side work some sysctls trigger) on the hot path.
 Status EnsureSysctl(const std::string& key, const std::string& value);
 
+// Turns IPv6 off on one interface (before it goes up: no link-local
+// address, routes, DAD or MLD for it). OK when the kernel has no IPv6.
+Status DisableIpv6(const std::string& ifname);
+
 }  // namespace weft::sys

@@ -114,10 +114,14 @@ TEST_F(RoutedTest, AddBuildsTheCalicoStyleDatapath) {
   }
   EXPECT_TRUE(gw);
   EXPECT_TRUE(def);
-  // Host side: no address, proxy ARP on, a /32 route to the pod.
+  // Host side: no address at all (an IPv4-only pod: IPv6 is off on the host
+  // end, so not even a link-local one), proxy ARP on, a /32 route to the pod.
   auto host_addrs = node_->IpJson({"addr", "show", "dev", host_if});
   ASSERT_EQ(host_addrs.size(), 1u);
-  for (auto& a : host_addrs[0]["addr_info"]) EXPECT_NE(a["family"], "inet") << a.dump();
+  EXPECT_EQ(host_addrs[0]["addr_info"].size(), 0u) << host_addrs.dump();
+  std::string v6off;
+  node_->Exec({"cat", "/proc/sys/net/ipv6/conf/" + host_if + "/disable_ipv6"}, &v6off);
+  EXPECT_EQ(v6off, "1\n");
   std::string proxy;
   node_->Exec({"cat", "/proc/sys/net/ipv4/conf/" + host_if + "/proxy_arp"}, &proxy);
   EXPECT_EQ(proxy, "1\n");

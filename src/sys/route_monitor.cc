@@ -83,7 +83,7 @@ Result<std::vector<RouteEvent>> RouteMonitor::Wait(std::chrono::milliseconds tim
       if (errno == EINTR) continue;
       return Status::FromErrno(Code::kKernel, "receive route notifications", errno);  // ENOBUFS: lost some
     }
-    int len = static_cast<int>(n);
+    unsigned int len = static_cast<unsigned int>(n);  // NLMSG_OK compares it with a __u32
     for (const auto* h = reinterpret_cast<const nlmsghdr*>(buf); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
       if (h->nlmsg_type != RTM_NEWROUTE && h->nlmsg_type != RTM_DELROUTE) continue;
       RouteEvent ev;

@@ -11,39 +11,14 @@
 #include "agent/etcd.h"
 #include "agent/http.h"
 #include "e2e/cluster.h"
+#include "e2e/cluster_fixture.h"
 
 namespace weft::testing {
 namespace {
 
-class ClusterTest : public ::testing::Test {
+class ClusterTest : public EtcdClusterTest {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(agent::InitHttp().ok());
-    root_ = TempDir("e2e");
-    ul_ = std::make_unique<Underlay>();
-    etcd_ = std::make_unique<Etcd>(*ul_, root_);
-    etcd_->Start();
-    ASSERT_TRUE(etcd_->WaitHealthy()) << "etcd did not come up; see " << root_ << "/etcd.log";
-  }
-
-  void TearDown() override {
-    if (HasFailure()) {
-      for (auto& n : nodes_) {
-        std::ifstream f(n->log());
-        std::stringstream ss;
-        ss << f.rdbuf();
-        std::string s = ss.str();
-        if (s.size() > 40000) s = s.substr(s.size() - 40000);
-        std::cerr << "---- " << n->name << " weftd log (tail) ----\n" << s << "\n";
-      }
-    }
-    pods_.clear();
-    for (auto& n : nodes_) n->StopWeftd(SIGKILL);
-    nodes_.clear();
-    etcd_.reset();
-    ul_.reset();
-    RemoveTree(root_);
-  }
+  ClusterTest() : EtcdClusterTest("e2e") {}
 
   std::vector<std::string> Flags(const std::string& backend, int ttl = 4) {
     return {"--control-plane", "etcd",        "--etcd-endpoints", etcd_->endpoint(),
@@ -93,11 +68,6 @@ class ClusterTest : public ::testing::Test {
     return j.empty() ? "" : j[0].value("address", "");
   }
 
-  std::string root_;
-  std::unique_ptr<Underlay> ul_;
-  std::unique_ptr<Etcd> etcd_;
-  std::vector<std::unique_ptr<WeftNode>> nodes_;
-  std::vector<std::unique_ptr<Pod>> pods_;
 };
 
 TEST_F(ClusterTest, VxlanPodToPodAcrossThreeNodes) {

@@ -14,6 +14,7 @@
 #include "agent/etcd.h"
 #include "agent/http.h"
 #include "e2e/cluster.h"
+#include "e2e/cluster_fixture.h"
 #include "fw/hostport.h"
 #include "fw/masquerade.h"
 
@@ -24,26 +25,14 @@ using nlohmann::json;
 
 constexpr const char* kPrefix = "/weft/doctor";
 
-class DoctorTest : public ::testing::Test {
+class DoctorTest : public EtcdClusterTest {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(agent::InitHttp().ok());
-    root_ = TempDir("doctor");
-    ul_ = std::make_unique<Underlay>();
-    etcd_ = std::make_unique<Etcd>(*ul_, root_);
-    etcd_->Start();
-    ASSERT_TRUE(etcd_->WaitHealthy()) << "etcd did not come up; see " << root_ << "/etcd.log";
-  }
+  DoctorTest() : EtcdClusterTest("doctor") {}
 
-  void TearDown() override {
+  void BeforeTeardown() override {
     for (auto& d : dels_) d();
     dels_.clear();
     pod_ns_.clear();
-    for (auto& n : nodes_) n->StopWeftd(SIGKILL);
-    nodes_.clear();
-    etcd_.reset();
-    ul_.reset();
-    RemoveTree(root_);
   }
 
   WeftNode& AddNode(const std::string& name, int octet) {
@@ -118,10 +107,6 @@ class DoctorTest : public ::testing::Test {
     });
   }
 
-  std::string root_;
-  std::unique_ptr<Underlay> ul_;
-  std::unique_ptr<Etcd> etcd_;
-  std::vector<std::unique_ptr<WeftNode>> nodes_;
   std::vector<std::unique_ptr<TestNetns>> pod_ns_;
   std::vector<std::function<void()>> dels_;
 };

@@ -17,6 +17,7 @@
 #include "agent/etcd.h"
 #include "agent/http.h"
 #include "e2e/cluster.h"
+#include "e2e/cluster_fixture.h"
 
 namespace weft::testing {
 namespace {
@@ -24,35 +25,9 @@ namespace {
 using nlohmann::json;
 constexpr const char* kPrefix = "/weft/faults";
 
-class FaultsTest : public ::testing::Test {
+class FaultsTest : public EtcdClusterTest {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(agent::InitHttp().ok());
-    root_ = TempDir("faults");
-    ul_ = std::make_unique<Underlay>();
-    etcd_ = std::make_unique<Etcd>(*ul_, root_);
-    etcd_->Start();
-    ASSERT_TRUE(etcd_->WaitHealthy()) << "etcd did not come up; see " << root_ << "/etcd.log";
-  }
-
-  void TearDown() override {
-    if (HasFailure()) {
-      for (auto& n : nodes_) {
-        std::ifstream f(n->log());
-        std::stringstream ss;
-        ss << f.rdbuf();
-        std::string s = ss.str();
-        if (s.size() > 20000) s = s.substr(s.size() - 20000);
-        std::cerr << "---- " << n->name << " weftd log (tail) ----\n" << s << "\n";
-      }
-    }
-    pods_.clear();
-    for (auto& n : nodes_) n->StopWeftd(SIGKILL);
-    nodes_.clear();
-    etcd_.reset();
-    ul_.reset();
-    RemoveTree(root_);
-  }
+  FaultsTest() : EtcdClusterTest("faults") {}
 
   WeftNode& AddNode(const std::string& name, int octet) {
     nodes_.push_back(std::make_unique<WeftNode>(*ul_, name, octet, root_));
@@ -82,11 +57,6 @@ class FaultsTest : public ::testing::Test {
     });
   }
 
-  std::string root_;
-  std::unique_ptr<Underlay> ul_;
-  std::unique_ptr<Etcd> etcd_;
-  std::vector<std::unique_ptr<WeftNode>> nodes_;
-  std::vector<std::unique_ptr<Pod>> pods_;
 };
 
 // Runs `ping -c count -i interval` from `from` to `ip` on a thread; Loss()

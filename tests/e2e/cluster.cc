@@ -181,6 +181,15 @@ void WeftNode::StopWeftd(int sig) {
   weftd.reset();
 }
 
+std::string WeftNode::LogTail(size_t max_bytes) const {
+  std::ifstream f(log());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string s = ss.str();
+  if (s.size() > max_bytes) s = s.substr(s.size() - max_bytes);
+  return "---- " + name + " weftd log (tail) ----\n" + s + "\n";
+}
+
 std::string WeftNode::PluginConf() const {
   std::ifstream f(conf_dir() + "/10-weft.conflist");
   if (!f) return "";

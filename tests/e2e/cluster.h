@@ -81,6 +81,9 @@ struct WeftNode {
   std::string ip() const { return "192.0.2." + std::to_string(octet); }
   std::string conf_dir() const { return dir + "/net.d"; }
   std::string log() const { return dir + "/weftd.log"; }
+  // The last `max_bytes` of weftd's log, under a header naming the node
+  // (what a failing test prints).
+  std::string LogTail(size_t max_bytes) const;
   // Starts weftd with the standard test flags plus `extra`.
   void StartWeftd(const std::vector<std::string>& extra);
   void StopWeftd(int sig = 15);

@@ -34,14 +34,7 @@ class EtcdClusterTest : public ::testing::Test {
 
   void TearDown() override {
     if (HasFailure()) {
-      for (auto& n : nodes_) {
-        std::ifstream f(n->log());
-        std::stringstream ss;
-        ss << f.rdbuf();
-        std::string s = ss.str();
-        if (s.size() > 40000) s = s.substr(s.size() - 40000);
-        std::cerr << "---- " << n->name << " weftd log (tail) ----\n" << s << "\n";
-      }
+      for (auto& n : nodes_) std::cerr << n->LogTail(40000);
     }
     BeforeTeardown();
     pods_.clear();

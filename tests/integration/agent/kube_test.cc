@@ -35,14 +35,7 @@ class KubeTest : public ::testing::Test {
 
   void TearDown() override {
     if (HasFailure()) {
-      for (auto& n : nodes_) {
-        std::ifstream f(n->log());
-        std::stringstream ss;
-        ss << f.rdbuf();
-        std::string s = ss.str();
-        if (s.size() > 20000) s = s.substr(s.size() - 20000);
-        std::cerr << "---- " << n->name << " weftd log (tail) ----\n" << s << "\n";
-      }
+      for (auto& n : nodes_) std::cerr << n->LogTail(20000);
       std::cerr << "---- API log ----\n" << Curl("GET", "/_test/log") << "\n";
     }
     pods_.clear();

@@ -28,6 +28,35 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
   return out;
 }
 
+Result<std::string> ReadWholeFile(const std::string& path, size_t max_bytes) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return Status::FromErrno(Code::kIo, "open " + path, errno);
+  struct stat st{};
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(Code::kIo, "stat " + path, errno);
+  if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) > max_bytes)
+    return Status::FromErrno(Code::kIo, "read " + path, EFBIG);
+  // One byte more than the size, so a short read proves EOF without a
+  // second read(2).
+  std::string out;
+  out.resize(std::min(static_cast<size_t>(st.st_size) + 1, max_bytes + 1));
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = ::read(fd.get(), out.data() + got, out.size() - got);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(Code::kIo, "read " + path, errno);
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+    if (got == out.size()) {  // it grew (or is not a regular file): keep reading, up to the cap
+      if (out.size() > max_bytes) return Status::FromErrno(Code::kIo, "read " + path, EFBIG);
+      out.resize(std::min(out.size() * 2 + 4096, max_bytes + 1));
+    }
+  }
+  out.resize(got);
+  return out;
+}
+
 Status WriteFileAtomic(const std::string& path, const std::string& data, int mode) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));

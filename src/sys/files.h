@@ -12,6 +12,11 @@ namespace weft::sys {
 
 // Reads at most `max_bytes` (everything by default).
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes = SIZE_MAX);
+// Reads a whole file sized by fstat(2): open, fstat, one read(2) for a
+// regular file that does not grow meanwhile (files replaced by rename never
+// do), close. A file larger than `max_bytes` is an error with EFBIG rather
+// than a silently truncated read.
+Result<std::string> ReadWholeFile(const std::string& path, size_t max_bytes);
 // Writes to a temporary file beside `path`, fsyncs, renames over `path`.
 // Readers (e.g. containerd's inotify reload) never see a partial file.
 Status WriteFileAtomic(const std::string& path, const std::string& data, int mode = 0644);

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <string>
 
 namespace weft::sys {
 namespace {
@@ -27,6 +29,34 @@ TEST(Files, AtomicWriteReadBackAndMode) {
   EXPECT_EQ(names->size(), 1u);  // no temp file left behind
   EXPECT_TRUE(RemoveFile(f).ok());
   EXPECT_TRUE(RemoveFile(f).ok());
+  std::string cmd = std::string("rm -rf ") + tmpl;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+}
+
+TEST(Files, ReadWholeFileReadsAllAndRefusesTooLarge) {
+  char tmpl[] = "/tmp/weft-files-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string f = std::string(tmpl) + "/names";
+  std::string big;
+  for (int i = 0; i < 5000; ++i) big += "namespace-" + std::to_string(i) + "\n";  // past any one buffer
+  ASSERT_TRUE(WriteFileAtomic(f, big).ok());
+  auto r = ReadWholeFile(f, big.size());
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, big);
+  auto small = ReadWholeFile(f, big.size() - 1);
+  ASSERT_FALSE(small.ok());
+  EXPECT_EQ(small.status().sys_errno(), EFBIG);
+  ASSERT_TRUE(WriteFileAtomic(f, "").ok());
+  auto empty = ReadWholeFile(f, 10);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(*empty, "");
+  auto missing = ReadWholeFile(std::string(tmpl) + "/nope", 10);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().sys_errno(), ENOENT);
+  // Files whose size stat does not know (procfs) are read to the end too.
+  auto proc = ReadWholeFile("/proc/self/status", 1 << 20);
+  ASSERT_TRUE(proc.ok());
+  EXPECT_NE(proc->find("VmRSS"), std::string::npos);
   std::string cmd = std::string("rm -rf ") + tmpl;
   ASSERT_EQ(std::system(cmd.c_str()), 0);
 }

@@ -76,9 +76,12 @@ class Netlink {
   Result<std::optional<LinkInfo>> GetLink(int index);
   Result<std::vector<LinkInfo>> ListLinks();
   // Creates a veth pair in one RTM_NEWLINK: `host` here, `peer` placed into
-  // the namespace `peer_ns_fd` (never brought up at creation). Errors carry
-  // EEXIST when either name is taken.
-  Status CreateVeth(const std::string& host, const std::string& peer, int peer_ns_fd, int mtu);
+  // the namespace `peer_ns_fd` (never brought up at creation). A non-zero
+  // `host_group` is the host end's interface group (IFLA_GROUP) in that same
+  // request, so the link never exists outside it; the peer stays in group 0.
+  // Errors carry EEXIST when either name is taken.
+  Status CreateVeth(const std::string& host, const std::string& peer, int peer_ns_fd, int mtu,
+                    uint32_t host_group = 0);
   Status CreateBridge(const std::string& name, int mtu);
   // VXLAN: VNI, UDP port, local IP, underlay device, learning off.
   Status CreateVxlan(const std::string& name, uint32_t vni, int port, const IpAddress& local,

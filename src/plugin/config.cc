@@ -47,6 +47,38 @@ Result<std::vector<IpPrefix>> IpamSubnets(const json& ipam) {
   return out;
 }
 
+// An absolute path without "..".
+Status AbsolutePath(const std::string& field, const std::string& path) {
+  if (path.empty() || path[0] != '/') return Invalid(field, "must be an absolute path");
+  for (auto part : Split(path, '/'))
+    if (part == "..") return Invalid(field, "may not contain \"..\"");
+  return Status::Ok();
+}
+
+Result<NetworkPolicyConfig> NetworkPolicy(const json& j) {
+  constexpr const char* kKey = "networkPolicy";
+  if (!j.is_object())
+    return Invalid(kKey, "must be an object such as {\"namespacesFile\": \"/var/lib/weftd/netpol-namespaces\"}");
+  NetworkPolicyConfig np;
+  if (!j.contains("namespacesFile") || !j["namespacesFile"].is_string())
+    return Invalid("networkPolicy.namespacesFile", "is required: the absolute path of the file weftd writes");
+  np.namespaces_file = j["namespacesFile"].get<std::string>();
+  WEFT_RETURN_IF_ERROR(AbsolutePath("networkPolicy.namespacesFile", np.namespaces_file));
+  if (j.contains("pendingGroup") && !j["pendingGroup"].is_null()) {
+    const json& g = j["pendingGroup"];
+    constexpr const char* kRange = "must be an integer from 1 to 4294967295";
+    // nlohmann keeps non-negative integers unsigned and negative ones signed.
+    if (g.is_number_unsigned()) {
+      uint64_t v = g.get<uint64_t>();
+      if (v < 1 || v > UINT32_MAX) return Invalid("networkPolicy.pendingGroup", kRange);
+      np.pending_group = static_cast<uint32_t>(v);
+    } else {
+      return Invalid("networkPolicy.pendingGroup", kRange);
+    }
+  }
+  return np;
+}
+
 }  // namespace
 
 Result<Config> ParseConfig(const cni::NetConf& net) {
@@ -93,12 +125,7 @@ Result<Config> ParseConfig(const cni::NetConf& net) {
   if (j.contains("dataDir") && !j["dataDir"].is_null()) {
     if (!j["dataDir"].is_string()) return Invalid("dataDir", "must be a string");
     c.data_dir = j["dataDir"].get<std::string>();
-    if (c.data_dir.empty() || c.data_dir[0] != '/') return Invalid("dataDir", "must be an absolute path");
-    bool dotdot = false;
-    for (auto part : Split(c.data_dir, '/'))
-      if (part == "..") dotdot = true;
-    if (dotdot)
-      return Invalid("dataDir", "may not contain \"..\"");
+    WEFT_RETURN_IF_ERROR(AbsolutePath("dataDir", c.data_dir));
   }
   if (!net.ipam.is_null()) {
     if (!net.ipam.contains("type") || !net.ipam["type"].is_string() || net.ipam["type"].get<std::string>().empty())
@@ -158,6 +185,15 @@ Result<Config> ParseConfig(const cni::NetConf& net) {
   if (j.contains("logLevel") && !j["logLevel"].is_null()) {
     if (!j["logLevel"].is_string() || !log::ParseLevel(j["logLevel"].get<std::string>(), &c.log_level))
       return Invalid("logLevel", "must be one of debug, info, warn, error, off");
+  }
+  if (j.contains("networkPolicy") && !j["networkPolicy"].is_null()) {
+    WEFT_ASSIGN_OR_RETURN(c.network_policy, NetworkPolicy(j["networkPolicy"]));
+    // Bridged pods of one node talk through the bridge without ever reaching
+    // the inet forward hook weftd filters in: their policies could not hold.
+    if (c.mode == Mode::kBridge)
+      return Invalid("networkPolicy", "is not supported in bridge mode: traffic between pods on the same "
+                                      "bridge never reaches the forward hook where policies are enforced; "
+                                      "use \"mode\": \"routed\"");
   }
   return c;
 }

@@ -1,6 +1,8 @@
 #pragma once
 // The weft plugin's configuration (docs/config.md documents every key).
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,19 @@ enum class FwBackend { kNftables, kIptables };
 inline constexpr const char* kDefaultBridge = "weft0";
 // `ipam.type` naming the built-in SQLite IPAM (same as no `ipam` section).
 inline constexpr const char* kBuiltinIpamType = "weft";
+
+// The IFLA_GROUP of a "pending" pod's host veth unless the config names
+// another: 0x5746 ("WF").
+inline constexpr uint32_t kDefaultPendingGroup = 0x5746;
+
+// `networkPolicy` (routed mode only): pods whose namespace weftd lists in
+// `namespaces_file` start "pending", their host veth in `pending_group`,
+// and weftd's nftables table drops their forwarded traffic until it has
+// learned the pod's IP (docs/plugin.md, "NetworkPolicy").
+struct NetworkPolicyConfig {
+  std::string namespaces_file;  // absolute path
+  uint32_t pending_group = kDefaultPendingGroup;  // 1..2^32-1
+};
 
 struct Config {
   cni::NetConf net;
@@ -39,6 +54,7 @@ struct Config {
   std::vector<IpPrefix> cluster_cidrs;  // never masqueraded as destinations
   std::string log_file;
   log::Level log_level = log::Level::kWarn;
+  std::optional<NetworkPolicyConfig> network_policy;
 };
 
 inline constexpr int kMinMtu = 68;

@@ -116,3 +116,88 @@ TEST(Config, NewKeysRejectBadValues) {
 
 }  // namespace
 }  // namespace weft::plugin
+
+namespace weft::plugin {
+namespace {
+
+Result<Config> ParseWith(const std::string& extra) {
+  return Parse(std::string(R"({"cniVersion":"1.0.0","name":"w","type":"weft","ranges":["10.0.0.0/24"],)") + extra +
+               "}");
+}
+
+TEST(Config, NetworkPolicyIsOffByDefault) {
+  auto c = ParseWith(R"("mode":"routed")");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->network_policy.has_value());
+  auto n = ParseWith(R"("networkPolicy":null)");
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_FALSE(n->network_policy.has_value());
+}
+
+TEST(Config, NetworkPolicyTheDocumentedExampleParses) {
+  auto c = ParseWith(R"("mode":"routed","networkPolicy":{"namespacesFile":"/var/lib/weftd/netpol-namespaces",
+     "pendingGroup":22342})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->network_policy.has_value());
+  EXPECT_EQ(c->network_policy->namespaces_file, "/var/lib/weftd/netpol-namespaces");
+  EXPECT_EQ(c->network_policy->pending_group, 22342u);
+}
+
+TEST(Config, NetworkPolicyPendingGroupDefaultsAndBounds) {
+  auto d = ParseWith(R"("networkPolicy":{"namespacesFile":"/x/ns"})");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->network_policy->pending_group, 0x5746u);
+  auto lo = ParseWith(R"("networkPolicy":{"namespacesFile":"/x/ns","pendingGroup":1})");
+  ASSERT_TRUE(lo.ok()) << lo.status().ToString();
+  EXPECT_EQ(lo->network_policy->pending_group, 1u);
+  auto hi = ParseWith(R"("networkPolicy":{"namespacesFile":"/x/ns","pendingGroup":4294967295})");
+  ASSERT_TRUE(hi.ok()) << hi.status().ToString();
+  EXPECT_EQ(hi->network_policy->pending_group, 4294967295u);
+}
+
+TEST(Config, NetworkPolicyBadValuesAreCode7NamingTheKey) {
+  struct Case {
+    const char* json;
+    const char* key;
+  } cases[] = {
+      {R"("networkPolicy":true)", "networkPolicy"},
+      {R"("networkPolicy":"/var/lib/weftd/netpol-namespaces")", "networkPolicy"},
+      {R"("networkPolicy":{})", "networkPolicy.namespacesFile"},
+      {R"("networkPolicy":{"pendingGroup":5})", "networkPolicy.namespacesFile"},
+      {R"("networkPolicy":{"namespacesFile":5})", "networkPolicy.namespacesFile"},
+      {R"("networkPolicy":{"namespacesFile":""})", "networkPolicy.namespacesFile"},
+      {R"("networkPolicy":{"namespacesFile":"netpol-namespaces"})", "networkPolicy.namespacesFile"},
+      {R"("networkPolicy":{"namespacesFile":"/var/lib/../etc/ns"})", "networkPolicy.namespacesFile"},
+      {R"("networkPolicy":{"namespacesFile":"/x","pendingGroup":0})", "networkPolicy.pendingGroup"},
+      {R"("networkPolicy":{"namespacesFile":"/x","pendingGroup":-1})", "networkPolicy.pendingGroup"},
+      {R"("networkPolicy":{"namespacesFile":"/x","pendingGroup":4294967296})", "networkPolicy.pendingGroup"},
+      {R"("networkPolicy":{"namespacesFile":"/x","pendingGroup":18446744073709551615})",
+       "networkPolicy.pendingGroup"},
+      {R"("networkPolicy":{"namespacesFile":"/x","pendingGroup":1.5})", "networkPolicy.pendingGroup"},
+      {R"("networkPolicy":{"namespacesFile":"/x","pendingGroup":"22342"})", "networkPolicy.pendingGroup"},
+      {R"("mode":"bridge","networkPolicy":{"namespacesFile":"/x"})", "networkPolicy"},
+      // A bridge key without mode is bridge mode too.
+      {R"("bridge":"cnibr0","networkPolicy":{"namespacesFile":"/x"})", "networkPolicy"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseWith(c.json);
+    ASSERT_FALSE(r.ok()) << c.json;
+    EXPECT_EQ(r.status().code(), Code::kInvalidConfig) << c.json;
+    EXPECT_NE(r.status().msg().find(std::string("\"") + c.key + "\""), std::string::npos)
+        << c.json << " -> " << r.status().msg();
+  }
+  auto br = ParseWith(R"("mode":"bridge","networkPolicy":{"namespacesFile":"/x"})");
+  ASSERT_FALSE(br.ok());
+  EXPECT_NE(br.status().msg().find("bridge mode"), std::string::npos) << br.status().msg();
+}
+
+TEST(Config, NetworkPolicyWorksWithADelegatedIpamInRoutedMode) {
+  auto c = Parse(R"({"cniVersion":"1.0.0","name":"w","type":"weft","mode":"routed",
+     "ipam":{"type":"host-local","ranges":[[{"subnet":"10.88.0.0/24"}]]},
+     "networkPolicy":{"namespacesFile":"/var/lib/weftd/netpol-namespaces"}})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->network_policy.has_value());
+}
+
+}  // namespace
+}  // namespace weft::plugin

@@ -21,8 +21,9 @@ Status CheckFailed(const std::string& what) { return Status::Error(Code::kCheckF
 }  // namespace
 
 Status CreateVethPair(sys::Netlink& host, sys::Netlink& pod, const sys::Netns& pod_ns,
-                      const std::string& host_ifname, const std::string& ifname, int mtu) {
-  Status st = host.CreateVeth(host_ifname, ifname, pod_ns.fd(), mtu);
+                      const std::string& host_ifname, const std::string& ifname, int mtu,
+                      uint32_t host_group) {
+  Status st = host.CreateVeth(host_ifname, ifname, pod_ns.fd(), mtu, host_group);
   if (st.ok() || !sys::IsExists(st)) return st;
   auto h = host.GetLink(host_ifname);
   if (h.ok() && h->has_value())

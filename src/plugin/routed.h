@@ -26,10 +26,12 @@ struct PodAddrs {
   std::vector<IpPrefix> extra_routes;
 };
 
-// Creates the veth pair with the peer directly inside the pod netns. EEXIST
-// on either end becomes kNameTaken naming which end.
+// Creates the veth pair with the peer directly inside the pod netns, the
+// host end in interface group `host_group` (0: the default group) from its
+// creation on. EEXIST on either end becomes kNameTaken naming which end.
 Status CreateVethPair(sys::Netlink& host, sys::Netlink& pod, const sys::Netns& pod_ns,
-                      const std::string& host_ifname, const std::string& ifname, int mtu);
+                      const std::string& host_ifname, const std::string& ifname, int mtu,
+                      uint32_t host_group = 0);
 
 // Pod side: up, address(es), gateway and default routes, and a permanent
 // neighbour entry for the gateway pointing at the host end's MAC (no ARP

@@ -13,6 +13,7 @@
 #include "plugin/bridge.h"
 #include "plugin/config.h"
 #include "plugin/ipam_delegate.h"
+#include "plugin/pending.h"
 #include "plugin/routed.h"
 #include "plugin/runtime_config.h"
 #include "plugin/teardown.h"
@@ -217,7 +218,11 @@ Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
   WEFT_RETURN_IF_ERROR(store.AddPortMappings(cid, ifname, maps));
   WEFT_CRASH_POINT("add-after-portmaps");
 
-  Status st = CreateVethPair(host, pod, pod_ns, host_ifname, ifname, mtu);
+  // NetworkPolicy (routed mode only): the namespaces file is read as late as
+  // possible, and the group is part of the link's creation, so there is no
+  // moment (nor a crash point) where the pod's veth exists outside it.
+  const uint32_t host_group = HostVethGroup(cfg.network_policy, rec.pod_namespace);
+  Status st = CreateVethPair(host, pod, pod_ns, host_ifname, ifname, mtu, host_group);
   if (!st.ok()) return st.Prefix("create veth");
   link_created = true;
   timer.Mark("veth");
@@ -285,7 +290,8 @@ Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
   WEFT_CRASH_POINT("add-after-ready");
 
   result.dns = EffectiveDns(cfg.net.dns, rt.dns, ipam_dns);
-  WEFT_LOG(kInfo, "attached " + (rec.ip_v4 ? rec.ip_v4->ToString() : rec.ip_v6->ToString()) + " via " + host_ifname);
+  WEFT_LOG(kInfo, "attached " + (rec.ip_v4 ? rec.ip_v4->ToString() : rec.ip_v6->ToString()) + " via " + host_ifname +
+                      (host_group ? " (pending, group " + std::to_string(host_group) + ")" : ""));
   WEFT_LOG(kDebug, timer.Summary("ADD"));
   return result;
 }

@@ -235,13 +235,14 @@ std::vector<std::string> WeftNode::AgentRoutes() const {
   return out;
 }
 
-Pod::Pod(WeftNode& n, const std::string& name) : node(n), cid(n.name + "-" + name), ns(n.name + "-" + name) {
-  std::string conf = node.PluginConf();
+Pod::Pod(WeftNode& n, const std::string& name, std::string args, nlohmann::json rc)
+    : node(n), cid(n.name + "-" + name), ns(n.name + "-" + name), cni_args(std::move(args)), runtime_config(std::move(rc)) {
+  std::string conf = Conf();
   if (conf.empty()) {
     add_error = "no conflist in " + node.conf_dir();
     return;
   }
-  auto r = RunPlugin(BinaryPath("weft"), node.ns, CniEnv("ADD", cid, ns.path()), conf);
+  auto r = RunPlugin(BinaryPath("weft"), node.ns, Env("ADD"), conf);
   if (r.exit_code != 0) {
     add_error = "ADD exit " + std::to_string(r.exit_code) + ": " + r.out + r.err;
     return;
@@ -255,8 +256,22 @@ Pod::Pod(WeftNode& n, const std::string& name) : node(n), cid(n.name + "-" + nam
 }
 
 Pod::~Pod() {
+  std::string conf = Conf();
+  if (!conf.empty()) RunPlugin(BinaryPath("weft"), node.ns, Env("DEL"), conf);
+}
+
+std::string Pod::Conf() const {
   std::string conf = node.PluginConf();
-  if (!conf.empty()) RunPlugin(BinaryPath("weft"), node.ns, CniEnv("DEL", cid, ns.path()), conf);
+  if (conf.empty() || runtime_config.is_null()) return conf;
+  auto j = nlohmann::json::parse(conf);
+  j["runtimeConfig"] = runtime_config;
+  return j.dump();
+}
+
+std::map<std::string, std::string> Pod::Env(const std::string& cmd) const {
+  auto env = CniEnv(cmd, cid, ns.path());
+  if (!cni_args.empty()) env["CNI_ARGS"] = cni_args;
+  return env;
 }
 
 }  // namespace weft::testing

@@ -9,6 +9,7 @@
 #include <sys/types.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,14 +100,23 @@ struct WeftNode {
 };
 
 // A pod attached through the real plugin, from the node's conflist.
+// `cni_args` is passed as CNI_ARGS ("K8S_POD_NAMESPACE=x;K8S_POD_NAME=a")
+// and `runtime_config` as the conf's runtimeConfig (e.g. portMappings), at
+// ADD and at DEL; both are left out when empty.
 struct Pod {
-  Pod(WeftNode& node, const std::string& name);
+  Pod(WeftNode& node, const std::string& name, std::string cni_args = "",
+      nlohmann::json runtime_config = nullptr);
   ~Pod();
   WeftNode& node;
   std::string cid;
   TestNetns ns;
   std::string ip;
   std::string add_error;
+  std::string cni_args;
+  nlohmann::json runtime_config;
+  // The conf and env this pod's plugin runs with (for ADD or DEL).
+  std::string Conf() const;
+  std::map<std::string, std::string> Env(const std::string& cmd) const;
 };
 
 }  // namespace weft::testing

@@ -132,6 +132,17 @@ Status Agent::SetUpNode(State& st) {
     c.data_dir = opts_.plugin_data_dir;
     c.log_file = opts_.plugin_log_file;
     c.log_level = opts_.plugin_log_level;
+    if (opts_.network_policy) {
+      c.network_policy = true;
+      c.netpol_namespaces_file = NetpolNamespacesFile(opts_);
+      // The plugin refuses a relative path, which would fail every ADD.
+      if (c.netpol_namespaces_file.empty() || c.netpol_namespaces_file[0] != '/')
+        return Status::Error(Code::kInvalidConfig, "the NetworkPolicy namespaces file \"" +
+                                                       c.netpol_namespaces_file + "\" is not an absolute path");
+      if (opts_.netpol_pending_group == 0)
+        return Status::Error(Code::kInvalidConfig, "the NetworkPolicy pending group must not be 0 (the default group)");
+      c.netpol_pending_group = opts_.netpol_pending_group;
+    }
     bool changed = false;
     WEFT_RETURN_IF_ERROR(WriteConflist(opts_.cni_conf_dir, opts_.cni_conf_name, RenderConflist(c), &changed));
     if (changed)

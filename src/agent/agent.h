@@ -38,7 +38,18 @@ struct AgentOptions {
   std::string masquerade_backend = "nftables";
   std::chrono::milliseconds resync{std::chrono::seconds(30)};
   std::string metrics_addr = "0.0.0.0:9641";  // "" = no server
+  // NetworkPolicy: the conflist tells the plugin where the namespaces file
+  // is and which interface group pending pods' host veths get; the file must
+  // be the node's (weftd's state dir is a hostPath in deploy/weftd.yaml).
+  bool network_policy = false;
+  std::string netpol_namespaces_file;     // "" = <state_dir>/netpol-namespaces
+  uint32_t netpol_pending_group = 22342;  // 0x5746, the plugin's default
 };
+
+// The namespaces file weftd writes and the plugin reads.
+inline std::string NetpolNamespacesFile(const AgentOptions& o) {
+  return o.netpol_namespaces_file.empty() ? o.state_dir + "/netpol-namespaces" : o.netpol_namespaces_file;
+}
 
 class Agent {
  public:

@@ -27,6 +27,9 @@ std::string RenderConflist(const ConflistSpec& spec) {
   // database), so the capability is declared on weft and no portmap plugin
   // is chained: pods without mappings do no firewall work at all.
   if (spec.port_mappings) weft["capabilities"] = {{"portMappings", true}};
+  if (spec.network_policy)
+    weft["networkPolicy"] = {{"namespacesFile", spec.netpol_namespaces_file},
+                             {"pendingGroup", spec.netpol_pending_group}};
   json plugins = json::array({weft});
   json conf{{"cniVersion", spec.cni_version}, {"name", spec.network_name}, {"plugins", plugins}};
   return conf.dump(2) + "\n";

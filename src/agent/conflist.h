@@ -2,6 +2,7 @@
 // The CNI side of the node: the conflist the container runtime reads, and
 // the plugin binary it executes (the DaemonSet's init step installs it).
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,11 @@ struct ConflistSpec {
   std::string log_file;
   std::string log_level;
   bool port_mappings = true;            // chain "portmap" with the portMappings capability
+  // NetworkPolicy: the plugin's `networkPolicy` key (docs/plugin.md). Pods
+  // of the namespaces listed in the file start in the pending group.
+  bool network_policy = false;
+  std::string netpol_namespaces_file;     // absolute; required when network_policy
+  uint32_t netpol_pending_group = 22342;  // 0x5746, the plugin's default
 };
 
 // The conflist JSON (pure; unit-tested).

@@ -1,0 +1,60 @@
+#include "agent/conflist.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cni/netconf.h"
+#include "plugin/config.h"
+
+namespace weft::agent {
+namespace {
+
+ConflistSpec Spec() {
+  ConflistSpec s;
+  s.ranges = {*IpPrefix::Parse("10.244.2.0/24")};
+  s.data_dir = "/var/lib/weft";
+  return s;
+}
+
+// The plugin's view of the conflist's weft entry, as libcni hands it over:
+// the list's cniVersion and name injected.
+Result<plugin::Config> AsPluginSees(const std::string& conflist) {
+  auto j = nlohmann::json::parse(conflist);
+  nlohmann::json p = j["plugins"][0];
+  p["cniVersion"] = j["cniVersion"];
+  p["name"] = j["name"];
+  WEFT_ASSIGN_OR_RETURN(auto net, cni::ParseNetConf(p.dump()));
+  return plugin::ParseConfig(net);
+}
+
+TEST(Conflist, NoNetworkPolicyKeyUnlessEnabled) {
+  auto j = nlohmann::json::parse(RenderConflist(Spec()));
+  EXPECT_FALSE(j["plugins"][0].contains("networkPolicy")) << j.dump();
+  auto c = AsPluginSees(RenderConflist(Spec()));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->network_policy.has_value());
+}
+
+TEST(Conflist, NetworkPolicyKeyReachesThePlugin) {
+  ConflistSpec s = Spec();
+  s.network_policy = true;
+  s.netpol_namespaces_file = "/var/lib/weftd/netpol-namespaces";
+  auto j = nlohmann::json::parse(RenderConflist(s));
+  ASSERT_TRUE(j["plugins"][0].contains("networkPolicy")) << j.dump();
+  EXPECT_EQ(j["plugins"][0]["networkPolicy"]["namespacesFile"], "/var/lib/weftd/netpol-namespaces");
+  EXPECT_EQ(j["plugins"][0]["networkPolicy"]["pendingGroup"], 22342);
+  auto c = AsPluginSees(RenderConflist(s));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->network_policy.has_value());
+  EXPECT_EQ(c->network_policy->namespaces_file, "/var/lib/weftd/netpol-namespaces");
+  EXPECT_EQ(c->network_policy->pending_group, plugin::kDefaultPendingGroup);
+
+  s.netpol_pending_group = 4000000000u;
+  auto big = AsPluginSees(RenderConflist(s));
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  EXPECT_EQ(big->network_policy->pending_group, 4000000000u);
+}
+
+}  // namespace
+}  // namespace weft::agent

@@ -35,10 +35,15 @@ Result<std::string> ReadWholeFile(const std::string& path, size_t max_bytes) {
   if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(Code::kIo, "stat " + path, errno);
   if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) > max_bytes)
     return Status::FromErrno(Code::kIo, "read " + path, EFBIG);
-  // One byte more than the size, so a short read proves EOF without a
-  // second read(2).
+  // One byte more than the size: a read of a regular file that returns its
+  // whole size and not that byte has reached EOF, with no second read(2).
+  // Anything else (a partial read, procfs files whose size is 0) reads on
+  // until read(2) returns 0.
+  const size_t size = static_cast<size_t>(st.st_size);
+  const size_t cap = max_bytes == SIZE_MAX ? SIZE_MAX : max_bytes + 1;
+  const bool regular = S_ISREG(st.st_mode);
   std::string out;
-  out.resize(std::min(static_cast<size_t>(st.st_size) + 1, max_bytes + 1));
+  out.resize(std::min(size + 1, cap));
   size_t got = 0;
   while (got < out.size()) {
     ssize_t n = ::read(fd.get(), out.data() + got, out.size() - got);
@@ -48,9 +53,10 @@ Result<std::string> ReadWholeFile(const std::string& path, size_t max_bytes) {
     }
     if (n == 0) break;
     got += static_cast<size_t>(n);
+    if (regular && got >= size && got < out.size()) break;
     if (got == out.size()) {  // it grew (or is not a regular file): keep reading, up to the cap
       if (out.size() > max_bytes) return Status::FromErrno(Code::kIo, "read " + path, EFBIG);
-      out.resize(std::min(out.size() * 2 + 4096, max_bytes + 1));
+      out.resize(std::min(out.size() * 2 + 4096, cap));
     }
   }
   out.resize(got);

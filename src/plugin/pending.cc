@@ -4,26 +4,58 @@
 #include <string>
 
 #include "base/log.h"
-#include "base/strings.h"
 #include "sys/files.h"
 
 namespace weft::plugin {
 
-bool IsPendingNamespace(std::string_view file_contents, bool file_readable, std::string_view ns) {
-  if (!file_readable) return true;
-  std::string_view rest = file_contents;
-  while (!rest.empty()) {
-    const void* nl = std::memchr(rest.data(), '\n', rest.size());
-    size_t len = nl ? static_cast<size_t>(static_cast<const char*>(nl) - rest.data()) : rest.size();
-    std::string_view line = rest.substr(0, len);
-    rest.remove_prefix(nl ? len + 1 : len);
-    // Namespace names are DNS labels and never hold '#'.
-    if (size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
-    line = Trim(line);
-    if (line.empty()) continue;
-    if (ns.empty() || line == ns) return true;  // without a namespace, any listed one makes it pending
+namespace {
+
+bool IsBlank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+
+// Whether some line of `file`, comments and surrounding blanks aside, is
+// exactly `ns`. memmem jumps from candidate to candidate (the file may hold
+// thousands of names); each candidate is checked to stand alone on its line
+// and not after a '#'.
+bool Lists(std::string_view file, std::string_view ns) {
+  const char* base = file.data();
+  size_t pos = 0;
+  while (pos + ns.size() <= file.size()) {
+    const void* hit = ::memmem(base + pos, file.size() - pos, ns.data(), ns.size());
+    if (!hit) return false;
+    size_t at = static_cast<size_t>(static_cast<const char*>(hit) - base);
+    size_t b = at;
+    while (b > 0 && IsBlank(base[b - 1])) --b;
+    size_t e = at + ns.size();
+    while (e < file.size() && IsBlank(base[e])) ++e;
+    if ((b == 0 || base[b - 1] == '\n') && (e == file.size() || base[e] == '\n' || base[e] == '#')) return true;
+    pos = at + 1;
   }
   return false;
+}
+
+// Whether any line holds a name (is neither blank nor a comment).
+bool ListsAny(std::string_view file) {
+  bool line_start = true;
+  for (char c : file) {
+    if (c == '\n') {
+      line_start = true;
+    } else if (line_start && !IsBlank(c)) {
+      if (c != '#') return true;
+      line_start = false;  // a comment: skip to the next line
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool IsPendingNamespace(std::string_view file_contents, bool file_readable, std::string_view ns) {
+  if (!file_readable) return true;
+  if (ns.empty()) return ListsAny(file_contents);
+  // No namespace name holds these (they are DNS labels); such a value cannot
+  // be matched against the list, so the pod is held as pending.
+  if (ns.find_first_of(" \t\r\n#") != std::string_view::npos) return true;
+  return Lists(file_contents, ns);
 }
 
 uint32_t HostVethGroup(const std::optional<NetworkPolicyConfig>& np, std::string_view pod_namespace) {

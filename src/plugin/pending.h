@@ -19,11 +19,13 @@ inline constexpr size_t kMaxNamespacesFileBytes = 4u << 20;
 
 // Whether a pod in namespace `ns` starts pending, given the namespaces file
 // (one namespace per line; blank lines and '#' comments ignored; spaces and
-// CR around a name ignored). Pure; allocates nothing.
+// CR around a name ignored). Pure; allocates nothing; a lookup costs about
+// a memmem over the file.
 //   - file not readable (missing, unreadable, too large): pending;
 //   - `ns` non-empty: pending iff listed;
 //   - `ns` empty (no K8S_POD_NAMESPACE, e.g. a non-Kubernetes runtime):
-//     pending unless the file lists no namespace at all.
+//     pending unless the file lists no namespace at all;
+//   - `ns` holding whitespace or '#' (no namespace does): pending.
 bool IsPendingNamespace(std::string_view file_contents, bool file_readable, std::string_view ns);
 
 // The IFLA_GROUP for the host veth of a pod in `pod_namespace`: 0 without

@@ -33,6 +33,28 @@ TEST(Pending, CommentsBlankLinesAndSpacesAreIgnored) {
   EXPECT_FALSE(IsPendingNamespace(file, true, "default"));
 }
 
+TEST(Pending, OnlyANameAloneOnItsLineCounts) {
+  EXPECT_FALSE(IsPendingNamespace("#prod\n", true, "prod"));
+  EXPECT_FALSE(IsPendingNamespace("  # prod\n", true, "prod"));
+  EXPECT_FALSE(IsPendingNamespace("x # prod\n", true, "prod"));
+  EXPECT_FALSE(IsPendingNamespace("x prod\n", true, "prod"));
+  EXPECT_FALSE(IsPendingNamespace("prod x\n", true, "prod"));
+  EXPECT_FALSE(IsPendingNamespace("a-prod\nprod-b\n", true, "prod"));
+  EXPECT_TRUE(IsPendingNamespace("a-prod\nprod-b\nprod\n", true, "prod"));  // a later candidate matches
+  EXPECT_TRUE(IsPendingNamespace("prod#x", true, "prod"));
+  EXPECT_TRUE(IsPendingNamespace("x\r\nprod\r\n", true, "prod"));
+  EXPECT_TRUE(IsPendingNamespace("prod", true, "prod"));
+  EXPECT_FALSE(IsPendingNamespace("pro", true, "prod"));
+  EXPECT_FALSE(IsPendingNamespace("", true, "prod"));
+}
+
+TEST(Pending, ANamespaceNoListCouldHoldIsPending) {
+  // Not a DNS label: it cannot be looked up, so the pod is held.
+  EXPECT_TRUE(IsPendingNamespace("prod\n", true, "prod x"));
+  EXPECT_TRUE(IsPendingNamespace("prod\n", true, "#"));
+  EXPECT_TRUE(IsPendingNamespace("", true, "a\nb"));
+}
+
 TEST(Pending, AnUnreadableFileMakesEveryPodPending) {
   EXPECT_TRUE(IsPendingNamespace("", false, "default"));
   EXPECT_TRUE(IsPendingNamespace("", false, ""));

@@ -1,0 +1,487 @@
+#include "e2e/netpol_harness.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace weft::testing::netpol {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kNamespaces[] = {"x", "y", "z"};
+constexpr const char* kPodNames[] = {"a", "b", "c"};
+// The pod whose named ports are swapped (serve-80-tcp is its port 81 and
+// serve-81-tcp its port 80), so that named ports must be resolved per pod.
+constexpr const char* kSwappedPod = "z/b";
+
+long Ms(Clock::duration d) { return static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()); }
+
+std::string Tail(const std::string& s, size_t n) { return s.size() > n ? s.substr(s.size() - n) : s; }
+
+std::vector<std::string> SplitLines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+}  // namespace
+
+std::string AgentPath() { return NETPOL_AGENT; }
+
+std::string PortSpec::Name() const {
+  const char* p = proto == L4::kTcp ? "TCP" : proto == L4::kUdp ? "UDP" : "SCTP";
+  return std::string(p) + "/" + std::to_string(port);
+}
+
+std::string PortSpec::Target(const std::string& ip) const {
+  const char* p = proto == L4::kTcp ? "tcp" : proto == L4::kUdp ? "udp" : "sctp";
+  return std::string(p) + ":" + ip + ":" + std::to_string(port);
+}
+
+bool Peer::Matches(const std::string& key) const {
+  size_t slash = key.find('/');
+  return (ns.empty() || key.substr(0, slash) == ns) && (pod.empty() || key.substr(slash + 1) == pod);
+}
+
+Reachability::Reachability(std::vector<std::string> pods, bool allowed)
+    : pods_(std::move(pods)), cells_(pods_.size() * pods_.size(), allowed ? 1 : 0) {
+  for (size_t i = 0; i < pods_.size(); ++i) cells_[i * pods_.size() + i] = 1;
+}
+
+size_t Reachability::Index(const std::string& pod) const {
+  auto it = std::find(pods_.begin(), pods_.end(), pod);
+  if (it == pods_.end()) throw std::out_of_range("no pod " + pod + " in the matrix");
+  return static_cast<size_t>(it - pods_.begin());
+}
+
+void Reachability::Set(const std::string& from, const std::string& to, bool allowed) {
+  cells_[Index(from) * pods_.size() + Index(to)] = allowed ? 1 : 0;
+}
+
+void Reachability::Expect(const std::string& from, const std::string& to, bool allowed) {
+  if (from != to) Set(from, to, allowed);
+}
+
+bool Reachability::Get(const std::string& from, const std::string& to) const {
+  return cells_[Index(from) * pods_.size() + Index(to)] != 0;
+}
+
+void Reachability::ExpectAllIngress(const std::string& to, bool allowed) {
+  for (const auto& from : pods_) Expect(from, to, allowed);
+}
+
+void Reachability::ExpectAllEgress(const std::string& from, bool allowed) {
+  for (const auto& to : pods_) Expect(from, to, allowed);
+}
+
+void Reachability::ExpectPeer(const Peer& from, const Peer& to, bool allowed) {
+  for (const auto& f : pods_)
+    for (const auto& t : pods_)
+      if (from.Matches(f) && to.Matches(t)) Expect(f, t, allowed);
+}
+
+std::string Reachability::Table(const Reachability* expected) const {
+  std::ostringstream o;
+  size_t w = 4;
+  for (const auto& p : pods_) w = std::max(w, p.size() + 2);
+  auto pad = [&](const std::string& s) { return s + std::string(w > s.size() ? w - s.size() : 1, ' '); };
+  o << pad("");
+  for (const auto& to : pods_) o << pad(to);
+  o << "\n";
+  for (const auto& from : pods_) {
+    o << pad(from);
+    for (const auto& to : pods_) {
+      bool v = Get(from, to);
+      std::string cell = v ? "." : "X";
+      if (expected && expected->Get(from, to) != v) cell += "*";
+      o << pad(cell);
+    }
+    o << "\n";
+  }
+  return o.str();
+}
+
+NetpolCluster::NetpolCluster() {
+  try {
+    error_ = Setup();
+  } catch (const std::exception& e) {
+    error_ = std::string("set-up threw: ") + e.what();
+  }
+}
+
+NetpolCluster::~NetpolCluster() {
+  extra_.clear();
+  for (auto& [k, p] : pods_) p->agent.reset();
+  pods_.clear();
+  for (auto& n : nodes_) n->StopWeftd(SIGKILL);
+  nodes_.clear();
+  api_.reset();
+  ul_.reset();
+  if (!root_.empty()) RemoveTree(root_);
+}
+
+json NetpolCluster::DefaultPorts() {
+  return json::array({{{"name", "serve-80-tcp"}, {"containerPort", 80}, {"protocol", "TCP"}},
+                      {{"name", "serve-81-tcp"}, {"containerPort", 81}, {"protocol", "TCP"}},
+                      {{"name", "serve-80-udp"}, {"containerPort", 80}, {"protocol", "UDP"}},
+                      {{"name", "serve-80-sctp"}, {"containerPort", 80}, {"protocol", "SCTP"}}});
+}
+
+json NetpolCluster::NamespaceObject(const std::string& ns) {
+  return {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}, {"labels", {{"ns", ns}}}}}};
+}
+
+json NetpolCluster::PodObject(const NetpolPod& p, const json& labels, const json& ports) {
+  // One container per port, as upstream's netpol pods have.
+  json containers = json::array();
+  for (const auto& port : ports) {
+    containers.push_back({{"name", "cont-" + port.value("name", std::to_string(port.value("containerPort", 0)))},
+                          {"image", "weft.test/netpol-agent"},
+                          {"ports", json::array({port})}});
+  }
+  json status = {{"phase", "Running"}, {"hostIP", p.node->ip()}};
+  if (!p.ip().empty()) {
+    status["podIP"] = p.ip();
+    status["podIPs"] = json::array({{{"ip", p.ip()}}});
+  }
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata", {{"name", p.name}, {"namespace", p.ns}, {"labels", labels}}},
+          {"spec", {{"nodeName", p.node->name}, {"containers", containers}}},
+          {"status", status}};
+}
+
+namespace {
+json CanonicalPorts(const std::string& key) {
+  json ports = NetpolCluster::DefaultPorts();
+  if (key == kSwappedPod) {
+    ports[0]["containerPort"] = 81;
+    ports[1]["containerPort"] = 80;
+  }
+  return ports;
+}
+}  // namespace
+
+NetpolPod& NetpolCluster::pod(const std::string& key) {
+  auto it = pods_.find(key);
+  if (it != pods_.end()) return *it->second;
+  for (auto& p : extra_)
+    if (p->key() == key) return *p;
+  throw std::out_of_range("no pod " + key);
+}
+
+void NetpolCluster::StartWeftd(int i) {
+  WeftNode& n = *nodes_.at(i);
+  n.StartWeftd({"--control-plane", "kubernetes", "--kubeconfig", api_->kubeconfig(), "--cluster-cidr",
+                "10.245.0.0/16", "--backend", "vxlan", "--network-policy", "true"});
+}
+
+std::string NetpolCluster::Setup() {
+  root_ = TempDir("netpol");
+  ul_ = std::make_unique<Underlay>();
+  api_ = std::make_unique<FakeApiServer>(*ul_, root_);
+  for (const char* ns : kNamespaces) api_->Apply(NamespaceObject(ns));
+  for (int i = 0; i < 2; ++i) {
+    std::string name = "n" + std::to_string(i + 1);
+    std::string cidr = "10.245." + std::to_string(i + 1) + ".0/24";
+    std::string ip = "192.0.2." + std::to_string(11 + i);
+    api_->Apply({{"apiVersion", "v1"},
+                 {"kind", "Node"},
+                 {"metadata", {{"name", name}}},
+                 {"spec", {{"podCIDR", cidr}, {"podCIDRs", {cidr}}}},
+                 {"status", {{"addresses", {{{"type", "InternalIP"}, {"address", ip}}}}}}});
+    nodes_.push_back(std::make_unique<WeftNode>(*ul_, name, 11 + i, root_));
+    StartWeftd(i);
+  }
+  for (auto& n : nodes_) {
+    if (!WaitFor([&] { return !n->PluginConf().empty() && n->AgentRoutes().size() == 1; }, 20000, 100))
+      return "weftd on " + n->name + " did not write its conflist and route to the other node";
+  }
+  int i = 0;
+  for (const char* ns : kNamespaces) {
+    for (const char* name : kPodNames) {
+      auto p = std::make_unique<NetpolPod>();
+      p->ns = ns;
+      p->name = name;
+      p->node = nodes_[i++ % 2].get();
+      p->pod = std::make_unique<Pod>(*p->node, p->ns + "-" + p->name,
+                                     "K8S_POD_NAMESPACE=" + p->ns + ";K8S_POD_NAME=" + p->name);
+      if (!p->pod->add_error.empty()) return "pod " + p->key() + ": " + p->pod->add_error;
+      p->agent = std::make_unique<Child>(p->pod->ns.name(),
+                                         std::vector<std::string>{AgentPath(), "serve", "--name", p->key()},
+                                         root_ + "/agent-" + p->ns + "-" + p->name + ".log");
+      keys_.push_back(p->key());
+      pods_[p->key()] = std::move(p);
+    }
+  }
+  for (const auto& k : keys_) {
+    NetpolPod& p = *pods_[k];
+    if (!WaitFor([&] { return ProbeFrom(p.pod->ns, {"tcp:127.0.0.1:80"}, 200)[0].ok; }, 5000, 50))
+      return "the agent of " + k + " does not serve; see " + root_;
+    PostPod(p);
+  }
+  sctp_ = ProbeFrom(pods_[keys_[0]]->pod->ns, {"sctp:127.0.0.1:80"}, 500)[0].ok;
+  return "";
+}
+
+void NetpolCluster::PostPod(NetpolPod& p, json labels, json ports) {
+  if (labels.is_null()) labels = {{"pod", p.name}};
+  if (ports.is_null()) ports = CanonicalPorts(p.key());
+  p.object = PodObject(p, labels, ports);
+  api_->Apply(p.object);
+}
+
+NetpolPod& NetpolCluster::AddPod(const std::string& ns, const std::string& name, int node, json runtime_config,
+                                 bool post) {
+  auto p = std::make_unique<NetpolPod>();
+  p->ns = ns;
+  p->name = name;
+  p->node = nodes_.at(node).get();
+  p->pod = std::make_unique<Pod>(*p->node, ns + "-" + name, "K8S_POD_NAMESPACE=" + ns + ";K8S_POD_NAME=" + name,
+                                 std::move(runtime_config));
+  if (p->pod->add_error.empty()) {
+    p->agent = std::make_unique<Child>(p->pod->ns.name(), std::vector<std::string>{AgentPath(), "serve", "--name", p->key()},
+                                       root_ + "/agent-" + ns + "-" + name + ".log");
+    WaitFor([&] { return ProbeFrom(p->pod->ns, {"tcp:127.0.0.1:80"}, 200)[0].ok; }, 5000, 50);
+    if (post) PostPod(*p);
+  }
+  extra_.push_back(std::move(p));
+  return *extra_.back();
+}
+
+void NetpolCluster::RemoveExtraPods() {
+  for (auto& p : extra_) {
+    if (!p->object.is_null()) api_->Delete("Pod", p->ns, p->name);
+    p->agent.reset();
+  }
+  extra_.clear();
+}
+
+json NetpolCluster::ApplyPolicy(const json& policy) {
+  json p = policy;
+  if (!p.contains("apiVersion")) p["apiVersion"] = "networking.k8s.io/v1";
+  if (!p.contains("kind")) p["kind"] = "NetworkPolicy";
+  std::pair<std::string, std::string> id{p["metadata"]["namespace"], p["metadata"]["name"]};
+  if (std::find(policies_.begin(), policies_.end(), id) == policies_.end()) policies_.push_back(id);
+  return api_->Apply(p);
+}
+
+void NetpolCluster::DeletePolicy(const std::string& ns, const std::string& name) {
+  api_->Delete("NetworkPolicy", ns, name);
+  policies_.erase(std::remove(policies_.begin(), policies_.end(), std::make_pair(ns, name)), policies_.end());
+}
+
+void NetpolCluster::DeletePolicies() {
+  for (const auto& [ns, name] : policies_) api_->Delete("NetworkPolicy", ns, name);
+  policies_.clear();
+  // And anything a case applied some other way.
+  std::string out;
+  if (api_->Request("GET", "/apis/networking.k8s.io/v1/networkpolicies", nullptr, &out) == 200) {
+    try {
+      for (const auto& item : json::parse(out).value("items", json::array()))
+        api_->Delete("NetworkPolicy", item["metadata"]["namespace"], item["metadata"]["name"]);
+    } catch (...) {
+    }
+  }
+}
+
+void NetpolCluster::RestoreObjects() {
+  for (const char* ns : kNamespaces) api_->Apply(NamespaceObject(ns));
+  for (const auto& k : keys_) {
+    NetpolPod& p = *pods_[k];
+    json canonical = PodObject(p, {{"pod", p.name}}, CanonicalPorts(k));
+    if (p.object != canonical) PostPod(p);
+  }
+}
+
+std::vector<ProbeResult> NetpolCluster::ProbeFrom(const TestNetns& from, const std::vector<std::string>& targets,
+                                                  int timeout_ms, const std::string& source) {
+  std::vector<std::string> argv = {"ip", "netns", "exec", from.name(), AgentPath(), "probe", "--timeout-ms",
+                                   std::to_string(timeout_ms)};
+  if (!source.empty()) argv.insert(argv.end(), {"--source", source});
+  argv.insert(argv.end(), targets.begin(), targets.end());
+  std::string out, err;
+  int rc = Cmd(argv, &out, &err);
+  std::vector<ProbeResult> res(targets.size());
+  auto lines = SplitLines(out);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (rc != 0 || i >= lines.size()) {
+      res[i].detail = "probe exit " + std::to_string(rc) + ": " + err;
+      continue;
+    }
+    std::istringstream in(lines[i]);
+    std::string t, verdict, detail;
+    in >> t >> verdict >> detail;
+    res[i].ok = t == targets[i] && verdict == "ok";
+    res[i].detail = detail;
+  }
+  return res;
+}
+
+std::vector<Reachability> NetpolCluster::ProbeMatrix(const std::vector<PortSpec>& ports, std::string* notes,
+                                                     int timeout_ms) {
+  std::vector<Reachability> obs(ports.size(), Reachability(keys_, false));
+  std::vector<std::string> targets;
+  for (const auto& port : ports)
+    for (const auto& to : keys_) targets.push_back(port.Target(pods_[to]->ip()));
+  std::vector<std::vector<ProbeResult>> results(keys_.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < keys_.size(); ++i)
+    threads.emplace_back([&, i] { results[i] = ProbeFrom(pods_[keys_[i]]->pod->ns, targets, timeout_ms); });
+  for (auto& t : threads) t.join();
+  for (size_t f = 0; f < keys_.size(); ++f) {
+    for (size_t pi = 0; pi < ports.size(); ++pi) {
+      for (size_t ti = 0; ti < keys_.size(); ++ti) {
+        const ProbeResult& r = results[f][pi * keys_.size() + ti];
+        bool ok = r.ok;
+        if (ok && r.detail != keys_[ti]) {
+          ok = false;  // someone else answered: never count that as reachable
+          if (notes) *notes += keys_[f] + " -> " + keys_[ti] + " " + ports[pi].Name() + " answered by " + r.detail + "\n";
+        }
+        obs[pi].Set(keys_[f], keys_[ti], ok);
+      }
+    }
+  }
+  return obs;
+}
+
+std::string NetpolCluster::CheckMatrix(const std::vector<Expectation>& want, int deadline_ms,
+                                       std::chrono::milliseconds* took, int probe_timeout_ms) {
+  std::vector<const Expectation*> active;
+  std::string skipped;
+  for (const auto& e : want) {
+    if (e.port.proto == L4::kSctp && !sctp_) skipped += " " + e.port.Name();
+    else active.push_back(&e);
+  }
+  std::vector<PortSpec> ports;
+  for (const auto* e : active) ports.push_back(e->port);
+  auto start = Clock::now();
+  std::string report;
+  int rounds = 0;
+  for (;;) {
+    auto round = Clock::now();
+    std::string notes;
+    auto obs = ProbeMatrix(ports, &notes, probe_timeout_ms);
+    ++rounds;
+    bool match = notes.empty();
+    for (size_t i = 0; i < active.size(); ++i) match = match && obs[i] == active[i]->reach;
+    if (match) {
+      if (took) *took = std::chrono::duration_cast<std::chrono::milliseconds>(round - start);
+      return "";
+    }
+    if (Clock::now() - start >= std::chrono::milliseconds(deadline_ms)) {
+      std::ostringstream o;
+      o << "reachability did not match within " << deadline_ms << " ms (" << rounds << " rounds)\n";
+      for (size_t i = 0; i < active.size(); ++i) {
+        if (obs[i] == active[i]->reach) {
+          o << "== " << active[i]->port.Name() << ": matches\n";
+          continue;
+        }
+        o << "== " << active[i]->port.Name() << ": MISMATCH (rows from, columns to; . allowed, X denied)\n"
+          << "expected:\n"
+          << active[i]->reach.Table() << "observed (* = differs from expected):\n"
+          << obs[i].Table(&active[i]->reach);
+      }
+      if (!notes.empty()) o << notes;
+      if (!skipped.empty()) o << "not probed (no SCTP in this kernel):" << skipped << "\n";
+      return o.str();
+    }
+    std::this_thread::sleep_until(round + std::chrono::milliseconds(kPollMs));
+  }
+}
+
+std::string NetpolCluster::CheckProbes(const std::vector<Probe>& want, int deadline_ms) {
+  auto start = Clock::now();
+  int rounds = 0;
+  for (;;) {
+    auto round = Clock::now();
+    // Group by (netns, source) so each prober runs once per round.
+    std::vector<ProbeResult> got(want.size());
+    std::map<std::pair<const TestNetns*, std::string>, std::vector<size_t>> groups;
+    for (size_t i = 0; i < want.size(); ++i) groups[{want[i].from, want[i].source}].push_back(i);
+    std::vector<std::thread> threads;
+    for (auto& [g, idx] : groups) {
+      threads.emplace_back([&, g = g, idx = idx] {
+        std::vector<std::string> targets;
+        for (size_t i : idx) targets.push_back(want[i].target);
+        auto r = ProbeFrom(*g.first, targets, kProbeTimeoutMs, g.second);
+        for (size_t k = 0; k < idx.size(); ++k) got[idx[k]] = r[k];
+      });
+    }
+    for (auto& t : threads) t.join();
+    ++rounds;
+    bool match = true;
+    for (size_t i = 0; i < want.size(); ++i) {
+      bool ok = got[i].ok && (want[i].responder.empty() || got[i].detail == want[i].responder);
+      match = match && ok == want[i].allowed;
+    }
+    if (match) return "";
+    if (Clock::now() - start >= std::chrono::milliseconds(deadline_ms)) {
+      std::ostringstream o;
+      o << "probes did not match within " << deadline_ms << " ms (" << rounds << " rounds):\n";
+      for (size_t i = 0; i < want.size(); ++i) {
+        bool ok = got[i].ok && (want[i].responder.empty() || got[i].detail == want[i].responder);
+        o << "  " << want[i].from_label << (want[i].source.empty() ? "" : " (from " + want[i].source + ")") << " -> "
+          << want[i].target << ": expected " << (want[i].allowed ? "allowed" : "denied") << ", observed "
+          << (got[i].ok ? "ok " : "fail ") << got[i].detail << (ok == want[i].allowed ? "" : "   <-- MISMATCH") << "\n";
+      }
+      return o.str();
+    }
+    std::this_thread::sleep_until(round + std::chrono::milliseconds(kPollMs));
+  }
+}
+
+long NetpolCluster::WaitProbe(const TestNetns& from, const std::string& target, bool want, int deadline_ms) {
+  auto start = Clock::now();
+  while (Clock::now() - start < std::chrono::milliseconds(deadline_ms)) {
+    bool ok = ProbeFrom(from, {target}, 50)[0].ok;
+    if (ok == want) {
+      long t = Ms(Clock::now() - start);
+      // A failure under 50 ms could be a slow machine: confirm with a full timeout.
+      if (want || !ProbeFrom(from, {target}, kProbeTimeoutMs)[0].ok) return t;
+    }
+  }
+  return -1;
+}
+
+bool NetpolCluster::Healthy() {
+  for (auto& n : nodes_)
+    if (!n->weftd || !n->weftd->Running()) return false;
+  return true;
+}
+
+std::string NetpolCluster::Diagnostics() {
+  std::ostringstream o;
+  for (auto& n : nodes_) {
+    o << n->LogTail(30000);
+    std::string out;
+    n->ns.Exec({"nft", "list", "table", "inet", "weft-netpol"}, &out);
+    o << "---- " << n->name << " nft list table inet weft-netpol ----\n" << out << "\n";
+  }
+  for (const auto& k : keys_) o << k << " = " << pods_[k]->ip() << " on " << pods_[k]->node->name << "\n";
+  for (const auto& p : extra_) o << p->key() << " = " << p->ip() << " on " << p->node->name << "\n";
+  if (api_) {
+    o << "---- API server log (tail) ----\n";
+    std::string log = api_->Log();
+    try {
+      auto lines = json::parse(log);
+      size_t from = lines.size() > 60 ? lines.size() - 60 : 0;
+      for (size_t i = from; i < lines.size(); ++i) o << lines[i].get<std::string>() << "\n";
+    } catch (...) {
+      o << Tail(log, 6000) << "\n";
+    }
+  }
+  return o.str();
+}
+
+}  // namespace weft::testing::netpol

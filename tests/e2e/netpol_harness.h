@@ -1,0 +1,191 @@
+#pragma once
+// The NetworkPolicy e2e harness, on the model of upstream Kubernetes'
+// test/e2e/network/netpol: namespaces x, y, z (labels ns=x, ...) with pods
+// a, b, c each (labels pod=a, ...), spread over two weftd nodes, every pod
+// running `netpol_agent serve` (TCP 80 and 81, UDP 80, SCTP 80 where the
+// kernel has it) behind the named ports serve-80-tcp, serve-81-tcp,
+// serve-80-udp and serve-80-sctp. A case states the expected reachability
+// matrix per protocol and port (Reachability), and the harness probes the
+// full matrix (every pod to every pod, itself included; all ports of a check
+// at once, in parallel) until it matches or the deadline passes; a mismatch
+// prints the expected and observed tables like upstream's TruthTable.
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "e2e/cluster.h"
+#include "e2e/kube_api.h"
+
+namespace weft::testing::netpol {
+
+enum class L4 { kTcp, kUdp, kSctp };
+
+struct PortSpec {
+  L4 proto;
+  int port;
+  std::string Name() const;                          // "TCP/80"
+  std::string Target(const std::string& ip) const;  // "tcp:IP:80" (netpol_agent's form)
+};
+inline PortSpec Tcp(int port) { return {L4::kTcp, port}; }
+inline PortSpec Udp(int port) { return {L4::kUdp, port}; }
+inline PortSpec Sctp(int port) { return {L4::kSctp, port}; }
+
+// Upstream's Peer: a namespace and a pod name, either empty for "any".
+struct Peer {
+  std::string ns;
+  std::string pod;
+  bool Matches(const std::string& key) const;  // key "x/a"
+};
+
+// The expected (or observed) connectivity between pods, keyed "ns/pod";
+// rows are sources, columns destinations. A pod to itself is always
+// allowed (issue 12: "Always allowed: a pod to itself"), so the Expect
+// helpers leave the diagonal alone.
+class Reachability {
+ public:
+  explicit Reachability(std::vector<std::string> pods, bool allowed = true);
+  void Expect(const std::string& from, const std::string& to, bool allowed);
+  // Every source to `to` (its ingress) / `from` to every destination.
+  void ExpectAllIngress(const std::string& to, bool allowed);
+  void ExpectAllEgress(const std::string& from, bool allowed);
+  void ExpectPeer(const Peer& from, const Peer& to, bool allowed);
+  bool Get(const std::string& from, const std::string& to) const;
+  void Set(const std::string& from, const std::string& to, bool allowed);  // incl. the diagonal
+  const std::vector<std::string>& pods() const { return pods_; }
+  bool operator==(const Reachability& o) const { return pods_ == o.pods_ && cells_ == o.cells_; }
+  // Rows from, columns to: `.` allowed, `X` denied; with `expected`, a cell
+  // that differs from it is followed by `*`.
+  std::string Table(const Reachability* expected = nullptr) const;
+
+ private:
+  size_t Index(const std::string& pod) const;
+  std::vector<std::string> pods_;
+  std::vector<char> cells_;  // row-major, 1 = allowed
+};
+
+// One port's expectation in a check.
+struct Expectation {
+  PortSpec port;
+  Reachability reach;
+};
+
+// One probe outside the pod matrix (node, underlay, ClusterIP, hostPort...).
+struct Probe {
+  const TestNetns* from;
+  std::string from_label;
+  std::string target;  // "tcp:IP:PORT"
+  bool allowed;
+  std::string source;  // --source address, "" = the kernel's choice
+  std::string responder;  // when allowed and non-empty: the reply must name this pod
+};
+
+struct ProbeResult {
+  bool ok = false;
+  std::string detail;  // the responder's name when ok, the failure's reason otherwise
+};
+
+// A pod of the matrix (or one a case adds): the CNI attachment, its agent
+// and the Pod object posted for it.
+struct NetpolPod {
+  std::string ns;
+  std::string name;
+  WeftNode* node = nullptr;
+  std::unique_ptr<Pod> pod;
+  std::unique_ptr<Child> agent;
+  nlohmann::json object;  // as last applied
+  std::string key() const { return ns + "/" + name; }
+  std::string ip() const { return pod ? pod->ip : ""; }
+};
+
+// The virtual cluster the cases share: underlay, API server, two nodes
+// (n1 192.0.2.11 with 10.245.1.0/24, n2 192.0.2.12 with 10.245.2.0/24)
+// running weftd with --network-policy, and the nine matrix pods.
+class NetpolCluster {
+ public:
+  static constexpr int kProbeTimeoutMs = 1000;
+  static constexpr int kDeadlineMs = 5000;
+  static constexpr int kPollMs = 300;
+
+  NetpolCluster();
+  ~NetpolCluster();
+  // "" once the cluster is up with every matrix pod serving; else why not.
+  const std::string& error() const { return error_; }
+
+  FakeApiServer& api() { return *api_; }
+  Underlay& underlay() { return *ul_; }
+  WeftNode& node(int i) { return *nodes_.at(i); }
+  const std::vector<std::string>& pod_keys() const { return keys_; }
+  NetpolPod& pod(const std::string& key);
+  bool sctp() const { return sctp_; }
+  const std::string& root() const { return root_; }
+
+  // The canonical objects.
+  static nlohmann::json NamespaceObject(const std::string& ns);
+  static nlohmann::json PodObject(const NetpolPod& p, const nlohmann::json& labels,
+                                  const nlohmann::json& ports);
+  static nlohmann::json DefaultPorts();
+
+  // Adds a pod beyond the matrix (attached, serving; its Pod object is
+  // posted only when `post` is set). Removed by RemoveExtraPods.
+  NetpolPod& AddPod(const std::string& ns, const std::string& name, int node,
+                    nlohmann::json runtime_config = nullptr, bool post = true);
+  void PostPod(NetpolPod& p, nlohmann::json labels = nullptr, nlohmann::json ports = nullptr);
+  void RemoveExtraPods();
+
+  // Policies applied through ApplyPolicy are deleted by DeletePolicies.
+  nlohmann::json ApplyPolicy(const nlohmann::json& policy);
+  void DeletePolicy(const std::string& ns, const std::string& name);
+  void DeletePolicies();
+  // Re-posts the canonical Namespace and Pod objects of the matrix.
+  void RestoreObjects();
+
+  // Probes targets from one netns, all at once.
+  std::vector<ProbeResult> ProbeFrom(const TestNetns& from, const std::vector<std::string>& targets,
+                                     int timeout_ms = kProbeTimeoutMs, const std::string& source = "");
+  // One round of the full matrix for each port (every source in parallel).
+  std::vector<Reachability> ProbeMatrix(const std::vector<PortSpec>& ports, std::string* notes,
+                                        int timeout_ms = kProbeTimeoutMs);
+  // Probes until every matrix equals its expectation, or `deadline_ms`.
+  // Returns "" on a match, else the tables of the last round (and notes).
+  // `took`: from the call to the start of the matching round.
+  std::string CheckMatrix(const std::vector<Expectation>& want, int deadline_ms = kDeadlineMs,
+                          std::chrono::milliseconds* took = nullptr, int probe_timeout_ms = kProbeTimeoutMs);
+  // The same for probes outside the matrix.
+  std::string CheckProbes(const std::vector<Probe>& want, int deadline_ms = kDeadlineMs);
+  // Probes `target` from `from` every ~50 ms until the result is `want`;
+  // the time from the call until then, or -1 after `deadline_ms`.
+  long WaitProbe(const TestNetns& from, const std::string& target, bool want, int deadline_ms = kDeadlineMs);
+
+  // What a failing case prints: weftd log tails, each node's netpol table,
+  // the API server's log tail.
+  std::string Diagnostics();
+  // True when both weftd processes are still running.
+  bool Healthy();
+
+  // Starts weftd on node i with the suite's flags.
+  void StartWeftd(int i);
+
+ private:
+  std::string Setup();
+  std::string root_;
+  std::string error_;
+  std::unique_ptr<Underlay> ul_;
+  std::unique_ptr<FakeApiServer> api_;
+  std::vector<std::unique_ptr<WeftNode>> nodes_;
+  std::vector<std::string> keys_;
+  std::map<std::string, std::unique_ptr<NetpolPod>> pods_;   // the matrix
+  std::vector<std::unique_ptr<NetpolPod>> extra_;           // added by cases
+  std::vector<std::pair<std::string, std::string>> policies_;  // (ns, name)
+  bool sctp_ = false;
+};
+
+// The binary run inside pods.
+std::string AgentPath();
+
+}  // namespace weft::testing::netpol

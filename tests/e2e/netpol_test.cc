@@ -484,6 +484,44 @@ TEST_F(NetpolTest, DeletingPoliciesRestoresReachability) {
   ASSERT_TRUE(Matrix("y's policy deleted", AllPorts(R())));
 }
 
+// A policy stored without the API server's defaults (no policyTypes, no
+// port protocol) means what the defaulted one means: Ingress always, Egress
+// because there are egress rules, TCP.
+TEST_F(NetpolTest, PolicyWithoutServerDefaults) {
+  ASSERT_EQ(c_->api().Request("POST", "/_test/defaults", {{"enabled", false}}), 200);
+  cleanups_.push_back([this] { c_->api().Request("POST", "/_test/defaults", {{"enabled", true}}); });
+  json stored = Apply(R"({"metadata": {"namespace": "x", "name": "undefaulted"},
+                          "spec": {"podSelector": {"matchLabels": {"pod": "a"}},
+                                   "egress": [{"to": [{"podSelector": {"matchLabels": {"pod": "b"}}}],
+                                               "ports": [{"port": 80}]}]}})"_json);
+  EXPECT_FALSE(stored["spec"].contains("policyTypes")) << stored.dump();
+  Reachability closed = R();
+  closed.ExpectAllIngress("x/a", false);
+  closed.ExpectAllEgress("x/a", false);
+  Reachability t80 = closed;
+  t80.Expect("x/a", "x/b", true);
+  ASSERT_TRUE(Matrix("x/a isolated both ways, may send TCP 80 to x/b", {{Tcp(80), t80}, {Tcp(81), closed}, {Udp(80), closed}}));
+}
+
+// A Pod object deleted (its sandbox still up) leaves the peer sets.
+TEST_F(NetpolTest, DeletedPodObjectLeavesPeerSets) {
+  Apply(R"({"metadata": {"namespace": "x", "name": "from-any-b"},
+            "spec": {"podSelector": {"matchLabels": {"pod": "a"}},
+                     "ingress": [{"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"pod": "b"}}}]}]}})"_json);
+  Reachability r = R();
+  r.ExpectAllIngress("x/a", false);
+  r.ExpectPeer({"", "b"}, {"x", "a"}, true);
+  ASSERT_TRUE(Matrix("x/a from every pod b", {{Tcp(80), r}}));
+  NetpolPod& yb = c_->pod("y/b");
+  ASSERT_TRUE(c_->api().Delete("Pod", "y", "b"));
+  yb.object = nullptr;  // RestoreObjects posts it again
+  r.Expect("y/b", "x/a", false);
+  ASSERT_TRUE(Matrix("y/b's Pod object deleted", {{Tcp(80), r}}));
+  c_->PostPod(yb);
+  r.Expect("y/b", "x/a", true);
+  ASSERT_TRUE(Matrix("y/b's Pod object back", {{Tcp(80), r}}));
+}
+
 // A pod created in a namespace that already has a deny policy receives no
 // denied traffic between its CNI ADD and the moment weftd sees its Pod
 // object; allowed traffic works within 1 s of the Pod object being posted.

@@ -57,9 +57,10 @@ Test controls under /_test/ (no auth):
   DELETE /_test/nodes/NAME[?silent=1]   delete a Node (silent: no watch event)
   POST   /_test/objects             create or replace any object as sent (no strategy)
   POST   /_test/defaults            {"enabled": bool}: defaulting on create/update
-  POST   /_test/pages               {"cap": N, "expire_after_pages": K}: page cap
-                                    (0 = none); compact right after the next K
-                                    pages that carry a continue token
+  POST   /_test/pages               {"cap": N, "expire_after_pages": K, "resource": R}:
+                                    page cap (0 = none); compact right after the
+                                    next K pages (of resource R, e.g. "nodes", if
+                                    given) that carry a continue token
   POST   /_test/token               {"token": "..."}: the only accepted token from now on
   POST   /_test/bookmark            a BOOKMARK at the current RV to every watch that allows them
   POST   /_test/expire[?watches=0]  compact: history forgotten, older continue tokens
@@ -679,6 +680,7 @@ class Store:
         self.defaults = True
         self.page_cap = page_cap
         self.expire_after_pages = 0
+        self.expire_resource = ""
         for ns in SYSTEM_NAMESPACES:
             self.create(RESOURCES["namespaces"], None, {"metadata": {"name": ns}})
 
@@ -980,7 +982,7 @@ class Store:
                 meta["continue"] = self.token_for(snap_rv, page[-1])
                 if not flt.has_selector:
                     meta["remainingItemCount"] = len(keys) - len(page)
-                if self.expire_after_pages > 0:
+                if self.expire_after_pages > 0 and self.expire_resource in ("", res.plural):
                     self.expire_after_pages -= 1
                     if self.expire_after_pages == 0:
                         self.expire(cut_watches=False)
@@ -1347,6 +1349,7 @@ class Handler(BaseHTTPRequestHandler):
             elif path == "/_test/pages" and method == "POST":
                 st.page_cap = int(body.get("cap", st.page_cap))
                 st.expire_after_pages = int(body.get("expire_after_pages", 0))
+                st.expire_resource = body.get("resource", "")
             elif path == "/_test/token" and method == "POST":
                 st.token = body["token"]
             elif path == "/_test/bookmark" and method == "POST":

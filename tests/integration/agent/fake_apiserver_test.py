@@ -342,6 +342,12 @@ class FakeApiServerTest(unittest.TestCase):
         out = self.ok("GET", PODS % "default" + "?limit=100")
         out = self.ok("GET", PODS % "default" + "?limit=100&continue=" + out["metadata"]["continue"])
         self.assertEqual(len(out["items"]), 3)
+        # ... of one resource only.
+        self.ok("POST", "/_test/pages", {"cap": 2, "expire_after_pages": 1, "resource": "pods"})
+        ns = self.ok("GET", "/api/v1/namespaces?limit=100")
+        self.ok("GET", "/api/v1/namespaces?limit=100&continue=" + ns["metadata"]["continue"])
+        out = self.ok("GET", PODS % "default" + "?limit=100")
+        self.assertEqual(self.req("GET", PODS % "default" + "?continue=" + out["metadata"]["continue"])[0], 410)
 
     def test_watch_from_rv_with_selector_sends_deleted_and_added(self):
         a = self.ok("POST", PODS % "default", pod("a", {"app": "web"}))

@@ -1,0 +1,247 @@
+#include "e2e/kube_api.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace weft::testing {
+namespace {
+
+sys::Netns OpenNetns(const TestNetns& ns) {
+  auto n = sys::Netns::Open(ns.path());
+  if (!n.ok()) throw std::runtime_error("FakeApiServer: " + n.status().ToString());
+  return std::move(n).value();
+}
+
+void Run(const std::vector<std::string>& argv) {
+  std::string out, err;
+  if (Cmd(argv, &out, &err) != 0) throw std::runtime_error("FakeApiServer: " + argv[0] + " " + argv[1] + ": " + err);
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << text;
+    if (!f.flush()) throw std::runtime_error("FakeApiServer: cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("FakeApiServer: cannot rename " + tmp);
+}
+
+std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// A CA and a server certificate signed by it, valid for the addresses the
+// server is reached at (EC P-256: fast to make).
+void MakeCertificates(const std::string& dir) {
+  Run({"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
+       dir + "/ca.key", "-out", dir + "/ca.crt", "-subj", "/CN=weft-test-ca", "-days", "2"});
+  Run({"openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
+       dir + "/server.key", "-out", dir + "/server.csr", "-subj", "/CN=kube-apiserver"});
+  WriteFile(dir + "/server.ext",
+            "subjectAltName=IP:192.0.2.254,IP:127.0.0.1,DNS:kubernetes.default.svc\n"
+            "extendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n");
+  Run({"openssl", "x509", "-req", "-in", dir + "/server.csr", "-CA", dir + "/ca.crt", "-CAkey", dir + "/ca.key",
+       "-CAcreateserial", "-out", dir + "/server.crt", "-days", "2", "-extfile", dir + "/server.ext"});
+}
+
+bool Namespaced(const std::string& kind) { return kind == "Pod" || kind == "NetworkPolicy"; }
+
+}  // namespace
+
+FakeApiServer::FakeApiServer(const TestNetns& ns, const std::string& dir, std::string token)
+    : dir_(dir), token_(std::move(token)), netns_(OpenNetns(ns)) {
+  static std::once_flag http_once;
+  std::call_once(http_once, [] {
+    if (!agent::InitHttp().ok()) throw std::runtime_error("FakeApiServer: curl_global_init failed");
+  });
+  Run({"mkdir", "-p", dir_});
+  MakeCertificates(dir_);
+  WriteFile(dir_ + "/token", token_ + "\n");
+  WriteKubeconfig();
+  http_ = agent::HttpClient(agent::TlsOptions{.ca_file = ca_file()});
+  proc_ = std::make_unique<Child>(
+      ns.name(),
+      std::vector<std::string>{"/usr/bin/python3", FAKE_APISERVER, "--listen", "192.0.2.254:6443", "--cert",
+                               dir_ + "/server.crt", "--key", dir_ + "/server.key", "--token", token_},
+      dir_ + "/apiserver.log");
+  bool up = WaitFor(
+      [&] {
+        if (!proc_->Running()) return true;
+        return Request("GET", "/healthz") == 200;
+      },
+      15000, 50);
+  if (!up || !proc_->Running())
+    throw std::runtime_error("FakeApiServer: not answering on " + server() + ":\n" +
+                             ReadFileOrEmpty(dir_ + "/apiserver.log"));
+}
+
+FakeApiServer::~FakeApiServer() { proc_.reset(); }
+
+std::string FakeApiServer::token() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return token_;
+}
+
+void FakeApiServer::WriteKubeconfig() const {
+  WriteFile(kubeconfig(),
+            "apiVersion: v1\n"
+            "kind: Config\n"
+            "clusters:\n"
+            "- name: weft-test\n"
+            "  cluster:\n"
+            "    server: " + server() + "\n"
+            "    certificate-authority: " + ca_file() + "\n"
+            "users:\n"
+            "- name: weftd\n"
+            "  user:\n"
+            "    tokenFile: " + dir_ + "/token\n"
+            "contexts:\n"
+            "- name: weft-test\n"
+            "  context:\n"
+            "    cluster: weft-test\n"
+            "    user: weftd\n"
+            "current-context: weft-test\n");
+}
+
+int FakeApiServer::Request(const std::string& method, const std::string& path, const nlohmann::json& body,
+                           std::string* out, const std::string& content_type) {
+  std::lock_guard<std::mutex> l(mu_);
+  agent::HttpRequest req;
+  req.method = method;
+  req.url = server() + path;
+  req.headers = {"Authorization: Bearer " + token_, "Accept: application/json"};
+  if (!body.is_null()) {
+    req.headers.push_back("Content-Type: " + content_type);
+    req.body = body.dump();
+  }
+  req.timeout = std::chrono::seconds(10);
+  int code = 0;
+  std::string text;
+  // The connection is made (and remade) on a thread inside the netns; a
+  // kept-alive one stays there.
+  Status st = sys::RunInNetns(netns_, [&] {
+    auto r = http_.Do(req);
+    if (!r.ok()) {
+      text = r.status().ToString();
+      return Status::Ok();
+    }
+    code = static_cast<int>(r->status);
+    text = std::move(r->body);
+    return Status::Ok();
+  });
+  if (!st.ok()) text = st.ToString();
+  if (out) *out = std::move(text);
+  return code;
+}
+
+std::string FakeApiServer::PathFor(const std::string& kind, const std::string& ns, const std::string& name) {
+  std::string p;
+  if (kind == "Node") {
+    p = "/api/v1/nodes";
+  } else if (kind == "Namespace") {
+    p = "/api/v1/namespaces";
+  } else if (kind == "Pod") {
+    p = ns.empty() ? "/api/v1/pods" : "/api/v1/namespaces/" + ns + "/pods";
+  } else if (kind == "NetworkPolicy") {
+    p = "/apis/networking.k8s.io/v1" + (ns.empty() ? std::string() : "/namespaces/" + ns) + "/networkpolicies";
+  } else {
+    throw std::runtime_error("FakeApiServer: no such kind " + kind);
+  }
+  if (!name.empty()) p += "/" + name;
+  return p;
+}
+
+nlohmann::json FakeApiServer::Get(const std::string& kind, const std::string& ns, const std::string& name) {
+  std::string out;
+  int code = Request("GET", PathFor(kind, ns, name), nullptr, &out);
+  if (code == 404) return nullptr;
+  if (code != 200) throw std::runtime_error("FakeApiServer: GET " + PathFor(kind, ns, name) + ": " +
+                                            std::to_string(code) + " " + out);
+  return nlohmann::json::parse(out);
+}
+
+nlohmann::json FakeApiServer::Apply(nlohmann::json obj) {
+  if (!obj.is_object() || !obj.contains("kind") || !obj["kind"].is_string())
+    throw std::runtime_error("FakeApiServer::Apply: not an object with a kind: " + obj.dump());
+  const std::string kind = obj["kind"];
+  nlohmann::json& meta = obj["metadata"];
+  if (!meta.is_object()) meta = nlohmann::json::object();
+  const std::string name = meta.value("name", "");
+  std::string ns;
+  if (Namespaced(kind)) {
+    ns = meta.value("namespace", "default");
+    meta["namespace"] = ns;
+  }
+  if (!obj.contains("apiVersion")) obj["apiVersion"] = kind == "NetworkPolicy" ? "networking.k8s.io/v1" : "v1";
+  meta.erase("resourceVersion");
+  const std::string what = kind + " " + (ns.empty() ? "" : ns + "/") + name;
+  std::string out;
+  int code = Request("POST", PathFor(kind, ns), obj, &out);
+  if (code == 409 && out.find("\"AlreadyExists\"") != std::string::npos)
+    code = Request("PUT", PathFor(kind, ns, name), obj, &out);
+  if (code != 200 && code != 201)
+    throw std::runtime_error("FakeApiServer::Apply " + what + ": " + std::to_string(code) + " " + out);
+  nlohmann::json stored = nlohmann::json::parse(out);
+  if (kind != "NetworkPolicy" && obj.contains("status") && stored.value("status", nlohmann::json()) != obj["status"]) {
+    nlohmann::json s = stored;
+    s["status"] = obj["status"];
+    code = Request("PUT", PathFor(kind, ns, stored["metadata"].value("name", name)) + "/status", s, &out);
+    if (code != 200)
+      throw std::runtime_error("FakeApiServer::Apply " + what + " (status): " + std::to_string(code) + " " + out);
+    stored = nlohmann::json::parse(out);
+  }
+  return stored;
+}
+
+bool FakeApiServer::Delete(const std::string& kind, const std::string& ns, const std::string& name) {
+  std::string out;
+  int code = Request("DELETE", PathFor(kind, ns, name), nullptr, &out);
+  if (code == 404) return false;
+  if (code != 200 && code != 202)
+    throw std::runtime_error("FakeApiServer::Delete " + kind + " " + name + ": " + std::to_string(code) + " " + out);
+  return true;
+}
+
+void FakeApiServer::Control(const std::string& path, const nlohmann::json& body) {
+  std::string out;
+  int code = Request("POST", path, body.is_null() ? nlohmann::json::object() : body, &out);
+  if (code != 200) throw std::runtime_error("FakeApiServer: POST " + path + ": " + std::to_string(code) + " " + out);
+}
+
+void FakeApiServer::Bookmark() { Control("/_test/bookmark"); }
+void FakeApiServer::Expire() { Control("/_test/expire"); }
+void FakeApiServer::CutWatches() { Control("/_test/partial"); }
+void FakeApiServer::SetDefaulting(bool on) { Control("/_test/defaults", {{"enabled", on}}); }
+void FakeApiServer::SetPageCap(int cap, int expire_after_pages, const std::string& expire_resource) {
+  Control("/_test/pages", {{"cap", cap}, {"expire_after_pages", expire_after_pages}, {"resource", expire_resource}});
+}
+
+void FakeApiServer::RotateToken(const std::string& token) {
+  Control("/_test/token", {{"token", token}});
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    token_ = token;
+  }
+  WriteFile(dir_ + "/token", token + "\n");
+}
+
+std::string FakeApiServer::Log() {
+  std::string out;
+  int code = Request("GET", "/_test/log", nullptr, &out);
+  if (code != 200) return "(no log: " + std::to_string(code) + " " + out + ")";
+  std::string lines;
+  try {
+    for (const auto& l : nlohmann::json::parse(out)) lines += l.get<std::string>() + "\n";
+  } catch (const nlohmann::json::exception&) {
+    return out;
+  }
+  return lines;
+}
+
+}  // namespace weft::testing

@@ -1,0 +1,100 @@
+#pragma once
+// The stand-in Kubernetes API server (tests/integration/agent/fake_apiserver.py)
+// as a test fixture: a throwaway CA and server certificate, the server
+// inside a test netns on https://192.0.2.254:6443, a kubeconfig for weftd,
+// and fast in-process requests (libcurl through agent::HttpClient, one
+// kept-alive TLS connection, made from a thread inside the netns).
+//
+// Thread-safety: every method may be called from any thread; requests are
+// serialized.
+
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "agent/http.h"
+#include "e2e/cluster.h"
+#include "sys/netns.h"
+
+namespace weft::testing {
+
+class FakeApiServer {
+ public:
+  // Makes a CA + server cert (openssl CLI; SANs 192.0.2.254 and 127.0.0.1)
+  // under `dir`, starts fake_apiserver.py inside netns `ns` (which must
+  // hold 192.0.2.254, e.g. the Underlay) and waits until it answers.
+  // Throws std::runtime_error when any of that fails. The child process is
+  // killed in the destructor; `dir` is left for the caller to remove.
+  FakeApiServer(const TestNetns& ns, const std::string& dir, std::string token = "weft-test-token");
+  ~FakeApiServer();
+  FakeApiServer(const FakeApiServer&) = delete;
+  FakeApiServer& operator=(const FakeApiServer&) = delete;
+
+  std::string server() const { return "https://192.0.2.254:6443"; }
+  std::string ca_file() const { return dir_ + "/ca.crt"; }
+  // A kubeconfig (certificate-authority + tokenFile) weftd can use. The
+  // token file is rewritten by RotateToken, as a projected token is.
+  std::string kubeconfig() const { return dir_ + "/kubeconfig"; }
+  std::string token() const;
+
+  // A request as a client makes it (from inside the netns, with the
+  // current token); returns the HTTP status (0: no answer, the reason in
+  // *out), the body in *out. A null `body` sends none.
+  int Request(const std::string& method, const std::string& path, const nlohmann::json& body = nullptr,
+              std::string* out = nullptr, const std::string& content_type = "application/json");
+
+  // The object, or null when it does not exist.
+  nlohmann::json Get(const std::string& kind, const std::string& ns, const std::string& name);
+  // Create-or-replace any object (Node, Namespace, Pod, NetworkPolicy) by
+  // its kind/metadata, as a client would: POST, and PUT when it exists;
+  // then, when the object carries a status the server did not take (a
+  // Pod's status is reset on create, and no update writes any status),
+  // PUT .../status. So a new Pod with a status.podIP is seen by watchers
+  // first Pending without an IP (ADDED), then with it (MODIFIED), as from a
+  // kubelet. A namespaced object without metadata.namespace goes to
+  // "default". Returns the stored object; throws std::runtime_error with
+  // the server's answer when it refuses (the server's rules hold: a Pod's
+  // spec is immutable but for images, so move a pod by Delete + Apply).
+  nlohmann::json Apply(nlohmann::json obj);
+  // Deletes immediately; false when it did not exist. `ns` "" for
+  // cluster-scoped kinds. A Namespace takes its pods and policies with it.
+  bool Delete(const std::string& kind, const std::string& ns, const std::string& name);
+
+  // A BOOKMARK at the current resourceVersion to every watch that allows them.
+  void Bookmark();
+  // Compaction: older continue tokens and watch RVs get 410; open watches
+  // get ERROR 410.
+  void Expire();
+  // Every open watch gets half an event line, then its connection is cut.
+  void CutWatches();
+  // From now on only `token` is accepted (401 for the old one); the
+  // kubeconfig's token file and this fixture's requests switch to it.
+  void RotateToken(const std::string& token);
+  // Defaulting on create/update (on by default); off stores objects as sent.
+  void SetDefaulting(bool on);
+  // At most `cap` items in a list page whatever the limit (0: limit only;
+  // the server starts at 7). `expire_after_pages` > 0 compacts right after
+  // that many more pages carrying a continue token were served (of
+  // `expire_resource`, e.g. "nodes", when not empty).
+  void SetPageCap(int cap, int expire_after_pages = 0, const std::string& expire_resource = "");
+  // Requests seen so far, one "METHOD PATH[ CONTENT-TYPE] -> CODE" per line.
+  std::string Log();
+  // "/api/v1/namespaces/NS/pods[/NAME]" etc. for a kind; throws for kinds
+  // the server does not serve.
+  static std::string PathFor(const std::string& kind, const std::string& ns, const std::string& name = "");
+
+ private:
+  // A /_test control; throws unless it answers 200.
+  void Control(const std::string& path, const nlohmann::json& body = nullptr);
+  void WriteKubeconfig() const;
+
+  std::string dir_;
+  mutable std::mutex mu_;
+  std::string token_;
+  sys::Netns netns_;
+  agent::HttpClient http_;
+  std::unique_ptr<Child> proc_;
+};
+
+}  // namespace weft::testing

@@ -1,42 +1,32 @@
-// The reconciler driven by the Kubernetes control plane: two real nodes
-// running weftd against a stand-in API server, through list, watch, patch,
-// ADDED/MODIFIED/DELETED, BOOKMARK, ERROR 410 and a half-written event.
+// The reconciler driven by the Kubernetes control plane: real nodes running
+// weftd against the stand-in API server over HTTPS (a CA in the kubeconfig,
+// a bearer token), through list, watch, patch, ADDED/MODIFIED/DELETED,
+// BOOKMARK, ERROR 410, a half-written event, short list pages and an
+// expired continue token.
 
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <fstream>
 #include <sstream>
 
-#include "base/scope_guard.h"
 #include "e2e/cluster.h"
+#include "e2e/kube_api.h"
 
 namespace weft::testing {
 namespace {
-
-constexpr char kApi[] = "http://192.0.2.254:8080";
-constexpr char kToken[] = "weft-test-token";
 
 class KubeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     root_ = TempDir("kube");
     ul_ = std::make_unique<Underlay>();
-    api_ = std::make_unique<Child>(
-        ul_->name(), std::vector<std::string>{"/usr/bin/python3", FAKE_APISERVER, "--listen", "192.0.2.254:8080"},
-        root_ + "/apiserver.log");
-    ASSERT_TRUE(WaitFor([&] { return Curl("GET", "/_test/log").find('[') == 0; }, 10000, 100));
-    std::ofstream kc(root_ + "/kubeconfig");
-    kc << R"({"apiVersion":"v1","kind":"Config","current-context":"t",
-      "contexts":[{"name":"t","context":{"cluster":"c","user":"u"}}],
-      "clusters":[{"name":"c","cluster":{"server":")"
-       << kApi << R"("}}],"users":[{"name":"u","user":{"token":")" << kToken << R"("}}]})";
+    api_ = std::make_unique<FakeApiServer>(*ul_, root_ + "/api");
   }
 
   void TearDown() override {
     if (HasFailure()) {
       for (auto& n : nodes_) std::cerr << n->LogTail(20000);
-      std::cerr << "---- API log ----\n" << Curl("GET", "/_test/log") << "\n";
+      if (api_) std::cerr << "---- API log ----\n" << api_->Log() << "\n";
     }
     pods_.clear();
     for (auto& n : nodes_) n->StopWeftd(SIGKILL);
@@ -46,17 +36,6 @@ class KubeTest : public ::testing::Test {
     RemoveTree(root_);
   }
 
-  std::string Curl(const std::string& method, const std::string& path, const std::string& body = "",
-                   const std::string& content_type = "application/json") {
-    std::string out;
-    std::vector<std::string> argv = {"curl", "-s", "-m", "3", "-X", method, "-H", std::string("Authorization: Bearer ") + kToken,
-                                     "-H", "Content-Type: " + content_type};
-    if (!body.empty()) argv.insert(argv.end(), {"--data-binary", body});
-    argv.push_back(std::string(kApi) + path);
-    ul_->Exec(argv, &out);
-    return out;
-  }
-
   void PutNode(const std::string& name, const std::string& cidr, const std::string& ip,
                const nlohmann::json& annotations = nlohmann::json::object()) {
     nlohmann::json n = {{"kind", "Node"}, {"apiVersion", "v1"},
@@ -64,13 +43,20 @@ class KubeTest : public ::testing::Test {
                         {"spec", nlohmann::json::object()},
                         {"status", {{"addresses", {{{"type", "InternalIP"}, {"address", ip}}}}}}};
     if (!cidr.empty()) n["spec"] = {{"podCIDR", cidr}, {"podCIDRs", {cidr}}};
-    Curl("POST", "/_test/nodes", n.dump());
+    api_->Apply(n);
+  }
+
+  // A peer that exists only as a Node object, with its annotations set.
+  void PutPeer(int i) {
+    std::string ip = "192.0.2." + std::to_string(100 + i);
+    PutNode("peer" + std::to_string(i), "10.245." + std::to_string(100 + i) + ".0/24", ip,
+            {{"weft.io/vtep-mac", "0a:00:00:00:01:" + std::to_string(10 + i)}, {"weft.io/host-ip", ip}});
   }
 
   WeftNode& AddNode(const std::string& name, int octet) {
     nodes_.push_back(std::make_unique<WeftNode>(*ul_, name, octet, root_));
     WeftNode& n = *nodes_.back();
-    n.StartWeftd({"--control-plane", "kubernetes", "--kubeconfig", root_ + "/kubeconfig", "--cluster-cidr",
+    n.StartWeftd({"--control-plane", "kubernetes", "--kubeconfig", api_->kubeconfig(), "--cluster-cidr",
                   "10.245.0.0/16", "--backend", "vxlan", "--resync-period", "2", "--watch-timeout", "3"});
     return n;
   }
@@ -79,16 +65,35 @@ class KubeTest : public ::testing::Test {
     return WaitFor([&] { return n.AgentRoutes().size() == routes; }, timeout_ms);
   }
 
-  int CountLog(const std::string& needle) {
+  // Log lines holding every needle.
+  int CountLog(const std::vector<std::string>& needles) {
     int c = 0;
-    for (const auto& l : nlohmann::json::parse(Curl("GET", "/_test/log")))
-      if (l.get<std::string>().find(needle) != std::string::npos) ++c;
+    std::istringstream in(api_->Log());
+    std::string l;
+    while (std::getline(in, l)) {
+      bool all = true;
+      for (const auto& n : needles) all = all && l.find(n) != std::string::npos;
+      c += all;
+    }
     return c;
+  }
+  int CountLog(const std::string& needle) { return CountLog(std::vector<std::string>{needle}); }
+
+  // Node watches that resumed from `rv` (the parameter, not a prefix of a longer RV).
+  int WatchesFrom(const std::string& rv) {
+    return CountLog({"/api/v1/nodes?", "watch=", "resourceVersion=" + rv + "&"}) +
+           CountLog({"/api/v1/nodes?", "watch=", "resourceVersion=" + rv + " "});
+  }
+
+  std::string ListRv() {
+    std::string out;
+    EXPECT_EQ(api_->Request("GET", "/api/v1/nodes", nullptr, &out), 200) << out;
+    return nlohmann::json::parse(out)["metadata"]["resourceVersion"];
   }
 
   std::string root_;
   std::unique_ptr<Underlay> ul_;
-  std::unique_ptr<Child> api_;
+  std::unique_ptr<FakeApiServer> api_;
   std::vector<std::unique_ptr<WeftNode>> nodes_;
   std::vector<std::unique_ptr<Pod>> pods_;
 };
@@ -103,12 +108,12 @@ TEST_F(KubeTest, ListWatchPatchBookmarkGoneAndHalfReadStream) {
   // MODIFIED event.
   ASSERT_TRUE(Converged(n1, 1));
   ASSERT_TRUE(Converged(n2, 1));
-  auto node1 = nlohmann::json::parse(Curl("GET", "/api/v1/nodes/n1"));
+  auto node1 = api_->Get("Node", "", "n1");
   auto link1 = n1.ns.IpJson({"link", "show", "dev", "weft.1"});
   ASSERT_EQ(link1.size(), 1u);
   EXPECT_EQ(node1["metadata"]["annotations"]["weft.io/vtep-mac"], link1[0]["address"]);
   EXPECT_EQ(node1["metadata"]["annotations"]["weft.io/host-ip"], "192.0.2.11");
-  EXPECT_GE(CountLog("PATCH /api/v1/nodes/n1 application/merge-patch+json"), 1);
+  EXPECT_GE(CountLog("PATCH /api/v1/nodes/n1 application/merge-patch+json -> 200"), 1);
   EXPECT_GE(CountLog("allowWatchBookmarks=true"), 1);
   EXPECT_EQ(n1.AgentRoutes()[0], "10.245.2.0/24 via 10.245.2.0 dev weft.1");
   pods_.push_back(std::make_unique<Pod>(n1, "p1"));
@@ -125,30 +130,121 @@ TEST_F(KubeTest, ListWatchPatchBookmarkGoneAndHalfReadStream) {
   // BOOKMARK: the resourceVersion moves without an event for us (n9 comes
   // and goes silently); the next watch resumes from the bookmark's RV.
   PutNode("n9", "", "192.0.2.99");
-  Curl("DELETE", "/_test/nodes/n9?silent=1");
-  std::string rv = nlohmann::json::parse(Curl("GET", "/api/v1/nodes"))["metadata"]["resourceVersion"];
-  Curl("POST", "/_test/bookmark");
-  EXPECT_TRUE(WaitFor([&] { return CountLog("resourceVersion=" + rv + "&") >= 2; }, 8000))
+  ASSERT_EQ(api_->Request("DELETE", "/_test/nodes/n9?silent=1"), 200);
+  std::string rv = ListRv();
+  api_->Bookmark();
+  EXPECT_TRUE(WaitFor([&] { return WatchesFrom(rv) >= 2; }, 8000))
       << "no watch resumed from the bookmark's resourceVersion " << rv;
 
   // 410: history is gone (n3's deletion was never sent as an event); the
   // open watch gets ERROR 410 and weftd re-lists.
   int lists = CountLog("GET /api/v1/nodes?limit=");
-  Curl("DELETE", "/_test/nodes/n3?silent=1");
-  Curl("POST", "/_test/expire");
+  ASSERT_EQ(api_->Request("DELETE", "/_test/nodes/n3?silent=1"), 200);
+  api_->Expire();
   ASSERT_TRUE(Converged(n1, 1));
   EXPECT_GT(CountLog("GET /api/v1/nodes?limit="), lists);
 
   // A half-written event ("DELETED n2" cut mid-line) is never acted on.
-  Curl("POST", "/_test/partial");
+  api_->CutWatches();
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   EXPECT_EQ(n1.AgentRoutes().size(), 1u);
   EXPECT_TRUE(pods_[0]->ns.Ping(pods_[1]->ip, 1));
 
   // DELETED: n2's Node goes away and so do the routes to it.
-  Curl("DELETE", "/_test/nodes/n2");
+  ASSERT_TRUE(api_->Delete("Node", "", "n2"));
   EXPECT_TRUE(Converged(n1, 0));
   EXPECT_GE(n1.Metric("weft_controlplane_relists_total{backend=\"kubernetes\"}"), 2);
+}
+
+// The fixture itself: Apply/Get/Delete with the server's rules, a Pod's
+// status arriving as a kubelet's would, token rotation, and requests fast
+// enough for suites that make hundreds.
+TEST_F(KubeTest, FixtureAppliesObjectsAsAClientWould) {
+  auto ns = api_->Apply({{"kind", "Namespace"}, {"metadata", {{"name", "team"}}}});
+  EXPECT_EQ(ns["metadata"]["labels"]["kubernetes.io/metadata.name"], "team");
+  std::string rv = ns["metadata"]["resourceVersion"];
+  nlohmann::json pod = {{"kind", "Pod"},
+                        {"metadata", {{"name", "web"}, {"namespace", "team"}, {"labels", {{"app", "web"}}}}},
+                        {"spec", {{"nodeName", "n1"}, {"containers", {{{"name", "c"}, {"image", "img"}}}}}},
+                        {"status", {{"phase", "Running"}, {"podIP", "10.245.1.5"}}}};
+  auto stored = api_->Apply(pod);
+  EXPECT_EQ(stored["status"]["podIPs"][0]["ip"], "10.245.1.5");
+  EXPECT_EQ(stored["spec"]["restartPolicy"], "Always");  // defaulted
+  EXPECT_EQ(api_->Get("Pod", "team", "web")["metadata"]["uid"], stored["metadata"]["uid"]);
+  // Watchers saw it Pending without an IP first, then with it.
+  std::string out;
+  // (a watch from rv with a 1 s timeout ends by itself, so the whole body can be read)
+  ASSERT_EQ(api_->Request("GET", "/api/v1/pods?watch=1&timeoutSeconds=1&resourceVersion=" + rv, nullptr, &out), 200);
+  std::istringstream events(out);
+  std::vector<std::string> seen;
+  for (std::string l; std::getline(events, l);) {
+    auto e = nlohmann::json::parse(l);
+    seen.push_back(e["type"].get<std::string>() + ":" + e["object"]["status"].value("podIP", "-"));
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"ADDED:-", "MODIFIED:10.245.1.5"}));
+  // Re-applying the same object writes nothing.
+  EXPECT_EQ(api_->Apply(pod)["metadata"]["resourceVersion"], stored["metadata"]["resourceVersion"]);
+  // The server's rules hold: a pod does not move.
+  pod["spec"]["nodeName"] = "n2";
+  EXPECT_THROW(api_->Apply(pod), std::runtime_error);
+  EXPECT_TRUE(api_->Delete("Pod", "team", "web"));
+  EXPECT_FALSE(api_->Delete("Pod", "team", "web"));
+  EXPECT_TRUE(api_->Get("Pod", "team", "web").is_null());
+  // A rotated token: the old one is refused, the fixture and the
+  // kubeconfig's token file move on.
+  std::string old = api_->token();
+  api_->RotateToken("rotated");
+  EXPECT_EQ(api_->Request("GET", "/api/v1/nodes"), 200);
+  std::string who;
+  ul_->Exec({"cat", root_ + "/api/token"}, &who);
+  EXPECT_EQ(who, "rotated\n");
+  ul_->Exec({"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert", api_->ca_file(), "-H",
+             "Authorization: Bearer " + old, api_->server() + "/api/v1/nodes"},
+            &out);
+  EXPECT_EQ(out, "401");
+  // Fast: one kept-alive TLS connection.
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 200; ++i) {
+    nlohmann::json np = {{"kind", "NetworkPolicy"},
+                         {"metadata", {{"name", "np" + std::to_string(i)}, {"namespace", "team"}}},
+                         {"spec", {{"podSelector", nlohmann::json::object()}}}};
+    api_->Apply(np);
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "200 Apply in " << ms << " ms\n";
+  EXPECT_LT(ms, 10000);
+}
+
+// The server caps list pages below weftd's limit (and would also return
+// short pages under a selector): weftd follows every continue token and
+// never takes a short page for the end of the list.
+TEST_F(KubeTest, ListFollowsShortPages) {
+  api_->SetPageCap(3);
+  PutNode("n1", "10.245.1.0/24", "192.0.2.11");
+  for (int i = 1; i <= 10; ++i) PutPeer(i);
+  WeftNode& n1 = AddNode("n1", 11);
+  ASSERT_TRUE(Converged(n1, 10));
+  EXPECT_GE(CountLog({"GET /api/v1/nodes?", "continue=", "-> 200"}), 3);
+  // Watch events after the paged list still arrive.
+  PutPeer(11);
+  EXPECT_TRUE(Converged(n1, 11));
+  ASSERT_TRUE(api_->Delete("Node", "", "peer3"));
+  EXPECT_TRUE(Converged(n1, 10));
+}
+
+// A compaction between two pages of weftd's list: the continue token gets
+// 410 Expired and weftd starts the list over instead of keeping the half it
+// had (or stopping there).
+TEST_F(KubeTest, ListRestartsOnExpiredContinueToken) {
+  api_->SetPageCap(3, /*expire_after_pages=*/1, "nodes");
+  PutNode("n1", "10.245.1.0/24", "192.0.2.11");
+  for (int i = 1; i <= 8; ++i) PutPeer(i);
+  WeftNode& n1 = AddNode("n1", 11);
+  ASSERT_TRUE(Converged(n1, 8));
+  EXPECT_EQ(CountLog({"GET /api/v1/nodes?", "continue=", "-> 410"}), 1);
+  EXPECT_GE(CountLog({"GET /api/v1/nodes?", "continue=", "-> 200"}), 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(n1.AgentRoutes().size(), 8u);
 }
 
 }  // namespace

@@ -10,7 +10,7 @@ PACKAGES=(
   libsqlite3-dev nlohmann-json3-dev libcurl4-openssl-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   # runtime tools the tests and demo drive
-  iproute2 nftables iptables iputils-ping procps psmisc conntrack sqlite3
+  iproute2 nftables iptables iputils-ping procps psmisc conntrack sqlite3 openssl
   etcd-server etcd-client containernetworking-plugins busybox-static
   # real runtimes (interop tests)
   podman runc containerd python3-grpcio python3-grpc-tools python3-protobuf

@@ -79,7 +79,6 @@ import queue
 import random
 import re
 import ssl
-import sys
 import threading
 import time
 import urllib.parse
@@ -1164,7 +1163,7 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if name is None:
             if method == "GET":
-                if q.get("watch") in ("1", "true"):
+                if q.get("watch") in ("1", "t", "T", "true", "True", "TRUE"):  # Go's ParseBool
                     return self.watch(res, ns, q)
                 return self.send_json(200, st.list(res, ns, q))
             if method == "POST" and not cluster_wide_namespaced:

@@ -6,13 +6,15 @@
 //     prefixed with "NAME ". Defaults: TCP 80 and 81, UDP 80, SCTP 80; SCTP
 //     is skipped silently where the kernel has none.
 //
-//   netpol_agent probe [--timeout-ms N] [--source IP] TARGET...
+//   netpol_agent probe [--timeout-ms N] [--source IP] [--resend-ms N] TARGET...
 //     TARGET is tcp:IP:PORT, udp:IP:PORT or sctp:IP:PORT. Every target is
 //     probed at once (non-blocking sockets and one poll loop), so a probe of
 //     any number of targets takes at most one timeout. Prints one line per
 //     target, in argument order: "TARGET ok REPLY" or "TARGET fail REASON".
 //     A stream target is ok once the server's reply (its name) arrived; a
-//     UDP target once its echo did (the datagram is resent every 200 ms).
+//     UDP target once its echo did (the datagram is resent every 200 ms, or
+//     every --resend-ms: a long probe with a short interval watches a
+//     denied UDP path for any datagram getting through).
 //     --source binds every socket to that local address first.
 #include <arpa/inet.h>
 #include <errno.h>
@@ -196,11 +198,17 @@ int Probe(int argc, char** argv) {
   int timeout_ms = 1000;
   sockaddr_in source{};
   bool bind_source = false;
+  int resend_ms = 200;
   std::vector<Target> targets;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--timeout-ms" && i + 1 < argc) {
       timeout_ms = atoi(argv[++i]);
+      continue;
+    }
+    if (a == "--resend-ms" && i + 1 < argc) {
+      resend_ms = atoi(argv[++i]);
+      if (resend_ms < 1) resend_ms = 1;
       continue;
     }
     if (a == "--source" && i + 1 < argc) {
@@ -255,7 +263,7 @@ int Probe(int argc, char** argv) {
     long long now = NowMs();
     if (pfds.empty() || now >= end) break;
     long long wait = end - now;
-    if (wait > 50) wait = 50;  // resend UDP datagrams on time
+    if (wait > resend_ms) wait = resend_ms;  // resend UDP datagrams on time
     int n = poll(pfds.data(), pfds.size(), static_cast<int>(wait));
     if (n < 0 && errno != EINTR) break;
     for (size_t i = 0; i < pfds.size(); ++i) {
@@ -289,7 +297,7 @@ int Probe(int argc, char** argv) {
     }
     now = NowMs();
     for (auto& t : targets)
-      if (!t.done && t.proto == "udp" && now - t.last_send >= 200) SendProbe(t);
+      if (!t.done && t.proto == "udp" && now - t.last_send >= resend_ms) SendProbe(t);
   }
   for (auto& t : targets) {
     if (!t.done) Finish(t, false, t.connected && t.proto != "udp" ? "noreply" : "timeout");
@@ -309,6 +317,6 @@ int main(int argc, char** argv) {
   if (argc >= 2 && strcmp(argv[1], "probe") == 0) return Probe(argc - 2, argv + 2);
   fprintf(stderr,
           "usage: netpol_agent serve [--name NAME] [--tcp P,..] [--udp P,..] [--sctp P,..]\n"
-          "       netpol_agent probe [--timeout-ms N] [--source IP] tcp|udp|sctp:IP:PORT...\n");
+          "       netpol_agent probe [--timeout-ms N] [--source IP] [--resend-ms N] tcp|udp|sctp:IP:PORT...\n");
   return 2;
 }

@@ -23,8 +23,6 @@ constexpr const char* kSwappedPod = "z/b";
 
 long Ms(Clock::duration d) { return static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()); }
 
-std::string Tail(const std::string& s, size_t n) { return s.size() > n ? s.substr(s.size() - n) : s; }
-
 std::vector<std::string> SplitLines(const std::string& s) {
   std::vector<std::string> out;
   std::istringstream in(s);
@@ -295,8 +293,16 @@ void NetpolCluster::DeletePolicies() {
   }
 }
 
+void NetpolCluster::LabelNamespace(const std::string& ns, const json& labels) {
+  json obj = NamespaceObject(ns);
+  obj["metadata"]["labels"] = labels;
+  relabelled_namespaces_.push_back(ns);
+  api_->Apply(obj);
+}
+
 void NetpolCluster::RestoreObjects() {
-  for (const char* ns : kNamespaces) api_->Apply(NamespaceObject(ns));
+  for (const auto& ns : relabelled_namespaces_) api_->Apply(NamespaceObject(ns));
+  relabelled_namespaces_.clear();
   for (const auto& k : keys_) {
     NetpolPod& p = *pods_[k];
     json canonical = PodObject(p, {{"pod", p.name}}, CanonicalPorts(k));
@@ -305,10 +311,11 @@ void NetpolCluster::RestoreObjects() {
 }
 
 std::vector<ProbeResult> NetpolCluster::ProbeFrom(const TestNetns& from, const std::vector<std::string>& targets,
-                                                  int timeout_ms, const std::string& source) {
+                                                  int timeout_ms, const std::string& source, int resend_ms) {
   std::vector<std::string> argv = {"ip", "netns", "exec", from.name(), AgentPath(), "probe", "--timeout-ms",
                                    std::to_string(timeout_ms)};
   if (!source.empty()) argv.insert(argv.end(), {"--source", source});
+  if (resend_ms > 0) argv.insert(argv.end(), {"--resend-ms", std::to_string(resend_ms)});
   argv.insert(argv.end(), targets.begin(), targets.end());
   std::string out, err;
   int rc = Cmd(argv, &out, &err);
@@ -463,7 +470,7 @@ bool NetpolCluster::Healthy() {
 std::string NetpolCluster::Diagnostics() {
   std::ostringstream o;
   for (auto& n : nodes_) {
-    o << n->LogTail(30000);
+    o << n->LogTail(15000);
     std::string out;
     n->ns.Exec({"nft", "list", "table", "inet", "weft-netpol"}, &out);
     o << "---- " << n->name << " nft list table inet weft-netpol ----\n" << out << "\n";
@@ -472,14 +479,8 @@ std::string NetpolCluster::Diagnostics() {
   for (const auto& p : extra_) o << p->key() << " = " << p->ip() << " on " << p->node->name << "\n";
   if (api_) {
     o << "---- API server log (tail) ----\n";
-    std::string log = api_->Log();
-    try {
-      auto lines = json::parse(log);
-      size_t from = lines.size() > 60 ? lines.size() - 60 : 0;
-      for (size_t i = from; i < lines.size(); ++i) o << lines[i].get<std::string>() << "\n";
-    } catch (...) {
-      o << Tail(log, 6000) << "\n";
-    }
+    auto lines = SplitLines(api_->Log());
+    for (size_t i = lines.size() > 80 ? lines.size() - 80 : 0; i < lines.size(); ++i) o << lines[i] << "\n";
   }
   return o.str();
 }

@@ -142,12 +142,17 @@ class NetpolCluster {
   nlohmann::json ApplyPolicy(const nlohmann::json& policy);
   void DeletePolicy(const std::string& ns, const std::string& name);
   void DeletePolicies();
-  // Re-posts the canonical Namespace and Pod objects of the matrix.
+  // Replaces a matrix namespace's labels (RestoreObjects puts them back).
+  void LabelNamespace(const std::string& ns, const nlohmann::json& labels);
+  // Re-posts the canonical Namespace and Pod objects of the matrix that a
+  // case changed.
   void RestoreObjects();
 
-  // Probes targets from one netns, all at once.
+  // Probes targets from one netns, all at once. `resend_ms` > 0: UDP
+  // datagrams go out at that interval (netpol_agent --resend-ms).
   std::vector<ProbeResult> ProbeFrom(const TestNetns& from, const std::vector<std::string>& targets,
-                                     int timeout_ms = kProbeTimeoutMs, const std::string& source = "");
+                                     int timeout_ms = kProbeTimeoutMs, const std::string& source = "",
+                                     int resend_ms = 0);
   // One round of the full matrix for each port (every source in parallel).
   std::vector<Reachability> ProbeMatrix(const std::vector<PortSpec>& ports, std::string* notes,
                                         int timeout_ms = kProbeTimeoutMs);
@@ -182,6 +187,7 @@ class NetpolCluster {
   std::map<std::string, std::unique_ptr<NetpolPod>> pods_;   // the matrix
   std::vector<std::unique_ptr<NetpolPod>> extra_;           // added by cases
   std::vector<std::pair<std::string, std::string>> policies_;  // (ns, name)
+  std::vector<std::string> relabelled_namespaces_;
   bool sctp_ = false;
 };
 

@@ -100,9 +100,6 @@ class NetpolTest : public ::testing::Test {
   }
 
   json Apply(const json& policy) { return c_->ApplyPolicy(policy); }
-  void ApplyNamespace(const std::string& ns, const json& labels) {
-    c_->api().Apply({{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns}, {"labels", labels}}}});
-  }
   std::string Ip(const std::string& key) { return c_->pod(key).ip(); }
   const TestNetns& Ns(const std::string& key) { return c_->pod(key).pod->ns; }
 
@@ -460,8 +457,8 @@ TEST_F(NetpolTest, RelabelledNamespaces) {
   r.ExpectAllIngress("x/a", false);
   r.ExpectPeer({"y", ""}, {"x", "a"}, true);
   ASSERT_TRUE(Matrix("x/a from namespace y", {{Tcp(80), r}}));
-  ApplyNamespace("z", {{"ns", "y"}});
-  ApplyNamespace("y", {{"ns", "q"}});
+  c_->LabelNamespace("z", {{"ns", "y"}});
+  c_->LabelNamespace("y", {{"ns", "q"}});
   Reachability r2 = R();
   r2.ExpectAllIngress("x/a", false);
   r2.ExpectPeer({"z", ""}, {"x", "a"}, true);
@@ -488,8 +485,8 @@ TEST_F(NetpolTest, DeletingPoliciesRestoresReachability) {
 // port protocol) means what the defaulted one means: Ingress always, Egress
 // because there are egress rules, TCP.
 TEST_F(NetpolTest, PolicyWithoutServerDefaults) {
-  ASSERT_EQ(c_->api().Request("POST", "/_test/defaults", {{"enabled", false}}), 200);
-  cleanups_.push_back([this] { c_->api().Request("POST", "/_test/defaults", {{"enabled", true}}); });
+  c_->api().SetDefaulting(false);
+  cleanups_.push_back([this] { c_->api().SetDefaulting(true); });
   json stored = Apply(R"({"metadata": {"namespace": "x", "name": "undefaulted"},
                           "spec": {"podSelector": {"matchLabels": {"pod": "a"}},
                                    "egress": [{"to": [{"podSelector": {"matchLabels": {"pod": "b"}}}],
@@ -641,11 +638,11 @@ TEST_F(NetpolTest, ClusterIpIsJudgedOnTheBackend) {
 // pod's container port.
 TEST_F(NetpolTest, HostPortIsJudgedOnTheContainerPort) {
   json mappings = R"({"portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]})"_json;
-  NetpolPod& hp = c_->AddPod("x", "hp", 0, mappings);
+  NetpolPod& hp = c_->AddPod("x", "hp", 0, mappings, /*post=*/false);
   ASSERT_EQ(hp.pod->add_error, "");
   json ports = NetpolCluster::DefaultPorts();
   ports[0]["hostPort"] = 8080;
-  c_->PostPod(hp, {{"pod", "hp"}}, ports);
+  c_->PostPod(hp, {{"pod", "hp"}}, ports);  // a Pod's spec is immutable: posted once, with its hostPort
   WeftNode& n1 = c_->node(0);
   WeftNode& n2 = c_->node(1);
   const std::string hostport = "tcp:" + n1.ip() + ":8080";
@@ -694,7 +691,15 @@ TEST_F(NetpolTest, WeftdRestartUnderDeny) {
   for (int round = 0; round < 2; ++round)
     ASSERT_TRUE(Probes("x/e created while weftd is down, round " + std::to_string(round), isolated, 0));
 
-  // Sample a denied and an allowed pair every ~60 ms across the restart.
+  // Across the restart: denied UDP paths (same node and cross-node) carry a
+  // datagram every 5 ms for 6 s, so a flush window of a few ms shows; and
+  // TCP connections, denied and allowed, are sampled every ~60 ms.
+  std::vector<ProbeResult> same_node, cross_node;
+  std::thread udp_same([&] {
+    same_node = c_->ProbeFrom(Ns("y/b"), {Udp(80).Target(Ip("x/a")), Udp(80).Target(Ip("x/c"))}, 6000, "", 5);
+  });
+  std::thread udp_cross([&] { cross_node = c_->ProbeFrom(Ns("y/a"), {Udp(80).Target(Ip("x/a"))}, 6000, "", 5); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   std::atomic<bool> stop{false};
   std::atomic<int> samples{0}, leaks{0}, drops{0};
   std::thread sampler([&] {
@@ -714,6 +719,11 @@ TEST_F(NetpolTest, WeftdRestartUnderDeny) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   stop = true;
   sampler.join();
+  udp_same.join();
+  udp_cross.join();
+  EXPECT_FALSE(same_node[0].ok || same_node[1].ok || cross_node[0].ok)
+      << "a denied UDP datagram got through during the restart: y/b->x/a " << same_node[0].detail << ", y/b->x/c "
+      << same_node[1].detail << ", y/a->x/a " << cross_node[0].detail;
   EXPECT_TRUE(ready) << "weftd on n1 not ready after the restart";
   EXPECT_EQ(leaks.load(), 0) << "denied traffic got through during the restart (" << samples << " samples)";
   EXPECT_EQ(drops.load(), 0) << "allowed traffic was dropped during the restart (" << samples << " samples)";

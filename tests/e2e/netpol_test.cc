@@ -71,7 +71,8 @@ class NetpolTest : public ::testing::Test {
     std::string err = c_->CheckMatrix({{Tcp(80), R()}, {Tcp(81), R()}, {Udp(80), R()}}, 8000);
     if (!err.empty()) {
       ADD_FAILURE() << "after the case's policies were deleted and its objects restored, the matrix did not "
-                       "come back to all-reachable:\n"
+                       "come back to all-reachable"
+                    << (c_->Healthy() ? "" : " (a weftd has exited)") << ":\n"
                     << err << c_->Diagnostics();
       rebuild_ = true;
     }

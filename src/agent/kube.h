@@ -15,19 +15,13 @@
 
 #include "agent/control_plane.h"
 #include "agent/http.h"
+#include "agent/kube_endpoint.h"
 
 namespace weft::agent {
 
 inline constexpr char kAnnotationVtepMac[] = "weft.io/vtep-mac";
 inline constexpr char kAnnotationHostIp[] = "weft.io/host-ip";
 inline constexpr char kAnnotationBackend[] = "weft.io/backend";
-
-// How to reach the API server.
-struct KubeEndpoint {
-  std::string server;   // "https://10.96.0.1:443"
-  std::string token;    // bearer token ("" = none)
-  TlsOptions tls;
-};
 
 // From the service-account mount: KUBERNETES_SERVICE_HOST/PORT from `env`,
 // token and CA from `sa_dir` (/var/run/secrets/kubernetes.io/serviceaccount).

@@ -2,9 +2,11 @@
 
 #include <yaml.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "agent/etcd.h"  // Base64Decode
+#include "agent/informer.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "sys/files.h"
@@ -138,20 +140,6 @@ Result<T> Guarded(std::string_view text, const char* what, F&& fn) {
   }
 }
 
-std::string UrlEscape(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", c);
-      out += buf;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 Result<KubeEndpoint> InClusterEndpoint(const std::vector<std::string>& env, const std::string& sa_dir) {
@@ -222,45 +210,6 @@ Result<KubeNode> ParseNode(std::string_view text) {
   });
 }
 
-Result<KubeList> ParseNodeList(std::string_view text) {
-  return Guarded<KubeList>(text, "node list", [](const json& j) -> Result<KubeList> {
-    if (j.value("kind", std::string()) == "Status")
-      return Status::Error(Code::kControlPlane, "node list: " + Str(j, "message"));
-    KubeList l;
-    const json& meta = j.value("metadata", json::object());
-    l.resource_version = Str(meta, "resourceVersion");
-    l.continue_token = Str(meta, "continue");
-    if (j.contains("items") && j["items"].is_array())
-      for (const auto& item : j["items"]) {
-        KubeNode n = NodeFromJson(item);
-        if (!n.info.name.empty()) l.nodes.push_back(std::move(n));
-      }
-    return l;
-  });
-}
-
-Result<KubeWatchEvent> ParseWatchEvent(std::string_view line) {
-  return Guarded<KubeWatchEvent>(line, "watch event", [](const json& j) -> Result<KubeWatchEvent> {
-    KubeWatchEvent e;
-    e.type = Str(j, "type");
-    if (!j.contains("object") || !j["object"].is_object())
-      return Status::Error(Code::kDecode, "watch event without an object");
-    const json& obj = j["object"];
-    if (e.type == "ERROR") {
-      e.error_code = obj.value("code", 0);
-      e.error_message = Str(obj, "message");
-      return e;
-    }
-    if (e.type != "ADDED" && e.type != "MODIFIED" && e.type != "DELETED" && e.type != "BOOKMARK")
-      return Status::Error(Code::kDecode, "watch event of unknown type \"" + e.type + "\"");
-    e.node = NodeFromJson(obj);
-    e.resource_version = e.node.resource_version;
-    if (e.type != "BOOKMARK" && e.node.info.name.empty())
-      return Status::Error(Code::kDecode, "watch event: object without metadata.name");
-    return e;
-  });
-}
-
 std::string AnnotationPatch(const LocalNode& self) {
   return json{{"metadata",
                {{"annotations",
@@ -280,6 +229,75 @@ bool AnnotationsMatch(const KubeNode& node, const LocalNode& self) {
 }
 
 namespace {
+
+std::optional<KubeNode> DecodeNode(const json& j) {
+  try {
+    KubeNode n = NodeFromJson(j);
+    if (n.info.name.empty()) return std::nullopt;
+    return n;
+  } catch (const std::exception& e) {
+    WEFT_LOG(kWarn, "msg=\"node ignored: decode failed\" err=\"" + std::string(e.what()) + "\"");
+    return std::nullopt;
+  }
+}
+
+// The Node informer's handler: peers go to the PeerStore (a list as one
+// Replace, events as Upsert/Remove); this node's own object is not a peer,
+// but each time it is listed or changes, `on_self` checks its annotations.
+// Each list item is decoded as it arrives; no JSON is kept.
+class NodeHandler : public InformerHandler {
+ public:
+  NodeHandler(PeerStore& store, std::string self_name, std::function<void(const KubeNode&)> on_self)
+      : store_(store), self_name_(std::move(self_name)), on_self_(std::move(on_self)) {}
+
+  void OnListStart() override {
+    staged_.clear();
+    staged_self_.reset();
+  }
+  void OnListItem(json item) override {
+    std::optional<KubeNode> n = DecodeNode(item);
+    if (!n) return;
+    if (n->info.name == self_name_) {
+      staged_self_ = std::move(n);
+    } else {
+      std::string name = n->info.name;
+      staged_[name] = std::move(n->info);
+    }
+  }
+  void OnListEnd(bool complete) override {
+    PeerMap peers = std::move(staged_);
+    std::optional<KubeNode> self = std::move(staged_self_);
+    OnListStart();
+    if (!complete) return;
+    size_t count = peers.size();
+    store_.Replace(std::move(peers));
+    WEFT_LOG(kInfo, "msg=\"listed peers\" backend=kubernetes peers=" + std::to_string(count));
+    if (self) on_self_(*self);
+  }
+  void OnReplace(std::vector<json> items) override {
+    OnListStart();
+    for (auto& item : items) OnListItem(std::move(item));
+    OnListEnd(true);
+  }
+  void OnEvent(EventType type, json object) override {
+    std::optional<KubeNode> n = DecodeNode(object);
+    if (!n) return;
+    if (n->info.name == self_name_) {
+      if (type != EventType::kDeleted) on_self_(*n);
+    } else if (type == EventType::kDeleted) {
+      store_.Remove(n->info.name);
+    } else {
+      store_.Upsert(std::move(n->info));
+    }
+  }
+
+ private:
+  PeerStore& store_;
+  const std::string self_name_;
+  const std::function<void(const KubeNode&)> on_self_;
+  PeerMap staged_;
+  std::optional<KubeNode> staged_self_;
+};
 
 class KubeControlPlane : public ControlPlane {
  public:
@@ -305,86 +323,15 @@ class KubeControlPlane : public ControlPlane {
   std::optional<IpPrefix> ClusterCidr() const override { return std::nullopt; }
 
   Status Run(PeerStore& store, const std::atomic<bool>& stop) override {
-    HttpClient watch_http(opts_.endpoint.tls);
     HttpClient patch_http(opts_.endpoint.tls);
-    PeerMap peers;
-    std::string rv;
-    bool need_list = true;
-    Backoff backoff;
-    while (!stop.load()) {
-      if (need_list) {
-        auto l = ListAll(watch_http, &peers, &rv, patch_http);
-        stats_.relists++;
-        if (!l.ok()) {
-          stats_.errors++;
-          WEFT_LOG(kWarn, "msg=\"node list failed\" err=\"" + l.ToString() + "\"");
-          SleepUnlessStopped(backoff.Next(), stop);
-          continue;
-        }
-        store.Replace(peers);
-        need_list = false;
-        WEFT_LOG(kInfo, "msg=\"listed peers\" backend=kubernetes peers=" + std::to_string(peers.size()) +
-                            " resourceVersion=" + rv);
-      }
-      HttpRequest req = Request("GET", "/api/v1/nodes?watch=1&allowWatchBookmarks=true&resourceVersion=" +
-                                           UrlEscape(rv) + "&timeoutSeconds=" +
-                                           std::to_string(opts_.watch_timeout_seconds));
-      bool got_event = false;
-      Status line_error;
-      auto r = watch_http.Stream(
-          req,
-          [&](std::string_view line) {
-            auto e = ParseWatchEvent(line);
-            if (!e.ok()) {
-              line_error = e.status();
-              return false;
-            }
-            got_event = true;
-            if (e->type == "ERROR") {
-              if (e->error_code == 410) need_list = true;
-              else line_error = Status::Error(Code::kControlPlane, "watch error " + std::to_string(e->error_code) +
-                                                                       ": " + e->error_message);
-              return false;
-            }
-            stats_.events++;
-            if (!e->resource_version.empty()) rv = e->resource_version;
-            if (e->type == "BOOKMARK") return !stop.load();
-            const std::string& name = e->node.info.name;
-            if (name == self_.name) {
-              if (e->type != "DELETED") EnsureAnnotations(patch_http, e->node);
-              return !stop.load();
-            }
-            if (e->type == "DELETED") {
-              peers.erase(name);
-              store.Remove(name);
-            } else {
-              peers[name] = e->node.info;
-              store.Upsert(e->node.info);
-            }
-            return !stop.load();
-          },
-          stop, std::chrono::seconds(opts_.watch_timeout_seconds + 60));
-      if (stop.load()) break;
-      if (r.ok() && r->status == 410) need_list = true;
-      if (need_list) {
-        WEFT_LOG(kInfo, "msg=\"watch expired (410 Gone); re-listing\" resourceVersion=" + rv);
-        continue;
-      }
-      bool clean = r.ok() && r->status >= 200 && r->status < 300 && line_error.ok();
-      if (clean) {
-        backoff.Reset();  // the server's timeoutSeconds ended the watch
-        continue;
-      }
-      stats_.reconnects++;
-      stats_.errors++;
-      Status why = !r.ok() ? r.status()
-                   : !line_error.ok()
-                       ? line_error
-                       : Status::Error(Code::kControlPlane, "watch: HTTP " + std::to_string(r->status), r->body);
-      WEFT_LOG(kWarn, "msg=\"node watch failed; reconnecting\" err=\"" + why.ToString() + "\"");
-      (void)got_event;
-      SleepUnlessStopped(backoff.Next(), stop);
-    }
+    NodeHandler handler(store, self_.name, [&](const KubeNode& node) { EnsureAnnotations(patch_http, node); });
+    ResourceSpec spec;
+    spec.what = "nodes";
+    spec.path = "/api/v1/nodes";
+    spec.page_size = opts_.list_page_size;
+    spec.watch_timeout_seconds = opts_.watch_timeout_seconds;
+    Informer informer(NewKubeApi(opts_.endpoint), std::move(spec), handler, stats_);
+    informer.Run(stop);
     return Status::Ok();
   }
 
@@ -406,7 +353,7 @@ class KubeControlPlane : public ControlPlane {
   }
 
   Result<std::vector<IpPrefix>> TryRegister(HttpClient& http) {
-    WEFT_ASSIGN_OR_RETURN(auto resp, http.Do(Request("GET", "/api/v1/nodes/" + UrlEscape(self_.name))));
+    WEFT_ASSIGN_OR_RETURN(auto resp, http.Do(Request("GET", "/api/v1/nodes/" + QueryEscape(self_.name))));
     if (resp.status == 404) return Status::Error(Code::kControlPlane, "node " + self_.name + " does not exist");
     if (resp.status != 200)
       return Status::Error(Code::kControlPlane, "get node " + self_.name + ": HTTP " + std::to_string(resp.status),
@@ -418,7 +365,7 @@ class KubeControlPlane : public ControlPlane {
   }
 
   Status Patch(HttpClient& http) {
-    HttpRequest req = Request("PATCH", "/api/v1/nodes/" + UrlEscape(self_.name));
+    HttpRequest req = Request("PATCH", "/api/v1/nodes/" + QueryEscape(self_.name));
     req.headers.push_back("Content-Type: application/merge-patch+json");
     req.body = AnnotationPatch(self_);
     WEFT_ASSIGN_OR_RETURN(auto resp, http.Do(req));
@@ -436,40 +383,6 @@ class KubeControlPlane : public ControlPlane {
       stats_.errors++;
       WEFT_LOG(kWarn, "msg=\"re-publishing node annotations failed\" err=\"" + st.ToString() + "\"");
     }
-  }
-
-  // Every page of the list; `peers` and `rv` change only when all pages
-  // arrived (an expired continue token restarts the list).
-  Status ListAll(HttpClient& http, PeerMap* peers, std::string* rv, HttpClient& patch_http) {
-    PeerMap out;
-    std::string token;
-    std::string list_rv;
-    std::optional<KubeNode> self_node;
-    for (int page = 0; page < 10000; ++page) {
-      std::string path = "/api/v1/nodes?limit=" + std::to_string(opts_.list_page_size);
-      if (!token.empty()) path += "&continue=" + UrlEscape(token);
-      WEFT_ASSIGN_OR_RETURN(auto resp, http.Do(Request("GET", path)));
-      if (resp.status == 410 && !token.empty()) {
-        out.clear();
-        token.clear();
-        continue;  // the continue token expired: start over
-      }
-      if (resp.status != 200)
-        return Status::Error(Code::kControlPlane, "list nodes: HTTP " + std::to_string(resp.status),
-                             resp.body.substr(0, 512));
-      WEFT_ASSIGN_OR_RETURN(auto list, ParseNodeList(resp.body));
-      for (auto& n : list.nodes) {
-        if (n.info.name == self_.name) self_node = n;
-        else out[n.info.name] = std::move(n.info);
-      }
-      list_rv = list.resource_version;
-      token = list.continue_token;
-      if (token.empty()) break;
-    }
-    *peers = std::move(out);
-    *rv = list_rv;
-    if (self_node) EnsureAnnotations(patch_http, *self_node);
-    return Status::Ok();
   }
 
   KubeOptions opts_;

@@ -2,9 +2,9 @@
 // The Kubernetes control plane: Nodes through the API server's REST API with
 // libcurl. This node's pod CIDRs come from its spec.podCIDRs (set by the
 // controller-manager's --allocate-node-cidrs); it publishes its VTEP MAC,
-// host IP and backend as annotations with a JSON merge patch; peers are
-// listed (paginated) and then watched from the list's resourceVersion with
-// bookmarks. A 410 Gone (as an HTTP status or an ERROR event) means re-list.
+// host IP and backend as annotations with a JSON merge patch. Peers come
+// from a Node informer (informer.h: paginated list, then a watch from the
+// list's resourceVersion with bookmarks; 410 Gone means re-list).
 
 #include <map>
 #include <memory>
@@ -43,22 +43,6 @@ struct KubeNode {
   std::map<std::string, std::string> annotations;
 };
 Result<KubeNode> ParseNode(std::string_view json_text);
-
-struct KubeList {
-  std::vector<KubeNode> nodes;
-  std::string resource_version;
-  std::string continue_token;
-};
-Result<KubeList> ParseNodeList(std::string_view json_text);
-
-struct KubeWatchEvent {
-  std::string type;               // ADDED MODIFIED DELETED BOOKMARK ERROR
-  KubeNode node;                  // for ADDED/MODIFIED/DELETED
-  std::string resource_version;   // every type but ERROR
-  int error_code = 0;             // ERROR: the Status object's code (410 = Gone)
-  std::string error_message;
-};
-Result<KubeWatchEvent> ParseWatchEvent(std::string_view line);
 
 // The merge patch that publishes `self`.
 std::string AnnotationPatch(const LocalNode& self);

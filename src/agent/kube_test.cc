@@ -34,34 +34,6 @@ TEST(KubeParse, NodePrefersAnnotationsAndSortsIpv4First) {
   EXPECT_EQ(ParseNode("{").status().code(), Code::kDecode);
 }
 
-TEST(KubeParse, ListWithContinue) {
-  auto l = ParseNodeList(std::string(R"({"kind":"NodeList","metadata":{"resourceVersion":"99","continue":"abc"},"items":[)") +
-                         kNode + "]}");
-  ASSERT_TRUE(l.ok());
-  EXPECT_EQ(l->resource_version, "99");
-  EXPECT_EQ(l->continue_token, "abc");
-  ASSERT_EQ(l->nodes.size(), 1u);
-  auto s = ParseNodeList(R"({"kind":"Status","status":"Failure","message":"forbidden","code":403})");
-  EXPECT_EQ(s.status().code(), Code::kControlPlane);
-}
-
-TEST(KubeParse, WatchEvents) {
-  auto a = ParseWatchEvent(std::string(R"({"type":"ADDED","object":)") + kNode + "}");
-  ASSERT_TRUE(a.ok());
-  EXPECT_EQ(a->type, "ADDED");
-  EXPECT_EQ(a->resource_version, "1234");
-  auto b = ParseWatchEvent(R"({"type":"BOOKMARK","object":{"kind":"Node","apiVersion":"v1","metadata":{"resourceVersion":"2000","creationTimestamp":null},"spec":{},"status":{"daemonEndpoints":{"kubeletEndpoint":{"Port":0}},"nodeInfo":{}}}})");
-  ASSERT_TRUE(b.ok()) << b.status().ToString();
-  EXPECT_EQ(b->type, "BOOKMARK");
-  EXPECT_EQ(b->resource_version, "2000");
-  auto e = ParseWatchEvent(R"j({"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (2000)","reason":"Expired","code":410}})j");
-  ASSERT_TRUE(e.ok());
-  EXPECT_EQ(e->error_code, 410);
-  EXPECT_FALSE(ParseWatchEvent(R"({"type":"WHAT","object":{}})").ok());
-  EXPECT_FALSE(ParseWatchEvent(R"({"type":"ADDED"})").ok());
-  EXPECT_FALSE(ParseWatchEvent(R"({"type":"ADDED","object":{"metadata":{}}})").ok());
-}
-
 TEST(KubeParse, AnnotationPatchAndMatch) {
   LocalNode self{"n2", *IpAddress::Parse("192.0.2.12"), "0a:00:00:00:00:02", Backend::kVxlan};
   auto patch = nlohmann::json::parse(AnnotationPatch(self));

@@ -1,15 +1,18 @@
-// What weftd reads from the Kubernetes API: Node objects, Node lists and the
-// lines of a watch stream (ADDED/MODIFIED/DELETED/BOOKMARK/ERROR).
+// What weftd reads from the Kubernetes API: Node objects, list pages and the
+// lines of a watch stream (ADDED/MODIFIED/DELETED/BOOKMARK/ERROR), as the
+// informer (agent/informer.h) parses them for every resource.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
+#include "agent/informer.h"
 #include "agent/kube.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);
-  (void)weft::agent::ParseWatchEvent(in);
-  (void)weft::agent::ParseNodeList(in);
+  if (auto e = weft::agent::ParseKubeWatchLine(in); e.ok()) (void)weft::agent::ObjectKey(e->object);
+  if (auto p = weft::agent::ParseKubeListPage(in); p.ok())
+    for (const auto& item : p->items) (void)weft::agent::ObjectKey(item);
   (void)weft::agent::ParseNode(in);
   return 0;
 }

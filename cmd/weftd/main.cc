@@ -41,6 +41,8 @@ int RealMain(int argc, char** argv) {
   int subnet_len = 24;
   double resync_seconds = 30;
   bool leave = false;
+  std::string network_policy;  // "" = on with kubernetes, off with etcd
+  bool netpol_flush_conntrack = true;
 
   app.add_option("--node-name", o.node_name, "This node's name (Node object / etcd record)")->envname("NODE_NAME");
   app.add_option("--control-plane", control_plane, "Source of truth: kubernetes or etcd")
@@ -95,6 +97,19 @@ int RealMain(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--log-level", log_level, "debug, info, warn, error")->capture_default_str();
   app.add_option("--log-file", log_file, "Log to this file instead of stderr");
+  app.add_option("--network-policy", network_policy,
+                 "Enforce NetworkPolicy on this node's pods (default: true with --control-plane=kubernetes; "
+                 "not available with etcd)")
+      ->check(CLI::IsMember({"true", "false"}));
+  app.add_option("--netpol-namespaces-file", o.netpol_namespaces_file,
+                 "Where weftd lists the namespaces with policies for the plugin (default <state-dir>/netpol-namespaces)");
+  app.add_option("--netpol-pending-group", o.netpol_pending_group,
+                 "Interface group of pods the plugin created before weftd knew them")
+      ->check(CLI::Range(1u, 0xffffffffu))
+      ->capture_default_str();
+  app.add_option("--netpol-conntrack-flush", netpol_flush_conntrack,
+                 "Delete the conntrack entries of pods whose allowed traffic shrank")
+      ->capture_default_str();
   app.add_flag("--leave", leave, "Withdraw this node from etcd (revoke its lease, delete its subnet) and exit");
   CLI11_PARSE(app, argc, argv);
 
@@ -125,10 +140,16 @@ int RealMain(int argc, char** argv) {
   }
   o.resync = std::chrono::milliseconds(static_cast<int64_t>(resync_seconds * 1000));
   o.control_plane_name = control_plane;
+  if (control_plane == "etcd" && network_policy == "true")
+    return Fail(Status::Error(weft::Code::kInvalidConfig,
+                              "--network-policy needs --control-plane=kubernetes: etcd holds no Pods, Namespaces or "
+                              "NetworkPolicies"));
+  o.network_policy = control_plane == "kubernetes" && network_policy != "false";
 
   if (Status st = agent::InitHttp(); !st.ok()) return Fail(st);
 
   std::unique_ptr<agent::ControlPlane> cp;
+  std::unique_ptr<agent::NetpolController> netpol;
   if (control_plane == "etcd") {
     agent::EtcdOptions e;
     for (auto part : weft::Split(etcd_endpoints, ','))
@@ -150,6 +171,16 @@ int RealMain(int argc, char** argv) {
     if (!ep.ok()) return Fail(ep.status());
     agent::KubeOptions k;
     k.endpoint = std::move(ep).value();
+    if (o.network_policy) {
+      agent::NetpolOptions n;
+      n.node_name = o.node_name;
+      n.pending_group = o.netpol_pending_group;
+      n.namespaces_file = agent::NetpolNamespacesFile(o);
+      n.resync = o.resync;
+      n.flush_conntrack = netpol_flush_conntrack;
+      n.watch_timeout_seconds = watch_timeout;
+      netpol = std::make_unique<agent::NetpolController>(std::move(n), k.endpoint, agent::NewNetpolKernel());
+    }
     k.watch_timeout_seconds = watch_timeout;
     cp = agent::NewKubeControlPlane(std::move(k));
   }
@@ -168,6 +199,7 @@ int RealMain(int argc, char** argv) {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   agent::Agent a(std::move(o), std::move(cp));
+  if (netpol) a.SetNetworkPolicy(std::move(netpol));
   std::atomic<bool> done{false};
   std::thread signals([&] {
     int sig = 0;

@@ -11,6 +11,7 @@
 #include "agent/sync.h"
 #include "plugin/reclaim.h"
 #include "base/log.h"
+#include "base/scope_guard.h"
 #include "fw/masquerade.h"
 #include "sys/files.h"
 #include "sys/netlink.h"
@@ -49,9 +50,16 @@ void Agent::RequestStop() {
 }
 
 HttpAnswer Agent::Serve(const std::string& path) {
-  if (path == "/metrics")
-    return {200, "text/plain; version=0.0.4; charset=utf-8",
-            RenderMetrics(metrics_, cp_->stats(), opts_.control_plane_name)};
+  if (path == "/metrics") {
+    std::string body = RenderMetrics(metrics_, cp_->stats(), opts_.control_plane_name);
+    if (netpol_) {
+      netpol_->RefreshCounters();
+      body += RenderNetpolMetrics(netpol_->metrics());
+    }
+    return {200, "text/plain; version=0.0.4; charset=utf-8", body};
+  }
+  if (path == "/netpol" && netpol_) return {200, "application/json", netpol_->DescribeJson()};
+  if (path == "/netpol/ruleset" && netpol_) return {200, "text/plain", netpol_->DesiredRuleset()};
   if (path == "/healthz") {
     // Alive while the reconcile loop wakes up at least every resync period.
     int64_t age = NowMs() - metrics_.heartbeat_unix_ms.load();
@@ -60,6 +68,8 @@ HttpAnswer Agent::Serve(const std::string& path) {
     return {503, "text/plain", "reconcile loop stalled for " + std::to_string(age) + " ms\n"};
   }
   if (path == "/readyz") {
+    if (netpol_ && !netpol_->metrics().ready.load())
+      return {503, "text/plain", "not ready: network policy not yet enforced from complete lists\n"};
     if (metrics_.ready.load()) return {200, "text/plain", "ok\n"};
     return {503, "text/plain", "not ready: waiting for the first complete peer list and reconcile\n"};
   }
@@ -231,6 +241,16 @@ Status Agent::Run() {
                           }));
   }
   metrics_.heartbeat_unix_ms = NowMs();
+
+  // NetworkPolicy first of all: the table an earlier weftd left stays in
+  // force, and the sooner the lists are complete the sooner new pods that
+  // wait in the pending group are let through.
+  std::thread netpol_thread;
+  if (netpol_) netpol_thread = std::thread([this] { netpol_->Run(stop_); });
+  ScopeGuard join_netpol([&] {
+    RequestStop();
+    if (netpol_thread.joinable()) netpol_thread.join();
+  });
 
   // The VXLAN device first: its MAC is part of what the node publishes.
   WEFT_RETURN_IF_ERROR(SetUpNode(st));

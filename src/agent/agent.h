@@ -11,6 +11,7 @@
 
 #include "agent/control_plane.h"
 #include "agent/metrics.h"
+#include "agent/netpol_controller.h"
 #include "agent/types.h"
 #include "base/status.h"
 
@@ -54,6 +55,9 @@ inline std::string NetpolNamespacesFile(const AgentOptions& o) {
 class Agent {
  public:
   Agent(AgentOptions opts, std::unique_ptr<ControlPlane> cp);
+  // Enforces NetworkPolicy with `netpol` (Kubernetes control plane only);
+  // call before Run().
+  void SetNetworkPolicy(std::unique_ptr<NetpolController> netpol) { netpol_ = std::move(netpol); }
   ~Agent();
   // Blocks until RequestStop() or a fatal error.
   Status Run();
@@ -69,6 +73,7 @@ class Agent {
 
   AgentOptions opts_;
   std::unique_ptr<ControlPlane> cp_;
+  std::unique_ptr<NetpolController> netpol_;
   PeerStore store_;
   AgentMetrics metrics_;
   std::atomic<bool> stop_{false};

@@ -1,0 +1,380 @@
+#include "agent/netpol_controller.h"
+
+#include <malloc.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "agent/control_plane.h"
+#include "agent/informer.h"
+#include "base/log.h"
+#include "fw/tool.h"
+#include "sys/files.h"
+#include "sys/nft_query.h"
+
+namespace weft::agent {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// Rules of the base chain "forward" (netpol_model.cc's ForwardChain).
+constexpr size_t kForwardRules = 9;
+
+class SystemNetpolKernel : public NetpolKernel {
+ public:
+  Status Apply(const std::string& script) override {
+    WEFT_ASSIGN_OR_RETURN(auto r, fw::RunTool("nft", {"-f", "-"}, script));
+    if (r.exit_code != 0) return fw::ToolError(std::string("nft: apply table inet ") + netpol::kTable, r);
+    return Status::Ok();
+  }
+
+  Result<std::map<std::string, size_t>> ChainRuleCounts() override {
+    WEFT_ASSIGN_OR_RETURN(auto rules, sys::NftRules(sys::NftFamily::kInet, netpol::kTable));
+    std::map<std::string, size_t> out;
+    for (const auto& r : rules) out[r.chain]++;
+    return out;
+  }
+
+  Result<std::pair<uint64_t, uint64_t>> DropCounters() override {
+    WEFT_ASSIGN_OR_RETURN(auto r, fw::RunTool("nft", {"-j", "list", "counters", "table", "inet", netpol::kTable}, ""));
+    if (r.exit_code != 0) return fw::ToolError("nft: list counters", r);
+    std::pair<uint64_t, uint64_t> out{0, 0};
+    try {
+      json j = json::parse(r.out);
+      for (const auto& e : j.value("nftables", json::array())) {
+        if (!e.contains("counter")) continue;
+        const json& c = e["counter"];
+        std::string name = c.value("name", "");
+        uint64_t packets = c.value("packets", uint64_t{0});
+        if (name == "drop-ingress") out.first = packets;
+        if (name == "drop-egress") out.second = packets;
+      }
+    } catch (const std::exception& e) {
+      return Status::Error(Code::kFirewall, "nft: list counters: bad JSON", e.what());
+    }
+    return out;
+  }
+
+  Status FlushConntrack(const std::vector<std::string>& ips) override {
+    for (const auto& ip : ips) {
+      bool v6 = ip.find(':') != std::string::npos;
+      for (const char* dir : {"-s", "-d"}) {
+        WEFT_ASSIGN_OR_RETURN(auto r, fw::RunTool("conntrack", {"-D", "-f", v6 ? "ipv6" : "ipv4", dir, ip}, ""));
+        // conntrack exits 1 when there was nothing to delete.
+        if (r.exit_code != 0 && r.exit_code != 1) return fw::ToolError("conntrack -D " + std::string(dir) + " " + ip, r);
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status WriteNamespaces(const std::string& path, const std::string& content) override {
+    auto slash = path.rfind('/');
+    if (slash != std::string::npos && slash > 0) WEFT_RETURN_IF_ERROR(sys::MkdirAll(path.substr(0, slash), 0755));
+    return sys::WriteFileAtomic(path, content, 0644);
+  }
+};
+
+int64_t UsSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+std::unique_ptr<NetpolKernel> NewNetpolKernel() { return std::make_unique<SystemNetpolKernel>(); }
+
+struct NetpolController::Impl {
+  Impl(NetpolOptions o, NetpolController::ApiFactory a, std::unique_ptr<NetpolKernel> k, NetpolMetrics& m)
+      : opts(std::move(o)),
+        apis(std::move(a)),
+        kernel(std::move(k)),
+        metrics(m),
+        pods(netpol::DecodePod, &notifier),
+        namespaces(netpol::DecodeNamespace, &notifier),
+        policies(netpol::DecodePolicy, &notifier),
+        engine(netpol::EngineOptions{opts.node_name, opts.pending_group}) {}
+
+  // Feeds what the caches drained into the engine. REQUIRES: engine_mu held.
+  size_t Drain() {
+    size_t n = 0;
+    for (auto& d : namespaces.Drain()) {
+      ++n;
+      if (d.object) engine.UpsertNamespace(*d.object);
+      else engine.RemoveNamespace(d.key);
+    }
+    for (auto& d : policies.Drain()) {
+      ++n;
+      if (d.object) engine.UpsertPolicy(*d.object);
+      else engine.RemovePolicy(d.key);
+    }
+    for (auto& d : pods.Drain()) {
+      ++n;
+      if (d.object) engine.UpsertPod(*d.object);
+      else engine.RemovePod(d.key);
+    }
+    return n;
+  }
+
+  // Writes the plugin's namespaces file when its content changed.
+  void SyncNamespacesFile() {
+    if (opts.namespaces_file.empty()) return;
+    std::string content = "# Written by weftd: the namespaces that have NetworkPolicies.\n";
+    for (const auto& ns : engine.NamespacesWithPolicies()) content += ns + "\n";
+    if (content == namespaces_written) return;
+    Status st = kernel->WriteNamespaces(opts.namespaces_file, content);
+    if (!st.ok()) {
+      WEFT_LOG(kWarn, "msg=\"cannot write the plugin's namespaces file\" path=" + opts.namespaces_file + " err=\"" +
+                          st.ToString() + "\"");
+      return;
+    }
+    namespaces_written = std::move(content);
+  }
+
+  // Whether the kernel's table has the chains and rule counts the model
+  // says. A table that cannot be read is not replaced on a guess.
+  bool KernelMatches() {
+    auto counts = kernel->ChainRuleCounts();
+    if (!counts.ok()) {
+      WEFT_LOG(kWarn, "msg=\"cannot read table inet weft-netpol; integrity check skipped\" err=\"" +
+                          counts.status().ToString() + "\"");
+      return true;
+    }
+    std::map<std::string, size_t> want;
+    for (const auto& [name, rules] : engine.desired().chains) want[name] = rules.size();
+    want["forward"] = kForwardRules;
+    return *counts == want;
+  }
+
+  // Applies what changed. REQUIRES: engine_mu held.
+  Status Apply(bool* applied) {
+    *applied = false;
+    bool full = !engine.has_applied();
+    std::string script = full ? engine.RenderFull() : engine.RenderDelta();
+    if (script.empty()) return Status::Ok();
+    std::vector<std::string> tightened = full ? std::vector<std::string>{} : engine.Tightened();
+    if (full) {
+      // The full replace recreates the counters: keep what they counted.
+      if (auto c = kernel->DropCounters(); c.ok()) {
+        base_in += c->first;
+        base_eg += c->second;
+      }
+    }
+    auto t0 = Clock::now();
+    Status st = kernel->Apply(script);
+    metrics.last_sync_us = static_cast<uint64_t>(UsSince(t0));
+    if (!st.ok()) {
+      metrics.sync_errors++;
+      engine.ForgetApplied();
+      return st;
+    }
+    engine.MarkApplied(full);
+    metrics.syncs++;
+    if (full) metrics.full_syncs++;
+    *applied = true;
+    if (opts.flush_conntrack && !tightened.empty()) {
+      Status ct = kernel->FlushConntrack(tightened);
+      metrics.conntrack_flushes += tightened.size();
+      if (!ct.ok()) WEFT_LOG(kWarn, "msg=\"conntrack flush failed\" err=\"" + ct.ToString() + "\"");
+    }
+    return Status::Ok();
+  }
+
+  void UpdateGauges() {
+    metrics.policies = engine.policy_count();
+    metrics.pods = engine.pod_count();
+    metrics.local_pods = engine.desired().sets.at("local4").elements.size() +
+                         engine.desired().sets.at("local6").elements.size();
+    metrics.isolated_ingress = engine.local_isolated(true);
+    metrics.isolated_egress = engine.local_isolated(false);
+  }
+
+  void ObserveLatency(int64_t us) {
+    metrics.latency_sum_us += static_cast<uint64_t>(us);
+    metrics.latency_count++;
+    int i = 0;
+    while (i < NetpolMetrics::kBuckets && us > int64_t(NetpolMetrics::kBucketMs[i]) * 1000) ++i;
+    metrics.latency_bucket[i]++;
+  }
+
+  NetpolOptions opts;
+  NetpolController::ApiFactory apis;
+  std::unique_ptr<NetpolKernel> kernel;
+  NetpolMetrics& metrics;
+  ControlPlaneStats stats;
+  ChangeNotifier notifier;
+  Cache<netpol::Pod> pods;
+  Cache<netpol::Namespace> namespaces;
+  Cache<netpol::Policy> policies;
+  std::mutex engine_mu;
+  netpol::Engine engine;
+  std::string namespaces_written;
+  uint64_t base_in = 0, base_eg = 0;
+};
+
+NetpolController::NetpolController(NetpolOptions opts, KubeEndpoint endpoint, std::unique_ptr<NetpolKernel> kernel)
+    : NetpolController(std::move(opts), [endpoint] { return NewKubeApi(endpoint); }, std::move(kernel)) {}
+
+NetpolController::NetpolController(NetpolOptions opts, ApiFactory apis, std::unique_ptr<NetpolKernel> kernel)
+    : impl_(std::make_unique<Impl>(std::move(opts), std::move(apis), std::move(kernel), metrics_)) {}
+
+NetpolController::~NetpolController() = default;
+
+ControlPlaneStats& NetpolController::stats() { return impl_->stats; }
+
+void NetpolController::Run(const std::atomic<bool>& stop) {
+  Impl& s = *impl_;
+  auto watch = [&](const char* what, const char* path, InformerHandler& h) {
+    return std::thread([&s, &stop, what, path, &h] {
+      ResourceSpec spec;
+      spec.what = what;
+      spec.path = path;
+      spec.watch_timeout_seconds = s.opts.watch_timeout_seconds;
+      Informer inf(s.apis(), spec, h, s.stats);
+      inf.Run(stop);
+    });
+  };
+  std::vector<std::thread> threads;
+  threads.push_back(watch("namespaces", "/api/v1/namespaces", s.namespaces));
+  threads.push_back(watch("networkpolicies", "/apis/networking.k8s.io/v1/networkpolicies", s.policies));
+  threads.push_back(watch("pods", "/api/v1/pods", s.pods));
+
+  uint64_t seen = 0;
+  // Never apply before all three lists are complete: a partial view would
+  // open what a policy closes.
+  while (!stop.load() && !(s.pods.synced() && s.namespaces.synced() && s.policies.synced()))
+    seen = s.notifier.Wait(seen, std::chrono::milliseconds(500), stop);
+  if (!stop.load()) WEFT_LOG(kInfo, "msg=\"network policy: lists complete\"");
+
+  auto next_check = Clock::now() + s.opts.resync;
+  auto retry_at = Clock::time_point::max();
+  bool first = true;
+  while (!stop.load()) {
+    auto woke = Clock::now();
+    size_t changes;
+    {
+      std::lock_guard lock(s.engine_mu);
+      changes = s.Drain();
+      bool check = woke >= next_check;
+      if (check) {
+        next_check = woke + s.opts.resync;
+        if (s.engine.has_applied() && !s.KernelMatches()) {
+          WEFT_LOG(kWarn, "msg=\"table inet weft-netpol differs from the desired ruleset; replacing it\"");
+          s.engine.ForgetApplied();
+        }
+      }
+      s.SyncNamespacesFile();
+      bool applied = false;
+      Status st = s.Apply(&applied);
+      if (!st.ok()) {
+        WEFT_LOG(kWarn, "msg=\"network policy apply failed; retrying with a full replace\" err=\"" + st.ToString() +
+                            "\"");
+        retry_at = Clock::now() + std::chrono::seconds(1);
+      } else {
+        retry_at = Clock::time_point::max();
+        if (applied && changes > 0 && !first) s.ObserveLatency(UsSince(woke));
+        if (applied || first) {
+          std::string line = "msg=\"network policy synced\" policies=" + std::to_string(s.engine.policy_count()) +
+                             " pods=" + std::to_string(s.engine.pod_count()) + " changes=" +
+                             std::to_string(changes) + " duration_us=" + std::to_string(UsSince(woke));
+          if (first) WEFT_LOG(kInfo, line);
+          else WEFT_LOG(kDebug, line);
+        }
+        if (first) {
+          s.metrics.ready = true;
+          first = false;
+          malloc_trim(0);  // the lists' JSON is gone
+        }
+      }
+      s.UpdateGauges();
+    }
+    auto now = Clock::now();
+    auto wake = std::min(next_check, retry_at);
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake > now ? wake - now : Clock::duration(0));
+    uint64_t v = s.notifier.Wait(seen, std::min<std::chrono::milliseconds>(wait, std::chrono::seconds(5)), stop);
+    if (v != seen) {
+      seen = v;
+      // Coalesce a burst (a Deployment's pods, a namespace's relabel) into
+      // one transaction.
+      std::this_thread::sleep_for(s.opts.batch);
+      seen = s.notifier.value();
+    }
+  }
+  s.notifier.Notify();
+  for (auto& t : threads) t.join();
+}
+
+std::string NetpolController::DescribeJson() {
+  std::lock_guard lock(impl_->engine_mu);
+  json out = json::array();
+  for (const auto& v : impl_->engine.LocalPods()) {
+    out.push_back({{"pod", v.pod},
+                   {"ips", v.ips},
+                   {"isolatedIngress", v.isolated_ingress},
+                   {"isolatedEgress", v.isolated_egress},
+                   {"ingressPolicies", v.ingress_policies},
+                   {"egressPolicies", v.egress_policies},
+                   {"ingressRules", v.ingress_rules},
+                   {"egressRules", v.egress_rules}});
+  }
+  return out.dump(2) + "\n";
+}
+
+std::string NetpolController::DesiredRuleset() {
+  std::lock_guard lock(impl_->engine_mu);
+  return impl_->engine.RenderFull();
+}
+
+void NetpolController::RefreshCounters() {
+  auto c = impl_->kernel->DropCounters();
+  if (!c.ok()) return;
+  std::lock_guard lock(impl_->engine_mu);
+  metrics_.dropped_ingress = impl_->base_in + c->first;
+  metrics_.dropped_egress = impl_->base_eg + c->second;
+}
+
+std::string RenderNetpolMetrics(const NetpolMetrics& m) {
+  std::string out;
+  auto gauge = [&](const char* name, const char* help, uint64_t v, const char* type = "gauge") {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+           std::to_string(v) + "\n";
+  };
+  gauge("weft_netpol_policies", "NetworkPolicies known cluster-wide.", m.policies.load());
+  gauge("weft_netpol_pods", "Pods known cluster-wide (peers of policies).", m.pods.load());
+  gauge("weft_netpol_local_pod_addresses", "Addresses of this node's pods that weftd knows.", m.local_pods.load());
+  out += "# HELP weft_netpol_isolated_pods Local pods isolated by at least one policy, per direction.\n"
+         "# TYPE weft_netpol_isolated_pods gauge\n";
+  out += "weft_netpol_isolated_pods{direction=\"ingress\"} " + std::to_string(m.isolated_ingress.load()) + "\n";
+  out += "weft_netpol_isolated_pods{direction=\"egress\"} " + std::to_string(m.isolated_egress.load()) + "\n";
+  gauge("weft_netpol_syncs_total", "nft transactions applied to table inet weft-netpol.", m.syncs.load(), "counter");
+  gauge("weft_netpol_full_syncs_total", "Transactions that replaced the whole table.", m.full_syncs.load(), "counter");
+  gauge("weft_netpol_sync_errors_total", "Failed transactions (each is retried as a full replace).",
+        m.sync_errors.load(), "counter");
+  gauge("weft_netpol_conntrack_flushed_addresses_total",
+        "Addresses whose conntrack entries were deleted after their allowed traffic shrank.",
+        m.conntrack_flushes.load(), "counter");
+  gauge("weft_netpol_last_sync_microseconds", "Duration of the last nft transaction.", m.last_sync_us.load());
+  out += "# HELP weft_netpol_sync_duration_seconds From a batch of API events to its rules being in the kernel.\n"
+         "# TYPE weft_netpol_sync_duration_seconds histogram\n";
+  uint64_t cum = 0;
+  for (int i = 0; i < NetpolMetrics::kBuckets; ++i) {
+    cum += m.latency_bucket[i].load();
+    char le[32];
+    std::snprintf(le, sizeof le, "%g", NetpolMetrics::kBucketMs[i] / 1000.0);
+    out += std::string("weft_netpol_sync_duration_seconds_bucket{le=\"") + le + "\"} " + std::to_string(cum) + "\n";
+  }
+  cum += m.latency_bucket[NetpolMetrics::kBuckets].load();
+  out += "weft_netpol_sync_duration_seconds_bucket{le=\"+Inf\"} " + std::to_string(cum) + "\n";
+  char sum[32];
+  std::snprintf(sum, sizeof sum, "%.6f", m.latency_sum_us.load() / 1e6);
+  out += std::string("weft_netpol_sync_duration_seconds_sum ") + sum + "\n";
+  out += "weft_netpol_sync_duration_seconds_count " + std::to_string(m.latency_count.load()) + "\n";
+  out += "# HELP weft_netpol_dropped_packets_total Packets dropped by policy (nft counters), per direction.\n"
+         "# TYPE weft_netpol_dropped_packets_total counter\n";
+  out += "weft_netpol_dropped_packets_total{direction=\"ingress\"} " + std::to_string(m.dropped_ingress.load()) + "\n";
+  out += "weft_netpol_dropped_packets_total{direction=\"egress\"} " + std::to_string(m.dropped_egress.load()) + "\n";
+  gauge("weft_netpol_ready", "1 once the first complete lists were enforced.", m.ready.load() ? 1 : 0);
+  return out;
+}
+
+}  // namespace weft::agent

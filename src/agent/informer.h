@@ -184,7 +184,8 @@ class Cache : public InformerHandler {
   // What changed since the last Drain, coalesced per key (last state wins), ordered by key. After a re-list the
   // deltas are the DIFFERENCE between old and new contents (vanished keys as deletions, unchanged objects not
   // reported), so consumers stay level-triggered. A key that came and went between two Drains is not reported;
-  // neither is an event that left the decoded object equal (T::operator==).
+  // neither is an event that left the decoded object equal (T::operator==). Until the next Drain the cache keeps
+  // the drained state of every changed key, so a cache is meant to be drained by its consumer.
   std::vector<Delta> Drain() {
     std::lock_guard lock(mu_);
     std::vector<Delta> out;

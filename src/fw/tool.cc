@@ -7,7 +7,7 @@
 namespace weft::fw {
 
 Result<sys::ExecResult> RunTool(const std::string& tool, const std::vector<std::string>& args,
-                                const std::string& input) {
+                                const std::string& input, int netns_fd) {
   static const std::vector<std::string> kSbin = {"/usr/sbin", "/sbin", "/usr/bin", "/bin"};
   WEFT_ASSIGN_OR_RETURN(std::string path, sys::FindInPath(tool, kSbin));
   sys::ExecRequest req;
@@ -17,6 +17,7 @@ Result<sys::ExecResult> RunTool(const std::string& tool, const std::vector<std::
   req.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
   req.stdin_data = input;
   req.timeout = std::chrono::seconds(30);
+  req.netns_fd = netns_fd;
   return sys::Exec(req);
 }
 

@@ -11,8 +11,9 @@
 
 namespace weft::fw {
 
+// `netns_fd` >= 0: the tool runs in that network namespace.
 Result<sys::ExecResult> RunTool(const std::string& tool, const std::vector<std::string>& args,
-                                const std::string& input);
+                                const std::string& input, int netns_fd = -1);
 // kFirewall for a tool that ran and failed; details carry its stderr.
 Status ToolError(const std::string& what, const sys::ExecResult& r);
 

@@ -29,6 +29,28 @@ Result<Netns> Netns::Open(const std::string& path) {
 
 Result<Netns> Netns::Current() { return Open("/proc/thread-self/ns/net"); }
 
+Result<Netns> Netns::NewPrivate() {
+  Status st = Status::Error(Code::kInternal, "netns thread did not run");
+  UniqueFd fd;
+  // The thread ends inside the new namespace, so no switch back is needed.
+  std::thread t([&] {
+    if (::unshare(CLONE_NEWNET) != 0) {
+      st = Status::FromErrno(Code::kKernel, "unshare(CLONE_NEWNET)", errno);
+      return;
+    }
+    int f = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (f < 0) {
+      st = Status::FromErrno(Code::kIo, "open the new netns", errno);
+      return;
+    }
+    fd = UniqueFd(f);
+    st = Status::Ok();
+  });
+  t.join();
+  if (!st.ok()) return st;
+  return Netns(std::move(fd), "(private netns)");
+}
+
 Status RunInNetns(const Netns& ns, const std::function<Status()>& fn) {
   Status result = Status::Error(Code::kInternal, "netns thread did not run");
   std::thread t([&] {

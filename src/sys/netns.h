@@ -18,6 +18,12 @@ class Netns {
   static Result<Netns> Open(const std::string& path);
   // The calling thread's current network namespace.
   static Result<Netns> Current();
+  // A new, empty network namespace that nothing else uses, alive as long
+  // as the returned handle (no name in /run/netns, so nothing is left behind
+  // when it closes). Made by a short-lived thread that unshares and exits;
+  // the caller's namespace never changes. Needs CAP_SYS_ADMIN (kKernel
+  // with EPERM otherwise). Use it with ExecRequest::netns_fd.
+  static Result<Netns> NewPrivate();
 
   int fd() const { return fd_.get(); }
   const std::string& path() const { return path_; }

@@ -166,7 +166,7 @@ TEST_F(NetpolTest, AllowFromPodSelectorWithLatency) {
   for (std::string line; std::getline(table, line);) std::cout << "NETPOL-MATRIX " << line << "\n";
   std::cout << "NETPOL-LATENCY case=AllowFromPodSelector post_to_matrix_ms="
             << std::chrono::duration_cast<std::chrono::milliseconds>(matched - posted).count()
-            << " first_matching_round_started_within_ms=" << took.count()
+            << " matching_round_started_ms=" << took.count()
             << " (81 probes per round, 100 ms probe timeout)\n";
 }
 

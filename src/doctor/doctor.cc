@@ -114,6 +114,41 @@ void DiagnosePeers(const Snapshot& s, const PeerView& v, std::vector<Finding>* o
                     true, "delete the entry"});
 }
 
+void DiagnoseNetpol(const NetpolView& v, std::vector<Finding>* out) {
+  const std::string table = std::string("table ") + kNetpolTable;
+  const std::string fix = "re-apply weftd's ruleset (GET /netpol/ruleset) as one nft transaction";
+  if (!v.enforced) {
+    if (v.have)
+      out->push_back({Kind::kNetpolMismatch, table,
+                      table + " is in the kernel (" + std::to_string(v.have->chains.size()) +
+                          " chain(s)) but weftd at " + v.weftd +
+                          " does not enforce NetworkPolicy: its rules are left over and still filter this node's pods",
+                      false,
+                      "if network policy was turned off on purpose, delete it: nft delete " + table +
+                          " (--fix only re-applies what weftd wants)"});
+    return;
+  }
+  if (!v.have) {
+    size_t maps = 0;
+    for (const auto& [n, s] : v.want.sets) maps += s.map ? 1 : 0;
+    out->push_back({Kind::kNetpolMismatch, table,
+                    table + " is missing from the kernel although weftd enforces NetworkPolicy (it wants " +
+                        std::to_string(v.want.chains.size()) + " chain(s), " +
+                        std::to_string(v.want.sets.size() - maps) + " set(s), " + std::to_string(maps) +
+                        " map(s)): this node's pods are not isolated, and pending pods are not held back",
+                    true, fix});
+    return;
+  }
+  NftTableDiff d = DiffNftTables(v.want, *v.have);
+  if (d.empty()) return;
+  Finding f{Kind::kNetpolMismatch, table, table + " differs from weftd's ruleset: " + d.Summary(), true, fix};
+  std::vector<std::string> lines = d.Lines();
+  for (size_t i = 0; i < lines.size() && i < kMaxDetails; ++i) f.details.push_back(lines[i]);
+  if (lines.size() > kMaxDetails)
+    f.details.push_back("... and " + std::to_string(lines.size() - kMaxDetails) + " more difference(s)");
+  out->push_back(std::move(f));
+}
+
 }  // namespace
 
 std::map<std::string, std::vector<std::string>> ScriptChainComments(const std::string& script) {
@@ -162,6 +197,7 @@ const char* KindName(Kind k) {
     case Kind::kRulesetMismatch: return "ruleset-mismatch";
     case Kind::kPeerMissing: return "peer-entry-missing";
     case Kind::kPeerStale: return "peer-entry-stale";
+    case Kind::kNetpolMismatch: return "netpol-mismatch";
   }
   return "unknown";
 }
@@ -278,6 +314,7 @@ std::vector<Finding> Diagnose(const Snapshot& s) {
   }
 
   if (s.peers) DiagnosePeers(s, *s.peers, &out);
+  if (s.netpol) DiagnoseNetpol(*s.netpol, &out);
   return out;
 }
 

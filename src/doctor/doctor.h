@@ -13,6 +13,7 @@
 
 #include "agent/reconcile.h"
 #include "agent/types.h"
+#include "doctor/nft_table.h"
 #include "ipam/store.h"
 #include "sys/netlink.h"
 
@@ -51,6 +52,17 @@ struct PeerView {
   agent::KernelState kernel;  // agent routes, ARP/FDB on the VXLAN device
 };
 
+// weftd's NetworkPolicy table (`inet weft-netpol`) as weftd wants it and as
+// the kernel holds it. Present only when weftd answered.
+struct NetpolView {
+  std::string weftd;             // weftd's address, for messages
+  bool enforced = true;          // false: weftd answered 404 (network policy off)
+  NftTable want;                 // weftd's ruleset as nft lists it back (enforced only)
+  std::optional<NftTable> have;  // the kernel's table; nullopt: there is none
+};
+
+inline constexpr char kNetpolTable[] = "inet weft-netpol";
+
 struct Snapshot {
   std::string data_dir;
   std::vector<PodView> pods;
@@ -58,7 +70,9 @@ struct Snapshot {
   std::vector<sys::RouteSpec> host_routes;   // proto 201 without gateway
   std::vector<RulesetView> rulesets;
   std::optional<PeerView> peers;
+  std::optional<NetpolView> netpol;
   std::vector<std::string> notes;            // checks skipped and why
+  std::vector<std::string> warnings;         // checks skipped that should have run
   int64_t stuck_after_s = 60;                // `adding` older than this is stuck
   // A source could not be read (the control plane): its checks are missing.
   bool incomplete = false;
@@ -75,6 +89,7 @@ enum class Kind {
   kRulesetMismatch,      // hostPort / masquerade marker differs from the DB
   kPeerMissing,          // route/ARP/FDB a live peer needs is absent or wrong
   kPeerStale,            // route/ARP/FDB for no live peer
+  kNetpolMismatch,       // table inet weft-netpol missing, differing from weftd's, or left over
 };
 
 // "vanished-attachment", "orphan-veth", ... (the JSON `kind`).
@@ -86,7 +101,11 @@ struct Finding {
   std::string message;   // plain words, one line
   bool fixable = false;  // --fix repairs it
   std::string remedy;    // fixable: what --fix does; else: why it is left alone
+  std::vector<std::string> details;  // one line per difference (capped), may be empty
 };
+
+// At most this many detail lines per finding; the last says how many more.
+inline constexpr size_t kMaxDetails = 40;
 
 std::vector<Finding> Diagnose(const Snapshot& snap);
 

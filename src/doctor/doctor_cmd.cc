@@ -36,12 +36,14 @@ json FindingJson(const Finding& f) {
           {"subject", f.subject},
           {"message", f.message},
           {"fixable", f.fixable},
-          {f.fixable ? "fix" : "leftBecause", f.remedy}};
+          {f.fixable ? "fix" : "leftBecause", f.remedy},
+          {"details", f.details}};
 }
 
 void PrintFindings(std::ostream& out, const char* tag, const std::vector<Finding>& fs) {
   for (const auto& f : fs) {
     out << tag << " [" << KindName(f.kind) << "] " << f.message << "\n";
+    for (const auto& d : f.details) out << "        - " << d << "\n";
     out << "        " << (f.fixable ? "--fix will: " : "left alone: ") << f.remedy << "\n";
   }
 }
@@ -77,6 +79,9 @@ class DoctorCommand : public runtime::ctl::Command {
                     "Seconds after which an attachment still in state adding/deleting is reported as stuck")
         ->check(CLI::Range(0, 86400 * 365))
         ->capture_default_str();
+    sub->add_option("--weftd-addr", opts_.weftd_addr,
+                    "weftd's metrics address, for its NetworkPolicy ruleset (\"\" skips the network policy check)")
+        ->capture_default_str();
     sub->add_option("--control-plane-timeout-ms", opts_.control_plane_timeout_ms, "How long to wait for the control plane's list")
         ->capture_default_str();
     return sub;
@@ -105,13 +110,12 @@ class DoctorCommand : public runtime::ctl::Command {
     for (auto part : Split(etcd_endpoints_, ','))
       if (auto t = Trim(part); !t.empty()) o.etcd_endpoints.emplace_back(t);
     while (o.etcd_prefix.size() > 1 && o.etcd_prefix.back() == '/') o.etcd_prefix.pop_back();
-    if (!o.etcd_endpoints.empty() || !o.kubeconfig.empty()) {
-      if (Status st = agent::InitHttp(); !st.ok()) return ctx.Fail("doctor", st);
-    }
+    if (Status st = agent::InitHttp(); !st.ok()) return ctx.Fail("doctor", st);
 
     auto snap = ReadSnapshot(o);
     if (!snap.ok()) return ctx.Fail("doctor", snap.status());
     notes.insert(notes.end(), snap->notes.begin(), snap->notes.end());
+    std::vector<std::string> warnings = snap->warnings;
     std::vector<Finding> found = Diagnose(*snap);
     std::vector<Finding> remaining = found;
     FixReport fixed;
@@ -128,7 +132,7 @@ class DoctorCommand : public runtime::ctl::Command {
                                         : runtime::ctl::kExitOk;
 
     if (ctx.global.json) {
-      json j = {{"dataDir", o.data_dir}, {"notes", notes}, {"attachments", snap->pods.size()}};
+      json j = {{"dataDir", o.data_dir}, {"notes", notes}, {"warnings", warnings}, {"attachments", snap->pods.size()}};
       j["findings"] = json::array();
       for (const auto& f : found) j["findings"].push_back(FindingJson(f));
       if (fix_) {
@@ -145,6 +149,7 @@ class DoctorCommand : public runtime::ctl::Command {
     std::ostream& out = *ctx.out;
     out << "weftctl doctor: dataDir " << o.data_dir << ", " << snap->pods.size() << " attachment(s)\n";
     for (const auto& n : notes) out << "note: " << n << "\n";
+    for (const auto& w : warnings) out << "warning: " << w << "\n";
     if (found.empty()) {
       out << (incomplete ? "no discrepancies in what could be checked\n" : "no discrepancies\n");
       return code;

@@ -10,7 +10,10 @@
 #include "agent/datapath.h"
 #include "agent/etcd.h"
 #include "agent/kube.h"
+#include "doctor/policy.h"
+#include "doctor/weftd.h"
 #include "fw/hostport.h"
+#include "fw/tool.h"
 #include "plugin/reclaim.h"
 #include "plugin/teardown.h"
 #include "sys/files.h"
@@ -137,6 +140,118 @@ Result<RulesetView> ReadRuleset(const std::string& what, const std::string& tabl
   return v;
 }
 
+// The kernel's table inet weft-netpol as nft lists it; nullopt when there is
+// none.
+Result<std::optional<NftTable>> ReadKernelNetpol(int netns_fd = -1) {
+  WEFT_ASSIGN_OR_RETURN(auto tables, fw::RunTool("nft", {"list", "tables", "inet"}, "", netns_fd));
+  if (tables.exit_code != 0) return fw::ToolError("nft list tables inet", tables);
+  if (tables.out.find(std::string("table ") + kNetpolTable + "\n") == std::string::npos)
+    return std::optional<NftTable>();
+  WEFT_ASSIGN_OR_RETURN(auto list, fw::RunTool("nft", {"list", "table", "inet", "weft-netpol"}, "", netns_fd));
+  if (list.exit_code != 0) return fw::ToolError(std::string("nft list table ") + kNetpolTable, list);
+  WEFT_ASSIGN_OR_RETURN(auto t, ParseNftTable(list.out));
+  return std::optional<NftTable>(std::move(t));
+}
+
+// weftd's script as nft lists it back: loaded into a private network
+// namespace that lives for this call only (nft_table.h says why).
+Result<NftTable> CanonicalNetpol(const std::string& script) {
+  WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::NewPrivate());
+  WEFT_ASSIGN_OR_RETURN(auto load, fw::RunTool("nft", {"-f", "-"}, script, ns.fd()));
+  if (load.exit_code != 0) return fw::ToolError("nft -f (weftd's ruleset, in a private namespace)", load);
+  WEFT_ASSIGN_OR_RETURN(auto t, ReadKernelNetpol(ns.fd()));
+  if (!t) return Status::Error(Code::kFirewall, std::string("weftd's ruleset creates no table ") + kNetpolTable);
+  return std::move(*t);
+}
+
+std::string Chains(const std::optional<NftTable>& t) {
+  return t ? std::string("the kernel holds table ") + kNetpolTable + " (" + std::to_string(t->chains.size()) +
+                 " chain(s)), which is not compared"
+           : std::string("the kernel has no table ") + kNetpolTable;
+}
+
+// The network policy check: weftd's desired ruleset against the kernel's
+// table. A difference is compared once more after `netpol_settle_ms`, and
+// only a comparison during which weftd's ruleset stayed the same counts.
+void ReadNetpol(const Options& o, Snapshot* s) {
+  if (o.weftd_addr.empty()) {
+    s->notes.push_back("network policy check skipped: --weftd-addr is empty");
+    return;
+  }
+  Weftd weftd(o.weftd_addr);
+  const std::string skipped = "network policy check skipped: ";
+  bool settled = false;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    auto have = ReadKernelNetpol();
+    if (!have.ok()) {
+      s->warnings.push_back(skipped + "cannot read the kernel's table: " + have.status().ToString());
+      s->incomplete = true;
+      return;
+    }
+    auto r1 = weftd.Get("/netpol/ruleset");
+    if (!r1.ok()) {
+      // Without weftd there is nothing to compare with. A table in the
+      // kernel proves network policy is in use here: then the check is
+      // missing, not merely not applicable.
+      s->warnings.push_back(skipped + r1.status().msg() + ": " + r1.status().details() + "; " + Chains(*have));
+      if (*have) s->incomplete = true;
+      return;
+    }
+    if (r1->status == 404) {
+      NetpolView v;
+      v.weftd = o.weftd_addr;
+      v.enforced = false;
+      v.have = std::move(*have);
+      if (!v.have) s->notes.push_back("network policy: weftd at " + o.weftd_addr + " does not enforce it (404), and " +
+                                      Chains(v.have));
+      s->netpol = std::move(v);
+      return;
+    }
+    if (r1->status != 200) {
+      s->warnings.push_back(skipped + "weftd at " + o.weftd_addr + " answered GET /netpol/ruleset with HTTP " +
+                            std::to_string(r1->status) + "; " + Chains(*have));
+      s->incomplete = true;
+      return;
+    }
+    if (auto m = weftd.Get("/metrics"); m.ok() && m->status == 200 && NetpolReadyMetric(m->body) == false) {
+      s->warnings.push_back(skipped + "weftd at " + o.weftd_addr +
+                            " has not yet enforced network policy from complete lists (weft_netpol_ready 0); " +
+                            Chains(*have));
+      s->incomplete = true;
+      return;
+    }
+    auto want = CanonicalNetpol(r1->body);
+    if (!want.ok()) {
+      const std::string& det = want.status().details();
+      s->warnings.push_back(skipped + "weftd's ruleset could not be listed back through nft: " + want.status().msg() +
+                            (det.empty() ? "" : ": " + det.substr(0, det.find('\n'))));
+      s->incomplete = true;
+      return;
+    }
+    auto r2 = weftd.Get("/netpol/ruleset");
+    if (!r2.ok() || r2->status != 200 || r2->body != r1->body) continue;  // weftd moved on: again
+    // The kernel is read before the first GET, so a table weftd changes in
+    // the meantime shows as a difference; the settle pass absorbs that.
+    NetpolView v;
+    v.weftd = o.weftd_addr;
+    v.want = std::move(*want);
+    v.have = std::move(*have);
+    const bool differs = !v.have || !DiffNftTables(v.want, *v.have).empty();
+    if (differs && !settled && o.netpol_settle_ms > 0) {
+      settled = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(o.netpol_settle_ms));
+      continue;
+    }
+    s->notes.push_back("network policy: compared table " + std::string(kNetpolTable) + " with weftd's ruleset at " +
+                       o.weftd_addr + " (" + std::to_string(v.want.chains.size()) + " chain(s), " +
+                       std::to_string(v.want.sets.size()) + " set(s) and map(s))");
+    s->netpol = std::move(v);
+    return;
+  }
+  s->warnings.push_back(skipped + "weftd's ruleset kept changing while it was compared");
+  s->incomplete = true;
+}
+
 Result<std::vector<ipam::PodRecord>> ReadRows(const std::string& data_dir, bool* have_db) {
   *have_db = sys::PathExists(data_dir + "/ipam.db");
   if (!*have_db) return std::vector<ipam::PodRecord>{};
@@ -214,6 +329,8 @@ Result<Snapshot> ReadSnapshot(const Options& o) {
     s.notes.push_back("masquerade ruleset not checked: no network config (conflist) with ranges and cluster CIDRs");
   }
 
+  ReadNetpol(o, &s);
+
   // A control plane that cannot be listed skips the peer checks (a
   // half-read list is never compared) but leaves the local checks standing.
   auto peers = ReadPeers(o, nl, &s.notes);
@@ -229,7 +346,8 @@ Result<Snapshot> ReadSnapshot(const Options& o) {
 FixReport Fix(const Options& o, const Snapshot& snap, const std::vector<Finding>& findings) {
   FixReport rep;
   auto fail = [&](const std::string& what, const Status& st) { rep.failed.push_back(what + ": " + st.ToString()); };
-  bool reclaim = false, orphans = false, routes = false, hostports = false, masq = false, peers = false;
+  bool reclaim = false, orphans = false, routes = false, hostports = false, masq = false, peers = false,
+       netpol = false;
   for (const auto& f : findings) {
     if (!f.fixable) continue;
     switch (f.kind) {
@@ -241,6 +359,7 @@ FixReport Fix(const Options& o, const Snapshot& snap, const std::vector<Finding>
         break;
       case Kind::kPeerMissing:
       case Kind::kPeerStale: peers = true; break;
+      case Kind::kNetpolMismatch: netpol = true; break;
       default: break;
     }
   }
@@ -325,6 +444,33 @@ FixReport Fix(const Options& o, const Snapshot& snap, const std::vector<Finding>
       rep.done.push_back("applied weftd's reconciler plan: " + std::to_string(plan.size() - static_cast<size_t>(errors)) + " of " +
                          std::to_string(plan.size()) + " route/ARP/FDB change(s)");
     }
+  }
+  if (netpol) {
+    // weftd's full replace script ("add table; delete table; table {...}")
+    // in one transaction. Fetched again just before, and once more after:
+    // if weftd moved on meanwhile, its newer ruleset is applied instead.
+    Weftd weftd(o.weftd_addr);
+    std::string applied;
+    Status st = Status::Ok();
+    for (int i = 0; i < 3 && st.ok(); ++i) {
+      auto r = weftd.Get("/netpol/ruleset");
+      if (!r.ok()) st = r.status();
+      else if (r->status != 200)
+        st = Status::Error(Code::kControlPlane,
+                           "weftd answered GET /netpol/ruleset with HTTP " + std::to_string(r->status));
+      if (!st.ok() || r->body == applied) break;
+      auto nft = fw::RunTool("nft", {"-f", "-"}, r->body);
+      st = !nft.ok() ? nft.status()
+           : nft->exit_code != 0 ? fw::ToolError(std::string("nft -f (table ") + kNetpolTable + ")", *nft)
+                                 : Status::Ok();
+      if (st.ok()) applied = r->body;
+    }
+    if (!st.ok() || applied.empty())
+      fail(std::string("re-apply weftd's ruleset (table ") + kNetpolTable + ")",
+           st.ok() ? Status::Error(Code::kControlPlane, "nothing applied") : st);
+    else
+      rep.done.push_back(std::string("re-applied weftd's NetworkPolicy ruleset (table ") + kNetpolTable +
+                         ") in one nft transaction");
   }
   return rep;
 }

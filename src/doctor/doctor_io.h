@@ -47,6 +47,13 @@ struct Options {
   int control_plane_timeout_ms = 10000;
 
   int64_t stuck_after_s = 60;
+
+  // weftd's metrics address, for its NetworkPolicy ruleset ("" = the
+  // network policy check is skipped).
+  std::string weftd_addr = "127.0.0.1:9641";
+  // After a difference, wait this long and compare once more before
+  // reporting it: weftd's own transaction may have been in flight.
+  int netpol_settle_ms = 1000;
 };
 
 // Errors: the database cannot be opened or read, netlink fails, the control

@@ -247,6 +247,94 @@ TEST(Doctor, MissingAndChangedPeerEntriesNameThePeer) {
   EXPECT_EQ(fdb_missing, 1);
 }
 
+// NetworkPolicy: weftd's table as nft lists it back, and the kernel's.
+NftTable NetpolTable(const std::string& extra_rule = "", const std::string& local4 = "10.0.1.1, 10.0.1.2") {
+  std::string text = "table inet weft-netpol {\n\tcounter drop-ingress {\n\t\tpackets 0 bytes 0\n\t}\n"
+                     "\tset local4 {\n\t\ttype ipv4_addr\n\t\telements = { " + local4 + " }\n\t}\n"
+                     "\tmap ingress4 {\n\t\ttype ipv4_addr : verdict\n\t\telements = { 10.0.1.1 : jump in-a }\n\t}\n"
+                     "\tchain in-a {\n\t\tct state invalid drop\n" + extra_rule +
+                     "\t\tcounter name \"drop-ingress\" drop\n\t}\n"
+                     "\tchain forward {\n\t\ttype filter hook forward priority filter; policy accept;\n"
+                     "\t\tip daddr vmap @ingress4\n\t}\n}\n";
+  auto t = ParseNftTable(text);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? *t : NftTable{};
+}
+
+NetpolView Netpol() {
+  NetpolView v;
+  v.weftd = "127.0.0.1:9641";
+  v.want = NetpolTable();
+  v.have = NetpolTable();
+  return v;
+}
+
+TEST(Doctor, NetpolInStepIsClean) {
+  Snapshot s = Healthy();
+  s.netpol = Netpol();
+  EXPECT_TRUE(Diagnose(s).empty());
+  // weftd without network policy and no table: nothing to say.
+  s.netpol->enforced = false;
+  s.netpol->have.reset();
+  EXPECT_TRUE(Diagnose(s).empty());
+}
+
+TEST(Doctor, NetpolTableMissingIsAFixableError) {
+  Snapshot s = Healthy();
+  s.netpol = Netpol();
+  s.netpol->have.reset();  // nft delete table inet weft-netpol
+  auto fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].kind, Kind::kNetpolMismatch);
+  EXPECT_STREQ(KindName(fs[0].kind), "netpol-mismatch");
+  EXPECT_EQ(fs[0].subject, "table inet weft-netpol");
+  EXPECT_TRUE(fs[0].fixable);
+  EXPECT_NE(fs[0].message.find("is missing from the kernel although weftd enforces NetworkPolicy (it wants 2 chain(s), "
+                               "1 set(s), 1 map(s))"),
+            std::string::npos)
+      << fs[0].message;
+  EXPECT_NE(fs[0].remedy.find("one nft transaction"), std::string::npos);
+}
+
+TEST(Doctor, NetpolDifferencesAreSummedUpAndListed) {
+  Snapshot s = Healthy();
+  s.netpol = Netpol();
+  s.netpol->have = NetpolTable("\t\tip saddr 10.9.9.9 accept\n", "10.0.1.1");
+  auto fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_TRUE(fs[0].fixable);
+  EXPECT_EQ(fs[0].message,
+            "table inet weft-netpol differs from weftd's ruleset: 1 extra rule(s), 1 set element(s) missing");
+  EXPECT_EQ(fs[0].details, (std::vector<std::string>{"chain in-a: extra rule: ip saddr 10.9.9.9 accept",
+                                                     "set local4: missing element 10.0.1.2"}));
+}
+
+TEST(Doctor, NetpolDetailsAreCapped) {
+  Snapshot s = Healthy();
+  s.netpol = Netpol();
+  std::string many;
+  for (int i = 0; i < 100; ++i) many += (i ? ", " : "") + std::string("10.0.2.") + std::to_string(i);
+  s.netpol->want = NetpolTable("", "10.0.1.1, 10.0.1.2, " + many);
+  auto fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_NE(fs[0].message.find("100 set element(s) missing"), std::string::npos) << fs[0].message;
+  ASSERT_EQ(fs[0].details.size(), kMaxDetails + 1);
+  EXPECT_EQ(fs[0].details.back(), "... and 60 more difference(s)");
+}
+
+TEST(Doctor, NetpolTableLeftOverWithoutWeftdPolicyIsReportedNotFixed) {
+  Snapshot s = Healthy();
+  s.netpol = Netpol();
+  s.netpol->enforced = false;
+  auto fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].kind, Kind::kNetpolMismatch);
+  EXPECT_FALSE(fs[0].fixable);
+  EXPECT_NE(fs[0].message.find("does not enforce NetworkPolicy: its rules are left over"), std::string::npos)
+      << fs[0].message;
+  EXPECT_NE(fs[0].remedy.find("nft delete table inet weft-netpol"), std::string::npos) << fs[0].remedy;
+}
+
 TEST(Doctor, SqliteTime) {
   EXPECT_EQ(ParseSqliteTime("1970-01-01 00:01:00"), 60);
   EXPECT_EQ(ParseSqliteTime("2024-02-29 12:00:00"), 1709208000);

@@ -59,7 +59,13 @@ HttpAnswer Agent::Serve(const std::string& path) {
     return {200, "text/plain; version=0.0.4; charset=utf-8", body};
   }
   if (path == "/netpol" && netpol_) return {200, "application/json", netpol_->DescribeJson()};
-  if (path == "/netpol/ruleset" && netpol_) return {200, "text/plain", netpol_->DesiredRuleset()};
+  if (path == "/netpol/ruleset" && netpol_) {
+    // Before the first complete lists the model is partial: not a ruleset
+    // anyone should compare with or apply.
+    if (!netpol_->metrics().ready.load())
+      return {503, "text/plain", "not ready: network policy not yet enforced from complete lists\n"};
+    return {200, "text/plain", netpol_->DesiredRuleset()};
+  }
   if (path == "/healthz") {
     // Alive while the reconcile loop wakes up at least every resync period.
     int64_t age = NowMs() - metrics_.heartbeat_unix_ms.load();

@@ -95,7 +95,7 @@ Status InNetns(const TestNetns& ns, const std::function<Status()>& fn) {
   return sys::RunInNetns(*n, fn);
 }
 
-Underlay::Underlay() : TestNetns("ul") {
+Underlay::Underlay(const std::string& suffix) : TestNetns(suffix) {
   Cmd({"ip", "-n", name(), "link", "add", "br0", "type", "bridge"});
   Cmd({"ip", "-n", name(), "addr", "add", std::string(kIp) + "/24", "dev", "br0"});
   Cmd({"ip", "-n", name(), "link", "set", "br0", "up"});

@@ -47,7 +47,9 @@ Status InNetns(const TestNetns& ns, const std::function<Status()>& fn);
 
 class Underlay : public TestNetns {
  public:
-  Underlay();
+  // The netns is named Prefix()-<suffix>: a second underlay with another
+  // suffix can exist beside the first (separate L2, same addresses).
+  explicit Underlay(const std::string& suffix = "ul");
   // Moves the node's up1 onto the bridge (renamed to "p<octet>").
   void Attach(const TestNetns& node, int octet);
   static constexpr const char* kIp = "192.0.2.254";

@@ -15,8 +15,6 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kNamespaces[] = {"x", "y", "z"};
-constexpr const char* kPodNames[] = {"a", "b", "c"};
 // The pod whose named ports are swapped (serve-80-tcp is its port 81 and
 // serve-81-tcp its port 80), so that named ports must be resolved per pod.
 constexpr const char* kSwappedPod = "z/b";
@@ -109,7 +107,7 @@ std::string Reachability::Table(const Reachability* expected) const {
   return o.str();
 }
 
-NetpolCluster::NetpolCluster() {
+NetpolCluster::NetpolCluster(ClusterOptions options) : options_(std::move(options)) {
   try {
     error_ = Setup();
   } catch (const std::exception& e) {
@@ -185,10 +183,16 @@ void NetpolCluster::StartWeftd(int i) {
 }
 
 std::string NetpolCluster::Setup() {
-  root_ = TempDir("netpol");
-  ul_ = std::make_unique<Underlay>();
+  root_ = options_.dir.empty() ? TempDir("netpol") : options_.dir;
+  Cmd({"mkdir", "-p", root_});
+  ul_ = std::make_unique<Underlay>(options_.underlay);
   api_ = std::make_unique<FakeApiServer>(*ul_, root_);
-  for (const char* ns : kNamespaces) api_->Apply(NamespaceObject(ns));
+  std::vector<std::string> namespaces;
+  for (const auto& key : options_.pods) {
+    std::string ns = key.substr(0, key.find('/'));
+    if (std::find(namespaces.begin(), namespaces.end(), ns) == namespaces.end()) namespaces.push_back(ns);
+  }
+  for (const auto& ns : namespaces) api_->Apply(NamespaceObject(ns));
   for (int i = 0; i < 2; ++i) {
     std::string name = "n" + std::to_string(i + 1);
     std::string cidr = "10.245." + std::to_string(i + 1) + ".0/24";
@@ -202,30 +206,32 @@ std::string NetpolCluster::Setup() {
     StartWeftd(i);
   }
   for (auto& n : nodes_) {
-    if (!WaitFor([&] { return !n->PluginConf().empty() && n->AgentRoutes().size() == 1; }, 20000, 100))
+    if (!WaitFor([&] { return Cancelled() || (!n->PluginConf().empty() && n->AgentRoutes().size() == 1); }, 20000,
+                 100))
       return "weftd on " + n->name + " did not write its conflist and route to the other node";
+    if (Cancelled()) return "interrupted";
   }
   int i = 0;
-  for (const char* ns : kNamespaces) {
-    for (const char* name : kPodNames) {
-      auto p = std::make_unique<NetpolPod>();
-      p->ns = ns;
-      p->name = name;
-      p->node = nodes_[i++ % 2].get();
-      p->pod = std::make_unique<Pod>(*p->node, p->ns + "-" + p->name,
-                                     "K8S_POD_NAMESPACE=" + p->ns + ";K8S_POD_NAME=" + p->name);
-      if (!p->pod->add_error.empty()) return "pod " + p->key() + ": " + p->pod->add_error;
-      p->agent = std::make_unique<Child>(p->pod->ns.name(),
-                                         std::vector<std::string>{AgentPath(), "serve", "--name", p->key()},
-                                         root_ + "/agent-" + p->ns + "-" + p->name + ".log");
-      keys_.push_back(p->key());
-      pods_[p->key()] = std::move(p);
-    }
+  for (const auto& key : options_.pods) {
+    if (Cancelled()) return "interrupted";
+    auto p = std::make_unique<NetpolPod>();
+    p->ns = key.substr(0, key.find('/'));
+    p->name = key.substr(key.find('/') + 1);
+    p->node = nodes_[i++ % 2].get();
+    p->pod = std::make_unique<Pod>(*p->node, p->ns + "-" + p->name,
+                                   "K8S_POD_NAMESPACE=" + p->ns + ";K8S_POD_NAME=" + p->name);
+    if (!p->pod->add_error.empty()) return "pod " + p->key() + ": " + p->pod->add_error;
+    p->agent = std::make_unique<Child>(p->pod->ns.name(),
+                                       std::vector<std::string>{AgentPath(), "serve", "--name", p->key()},
+                                       root_ + "/agent-" + p->ns + "-" + p->name + ".log");
+    keys_.push_back(p->key());
+    pods_[p->key()] = std::move(p);
   }
   for (const auto& k : keys_) {
     NetpolPod& p = *pods_[k];
-    if (!WaitFor([&] { return ProbeFrom(p.pod->ns, {"tcp:127.0.0.1:80"}, 200)[0].ok; }, 5000, 50))
+    if (!WaitFor([&] { return Cancelled() || ProbeFrom(p.pod->ns, {"tcp:127.0.0.1:80"}, 200)[0].ok; }, 5000, 50))
       return "the agent of " + k + " does not serve; see " + root_;
+    if (Cancelled()) return "interrupted";
     PostPod(p);
   }
   sctp_ = ProbeFrom(pods_[keys_[0]]->pod->ns, {"sctp:127.0.0.1:80"}, 500)[0].ok;

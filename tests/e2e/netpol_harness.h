@@ -11,6 +11,7 @@
 // prints the expected and observed tables like upstream's TruthTable.
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -103,16 +104,34 @@ struct NetpolPod {
   std::string ip() const { return pod ? pod->ip : ""; }
 };
 
+// What a NetpolCluster is made of; the defaults are the e2e suite's.
+struct ClusterOptions {
+  // The matrix pods, "namespace/name", in matrix order, placed on n1 and n2
+  // alternately. Their namespaces are created with the label ns=<namespace>;
+  // each pod is labelled pod=<name>.
+  std::vector<std::string> pods = {"x/a", "x/b", "x/c", "y/a", "y/b", "y/c", "z/a", "z/b", "z/c"};
+  // The underlay netns' suffix: a different one lets this cluster run beside
+  // another virtual cluster of the same process (the demo's etcd chapter).
+  std::string underlay = "ul";
+  // State and logs; "" for a fresh TempDir("netpol"). Removed with the cluster.
+  std::string dir;
+  // Polled while setting up; once it returns true, set-up stops and error()
+  // says "interrupted" (the demo's Ctrl-C).
+  std::function<bool()> cancelled;
+};
+
 // The virtual cluster the cases share: underlay, API server, two nodes
 // (n1 192.0.2.11 with 10.245.1.0/24, n2 192.0.2.12 with 10.245.2.0/24)
-// running weftd with --network-policy, and the nine matrix pods.
+// running weftd with --network-policy, and the matrix pods (by default the
+// nine of x/y/z × a/b/c).
 class NetpolCluster {
  public:
   static constexpr int kProbeTimeoutMs = 1000;
   static constexpr int kDeadlineMs = 5000;
   static constexpr int kPollMs = 300;
 
-  NetpolCluster();
+  NetpolCluster() : NetpolCluster(ClusterOptions{}) {}
+  explicit NetpolCluster(ClusterOptions options);
   ~NetpolCluster();
   // "" once the cluster is up with every matrix pod serving; else why not.
   const std::string& error() const { return error_; }
@@ -178,6 +197,8 @@ class NetpolCluster {
 
  private:
   std::string Setup();
+  bool Cancelled() const { return options_.cancelled && options_.cancelled(); }
+  ClusterOptions options_;
   std::string root_;
   std::string error_;
   std::unique_ptr<Underlay> ul_;

@@ -103,15 +103,19 @@ struct NetpolController::Impl {
       if (d.object) engine.UpsertNamespace(*d.object);
       else engine.RemoveNamespace(d.key);
     }
-    for (auto& d : policies.Drain()) {
-      ++n;
-      if (d.object) engine.UpsertPolicy(*d.object);
-      else engine.RemovePolicy(d.key);
-    }
+    // Pods before policies: a new policy fills its sets from the pods of
+    // the namespaces it can reach, where a new pod is checked against every
+    // policy that can see it — at start (10,000 pods, 1,000 policies) the
+    // first order is the cheap one.
     for (auto& d : pods.Drain()) {
       ++n;
       if (d.object) engine.UpsertPod(*d.object);
       else engine.RemovePod(d.key);
+    }
+    for (auto& d : policies.Drain()) {
+      ++n;
+      if (d.object) engine.UpsertPolicy(*d.object);
+      else engine.RemovePolicy(d.key);
     }
     return n;
   }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <optional>
 
 namespace weft::agent::netpol {
 namespace {
@@ -111,182 +113,301 @@ std::vector<std::string> BlockElements(const std::vector<IpBlock>& blocks, bool 
 }
 
 Engine::Engine(EngineOptions opts) : opts_(std::move(opts)) {
-  desired_.sets["local4"] = SetDef{"ipv4_addr", false, {}};
-  desired_.sets["local6"] = SetDef{"ipv6_addr", false, {}};
+  CreateSetDef("local4", SetDef{"ipv4_addr", false, {}});
+  CreateSetDef("local6", SetDef{"ipv6_addr", false, {}});
 }
 
-std::string Engine::PolicyId(const std::string& key) { return "p" + Hex(Fnv64(key), 12); }
 std::string Engine::PodChainId(const std::string& key) { return Hex(Fnv64(key), 12); }
 
-const Labels& Engine::NamespaceLabels(const std::string& ns) const {
-  static const Labels kEmpty;
-  auto it = namespaces_.find(ns);
-  return it == namespaces_.end() ? kEmpty : it->second.labels;
+namespace {
+
+// Canonical text of selectors and peers: equal text, equal selection.
+std::string SelectorKey(const LabelSelector& s) {
+  std::string out = s.valid ? "{" : "{!";
+  for (const auto& [k, v] : s.match_labels) out += k + "=" + v + ",";
+  std::vector<std::string> exprs;
+  for (const auto& r : s.expressions) {
+    std::vector<std::string> vals = r.values;
+    std::sort(vals.begin(), vals.end());
+    std::string e = r.key + "/" + std::to_string(static_cast<int>(r.op)) + "(";
+    for (const auto& v : vals) e += v + ",";
+    exprs.push_back(e + ")");
+  }
+  std::sort(exprs.begin(), exprs.end());
+  for (const auto& e : exprs) out += e;
+  return out + "}";
 }
 
-bool Engine::PeerMatchesPod(const Policy& pol, const Peer& peer, const Pod& pod) const {
+std::string PeerKey(const Peer& p) {
+  std::string out = "[";
+  out += p.pod_selector ? SelectorKey(*p.pod_selector) : "-";
+  out += "|";
+  out += p.namespace_selector ? SelectorKey(*p.namespace_selector) : "-";
+  out += "|";
+  if (p.ip_block) {
+    out += p.ip_block->cidr.ToString();
+    for (const auto& e : p.ip_block->except) out += "-" + e.ToString();
+  }
+  return out + "]";
+}
+
+}  // namespace
+
+bool Engine::NamespaceMatches(const LabelSelector& sel, const std::string& ns) const {
+  auto it = namespaces_.find(ns);
+  if (it != namespaces_.end()) return sel.Matches(it->second.labels);
+  // Not seen yet: the namespace carries at least its name label.
+  return sel.Matches(Labels{{kNamespaceNameLabel, ns}});
+}
+
+bool Engine::PeerMatchesPod(const std::string& policy_ns, const Peer& peer, const Pod& pod) const {
   if (peer.ip_block) return false;
   if (peer.namespace_selector) {
-    auto it = namespaces_.find(pod.ns);
-    if (it == namespaces_.end()) {
-      // Not seen yet: the namespace carries at least its name label.
-      Labels l{{kNamespaceNameLabel, pod.ns}};
-      if (!peer.namespace_selector->Matches(l)) return false;
-    } else if (!peer.namespace_selector->Matches(it->second.labels)) {
-      return false;
-    }
-  } else if (pod.ns != pol.ns) {
+    if (!NamespaceMatches(*peer.namespace_selector, pod.ns)) return false;
+  } else if (pod.ns != policy_ns) {
     return false;
   }
   if (peer.pod_selector && !peer.pod_selector->Matches(pod.labels)) return false;
   return true;
 }
 
-void Engine::PodElements(const PolicyState& ps, bool ingress, size_t r, const Pod& p,
+void Engine::PodElements(const std::string& base, const PeerSet& ps, const Pod& p,
                          std::vector<std::pair<std::string, std::string>>* out) const {
-  if (!p.Addressable()) return;
-  const Rule& rule = ingress ? ps.policy.ingress[r] : ps.policy.egress[r];
-  const RuleSets& rs = ingress ? ps.in[r] : ps.eg[r];
+  if (!p.Addressable() || ps.kind == PeerSet::Kind::kBlocks) return;
   bool selected = false;
-  for (const auto& peer : rule.peers)
-    if (PeerMatchesPod(ps.policy, peer, p)) {
+  for (const auto& peer : ps.peers)
+    if (PeerMatchesPod(ps.ns, peer, p)) {
       selected = true;
       break;
     }
-  if (rs.pods && selected)
-    for (const auto& ip : p.ips) out->push_back({ps.SetName(ingress, r, ip.is_v4() ? "p4" : "p6"), ip.ToString()});
-  if (!rs.named) return;
+  if (ps.kind == PeerSet::Kind::kPods) {
+    if (selected)
+      for (const auto& ip : p.ips) out->push_back({base + (ip.is_v4() ? "-p4" : "-p6"), ip.ToString()});
+    return;
+  }
   for (const auto& ip : p.ips) {
-    bool peer_ok = rule.any_peer || selected;
-    if (!peer_ok) {
-      for (const auto& peer : rule.peers) {
-        if (!peer.ip_block || peer.ip_block->cidr.is_v4() != ip.is_v4()) continue;
-        bool in = peer.ip_block->cidr.Contains(ip);
-        for (const auto& e : peer.ip_block->except)
-          if (e.Contains(ip)) in = false;
-        if (in) {
-          peer_ok = true;
-          break;
-        }
-      }
+    bool peer_ok = ps.any_peer || selected;
+    for (const auto& peer : ps.peers) {
+      if (peer_ok) break;
+      if (!peer.ip_block || peer.ip_block->cidr.is_v4() != ip.is_v4()) continue;
+      bool in = peer.ip_block->cidr.Contains(ip);
+      for (const auto& e : peer.ip_block->except)
+        if (e.Contains(ip)) in = false;
+      peer_ok = in;
     }
     if (!peer_ok) continue;
-    for (const auto& ref : rule.ports) {
-      if (!ref.proto_valid || ref.name.empty()) continue;
+    for (const auto& ref : ps.named) {
       uint16_t port = p.ResolvePort(ref.name, ref.proto);
       if (port == 0) continue;
-      out->push_back({ps.SetName(ingress, r, ip.is_v4() ? "n4" : "n6"),
+      out->push_back({base + (ip.is_v4() ? "-n4" : "-n6"),
                       ip.ToString() + " . " + NftProtoName(ref.proto) + " . " + std::to_string(port)});
     }
   }
 }
 
+void Engine::CreateSetDef(const std::string& name, SetDef def) {
+  desired_.sets[name] = std::move(def);
+  SetChange& c = set_changes_[name];
+  if (c.deleted || applied_sets_.count(name)) {
+    // In the kernel (maybe deleted earlier in this batch): rebuild it there.
+    c = SetChange{};
+    c.flushed = true;
+  } else {
+    c = SetChange{};
+    c.created = true;
+  }
+}
+
+void Engine::DeleteSetDef(const std::string& name) {
+  desired_.sets.erase(name);
+  refs_.erase(name);
+  if (applied_sets_.count(name)) {
+    SetChange& c = set_changes_[name];
+    c = SetChange{};
+    c.deleted = true;
+  } else {
+    set_changes_.erase(name);
+  }
+}
+
 void Engine::ElementDelta(const std::string& set, const std::string& elem, bool add) {
   auto& refs = refs_[set];
+  SetChange& c = set_changes_[set];
+  bool whole = c.created || c.flushed;  // rendered from the desired elements
   if (add) {
-    if (refs[elem]++ == 0) {
-      desired_.sets[set].elements.insert(elem);
-      SetDirty(set);
-    }
+    if (refs[elem]++ != 0) return;
+    desired_.sets[set].elements.insert(elem);
+    if (!whole && !c.dels.erase(elem)) c.adds.insert(elem);
     return;
   }
   auto it = refs.find(elem);
   if (it == refs.end()) return;
-  if (--it->second == 0) {
-    refs.erase(it);
-    desired_.sets[set].elements.erase(elem);
-    SetDirty(set);
-  }
+  if (--it->second != 0) return;
+  refs.erase(it);
+  desired_.sets[set].elements.erase(elem);
+  if (!whole && !c.adds.erase(elem)) c.dels.insert(elem);
 }
 
-void Engine::AddPodToPolicySets(const PolicyState& ps, const Pod& p, bool add) {
+void Engine::AddPodToSet(const std::string& base, const PeerSet& ps, const Pod& p, bool add) {
   std::vector<std::pair<std::string, std::string>> elems;
-  for (size_t r = 0; r < ps.policy.ingress.size(); ++r) PodElements(ps, true, r, p, &elems);
-  for (size_t r = 0; r < ps.policy.egress.size(); ++r) PodElements(ps, false, r, p, &elems);
+  PodElements(base, ps, p, &elems);
   for (const auto& [set, e] : elems) ElementDelta(set, e, add);
 }
 
-void Engine::RebuildPolicySets(PolicyState& ps, bool /*create*/) {
+void Engine::ForSetsSeeing(const std::string& ns,
+                           const std::function<void(const std::string&, const PeerSet&)>& fn) const {
+  if (auto it = sets_by_ns_.find(ns); it != sets_by_ns_.end())
+    for (const auto& b : it->second) fn(b, peer_sets_.at(b));
+  for (const auto& b : cross_ns_sets_) fn(b, peer_sets_.at(b));
+}
+
+std::string Engine::AcquireSet(PeerSet proto, const std::string& key) {
+  std::string base = "s" + Hex(Fnv64(key), 12);
+  auto it = peer_sets_.find(base);
+  if (it != peer_sets_.end()) {
+    it->second.refs++;
+    return base;
+  }
+  proto.refs = 1;
+  bool named = proto.kind == PeerSet::Kind::kNamed;
+  for (const char* fam : {"4", "6"}) {
+    std::string type = fam[0] == '4' ? "ipv4_addr" : "ipv6_addr";
+    if (named) type += " . inet_proto . inet_service";
+    CreateSetDef(base + (named ? "-n" : "-p") + fam, SetDef{type, false, {}});
+  }
+  const PeerSet& ps = peer_sets_.emplace(base, std::move(proto)).first->second;
+  if (ps.cross_ns) cross_ns_sets_.insert(base);
+  else sets_by_ns_[ps.ns].insert(base);
+  // Fill it: only namespaces whose pods it can hold.
+  for (const auto& [ns, keys] : pods_by_ns_) {
+    bool candidate = ns == ps.ns;
+    if (!candidate && ps.cross_ns) {
+      bool any_ns_peer = ps.kind == PeerSet::Kind::kNamed && ps.any_peer;
+      for (const auto& peer : ps.peers) {
+        if (any_ns_peer) break;
+        if (peer.ip_block) any_ns_peer = true;
+        else if (peer.namespace_selector && NamespaceMatches(*peer.namespace_selector, ns)) any_ns_peer = true;
+      }
+      candidate = any_ns_peer;
+    }
+    if (!candidate) continue;
+    for (const auto& k : keys) AddPodToSet(base, ps, pods_.at(k), true);
+  }
+  return base;
+}
+
+std::string Engine::AcquireBlocks(const std::vector<std::string>& elements, bool v6) {
+  std::string key = v6 ? "b6" : "b4";
+  for (const auto& e : elements) key += "," + e;
+  std::string base = "b" + Hex(Fnv64(key), 12);
+  auto it = peer_sets_.find(base);
+  if (it != peer_sets_.end()) {
+    it->second.refs++;
+    return base;
+  }
+  PeerSet ps;
+  ps.kind = PeerSet::Kind::kBlocks;
+  ps.refs = 1;
+  ps.ns = v6 ? "6" : "4";  // (blocks belong to no namespace; the family names their set)
+  peer_sets_.emplace(base, std::move(ps));
+  std::string name = base + (v6 ? "-b6" : "-b4");
+  CreateSetDef(name, SetDef{v6 ? "ipv6_addr" : "ipv4_addr", true, {}});
+  for (const auto& e : elements) ElementDelta(name, e, true);
+  return base;
+}
+
+void Engine::ReleaseSet(const std::string& base) {
+  auto it = peer_sets_.find(base);
+  if (it == peer_sets_.end() || --it->second.refs > 0) return;
+  const PeerSet& ps = it->second;
+  switch (ps.kind) {
+    case PeerSet::Kind::kPods:
+      DeleteSetDef(base + "-p4");
+      DeleteSetDef(base + "-p6");
+      break;
+    case PeerSet::Kind::kNamed:
+      DeleteSetDef(base + "-n4");
+      DeleteSetDef(base + "-n6");
+      break;
+    case PeerSet::Kind::kBlocks:
+      DeleteSetDef(base + (ps.ns == "6" ? "-b6" : "-b4"));
+      break;
+  }
+  if (ps.kind != PeerSet::Kind::kBlocks) {
+    if (ps.cross_ns) {
+      cross_ns_sets_.erase(base);
+    } else if (auto s = sets_by_ns_.find(ps.ns); s != sets_by_ns_.end()) {
+      s->second.erase(base);
+      if (s->second.empty()) sets_by_ns_.erase(s);
+    }
+  }
+  peer_sets_.erase(it);
+}
+
+void Engine::AcquirePolicySets(PolicyState& ps) {
   const Policy& pol = ps.policy;
-  ps.id = PolicyId(pol.key());
   ps.in.assign(pol.ingress.size(), {});
   ps.eg.assign(pol.egress.size(), {});
-  ps.has_ns_selector = false;
-  ps.needs_all_pods = false;
-  auto plan = [&](bool ingress) {
+  for (int dir = 0; dir < 2; ++dir) {
+    bool ingress = dir == 0;
     const auto& rules = ingress ? pol.ingress : pol.egress;
     auto& sets = ingress ? ps.in : ps.eg;
     for (size_t r = 0; r < rules.size(); ++r) {
       const Rule& rule = rules[r];
       std::vector<IpBlock> blocks;
-      bool any_block = false;
+      PeerSet pods;
+      pods.kind = PeerSet::Kind::kPods;
+      bool own_ns = false;  // a podSelector-only peer: the set is about this namespace
+      std::string peer_keys;
       for (const auto& peer : rule.peers) {
         if (peer.ip_block) {
           blocks.push_back(*peer.ip_block);
-          any_block = true;
-        } else {
-          sets[r].pods = true;
-          if (peer.namespace_selector) ps.has_ns_selector = true;
+          continue;
         }
+        pods.peers.push_back(peer);
+        peer_keys += PeerKey(peer);
+        if (peer.namespace_selector) pods.ns_selector = true;
+        else own_ns = true;
+      }
+      if (!pods.peers.empty()) {
+        pods.ns = own_ns ? pol.ns : "";
+        pods.cross_ns = pods.ns_selector;
+        std::string key = "pods|" + pods.ns + "|" + peer_keys;
+        sets[r].pods = AcquireSet(std::move(pods), key);
       }
       auto b4 = BlockElements(blocks, false), b6 = BlockElements(blocks, true);
-      sets[r].blocks4 = !b4.empty();
-      sets[r].blocks6 = !b6.empty();
-      if (sets[r].blocks4) desired_.sets[ps.SetName(ingress, r, "b4")] = SetDef{"ipv4_addr", true, {b4.begin(), b4.end()}};
-      if (sets[r].blocks6) desired_.sets[ps.SetName(ingress, r, "b6")] = SetDef{"ipv6_addr", true, {b6.begin(), b6.end()}};
-      if (sets[r].blocks4) SetDirty(ps.SetName(ingress, r, "b4"));
-      if (sets[r].blocks6) SetDirty(ps.SetName(ingress, r, "b6"));
-      if (sets[r].pods) {
-        for (const char* s : {"p4", "p6"}) {
-          std::string n = ps.SetName(ingress, r, s);
-          desired_.sets[n] = SetDef{s[1] == '4' ? "ipv4_addr" : "ipv6_addr", false, {}};
-          SetDirty(n);
+      if (!b4.empty()) sets[r].blocks4 = AcquireBlocks(b4, false);
+      if (!b6.empty()) sets[r].blocks6 = AcquireBlocks(b6, true);
+      if (ingress || rule.any_port) continue;
+      PeerSet named;
+      named.kind = PeerSet::Kind::kNamed;
+      std::string named_key;
+      for (const auto& ref : rule.ports)
+        if (ref.proto_valid && !ref.name.empty()) {
+          named.named.push_back(ref);
+          named_key += ref.name + "/" + NftProtoName(ref.proto) + ",";
         }
+      if (named.named.empty()) continue;
+      named.any_peer = rule.any_peer;
+      named.peers = rule.peers;
+      std::string all_keys;
+      for (const auto& peer : rule.peers) {
+        all_keys += PeerKey(peer);
+        if (peer.namespace_selector) named.ns_selector = true;
       }
-      if (!ingress && !rule.any_port) {
-        for (const auto& ref : rule.ports)
-          if (ref.proto_valid && !ref.name.empty()) sets[r].named = true;
-        if (sets[r].named) {
-          if (rule.any_peer || any_block) ps.needs_all_pods = true;
-          for (const char* s : {"n4", "n6"}) {
-            std::string n = ps.SetName(false, r, s);
-            desired_.sets[n] = SetDef{std::string(s[1] == '4' ? "ipv4_addr" : "ipv6_addr") +
-                                          " . inet_proto . inet_service",
-                                      false, {}};
-            SetDirty(n);
-          }
-        }
-      }
+      named.ns = own_ns ? pol.ns : "";
+      named.cross_ns = named.ns_selector || rule.any_peer || !blocks.empty();
+      std::string key = "named|" + named.ns + "|" + (rule.any_peer ? "*" : "") + "|" + all_keys + "|" + named_key;
+      sets[r].named = AcquireSet(std::move(named), key);
     }
-  };
-  plan(true);
-  plan(false);
-  // Fill the pod sets: only namespaces whose pods some peer can select.
-  for (const auto& [ns, keys] : pods_by_ns_) {
-    bool candidate = ps.needs_all_pods || (ns == pol.ns);
-    if (!candidate && ps.has_ns_selector) {
-      Labels fallback{{kNamespaceNameLabel, ns}};
-      auto it = namespaces_.find(ns);
-      const Labels& l = it == namespaces_.end() ? fallback : it->second.labels;
-      for (const auto* rules : {&pol.ingress, &pol.egress})
-        for (const auto& rule : *rules)
-          for (const auto& peer : rule.peers)
-            if (peer.namespace_selector && peer.namespace_selector->Matches(l)) candidate = true;
-    }
-    if (!candidate) continue;
-    for (const auto& k : keys) AddPodToPolicySets(ps, pods_.at(k), true);
   }
 }
 
-void Engine::DropPolicySets(const PolicyState& ps) {
-  auto drop = [&](const std::string& n) {
-    if (desired_.sets.erase(n)) SetDirty(n);
-    refs_.erase(n);
-  };
-  for (size_t r = 0; r < ps.in.size(); ++r)
-    for (const char* s : {"p4", "p6", "b4", "b6", "n4", "n6"}) drop(ps.SetName(true, r, s));
-  for (size_t r = 0; r < ps.eg.size(); ++r)
-    for (const char* s : {"p4", "p6", "b4", "b6", "n4", "n6"}) drop(ps.SetName(false, r, s));
+void Engine::ReleasePolicySets(const PolicyState& ps) {
+  for (const auto* sets : {&ps.in, &ps.eg})
+    for (const auto& rs : *sets)
+      for (const auto* b : {&rs.pods, &rs.named, &rs.blocks4, &rs.blocks6})
+        if (!b->empty()) ReleaseSet(*b);
 }
 
 void Engine::RebuildLocalPod(const std::string& key) {
@@ -322,60 +443,62 @@ void Engine::RebuildLocalPod(const std::string& key) {
 
   std::vector<std::string> in_rules, eg_rules;
   bool iso_in = false, iso_eg = false;
-  for (const auto& [pkey, ps] : policies_) {
-    const Policy& pol = ps.policy;
-    if (pol.ns != pod.ns || !pol.pod_selector.Matches(pod.labels)) continue;
-    for (int dir = 0; dir < 2; ++dir) {
-      bool ingress = dir == 0;
-      if (ingress ? !pol.isolates_ingress : !pol.isolates_egress) continue;
-      (ingress ? iso_in : iso_eg) = true;
-      const auto& rules = ingress ? pol.ingress : pol.egress;
-      const auto& sets = ingress ? ps.in : ps.eg;
-      auto& out = ingress ? in_rules : eg_rules;
-      const char* addr = ingress ? "saddr" : "daddr";
-      const char* verdict = ingress ? "accept" : "return";
-      for (size_t r = 0; r < rules.size(); ++r) {
-        const Rule& rule = rules[r];
-        std::vector<std::string> peers;
-        if (rule.any_peer) {
-          peers.push_back("");
-        } else {
-          if (sets[r].pods) {
-            peers.push_back(std::string("ip ") + addr + " @" + ps.SetName(ingress, r, "p4"));
-            peers.push_back(std::string("ip6 ") + addr + " @" + ps.SetName(ingress, r, "p6"));
-          }
-          if (sets[r].blocks4) peers.push_back(std::string("ip ") + addr + " @" + ps.SetName(ingress, r, "b4"));
-          if (sets[r].blocks6) peers.push_back(std::string("ip6 ") + addr + " @" + ps.SetName(ingress, r, "b6"));
-        }
-        std::vector<std::string> ports;
-        if (rule.any_port) {
-          ports.push_back("");
-        } else {
-          for (const auto& ref : rule.ports) {
-            if (!ref.proto_valid) continue;
-            std::string proto = std::string("meta l4proto ") + NftProtoName(ref.proto);
-            uint16_t port = ref.port, end = ref.end_port;
-            if (!ref.name.empty()) {
-              if (!ingress) continue;  // egress: the named-port set below
-              port = pod.ResolvePort(ref.name, ref.proto);
-              end = 0;
-              if (port == 0) continue;  // this pod has no such port
+  auto pol_keys = policies_by_ns_.find(pod.ns);
+  if (pol_keys != policies_by_ns_.end()) {
+    for (const auto& pkey : pol_keys->second) {
+      const PolicyState& ps = policies_.at(pkey);
+      const Policy& pol = ps.policy;
+      if (!pol.pod_selector.Matches(pod.labels)) continue;
+      for (int dir = 0; dir < 2; ++dir) {
+        bool ingress = dir == 0;
+        if (ingress ? !pol.isolates_ingress : !pol.isolates_egress) continue;
+        (ingress ? iso_in : iso_eg) = true;
+        const auto& rules = ingress ? pol.ingress : pol.egress;
+        const auto& sets = ingress ? ps.in : ps.eg;
+        auto& out = ingress ? in_rules : eg_rules;
+        const char* addr = ingress ? "saddr" : "daddr";
+        const char* verdict = ingress ? "accept" : "return";
+        for (size_t r = 0; r < rules.size(); ++r) {
+          const Rule& rule = rules[r];
+          std::vector<std::string> peers;
+          if (rule.any_peer) {
+            peers.push_back("");
+          } else {
+            if (!sets[r].pods.empty()) {
+              peers.push_back(std::string("ip ") + addr + " @" + sets[r].pods + "-p4");
+              peers.push_back(std::string("ip6 ") + addr + " @" + sets[r].pods + "-p6");
             }
-            if (port == 0) ports.push_back(proto);
-            else if (end > port) ports.push_back(proto + " th dport " + std::to_string(port) + "-" + std::to_string(end));
-            else ports.push_back(proto + " th dport " + std::to_string(port));
+            if (!sets[r].blocks4.empty()) peers.push_back(std::string("ip ") + addr + " @" + sets[r].blocks4 + "-b4");
+            if (!sets[r].blocks6.empty()) peers.push_back(std::string("ip6 ") + addr + " @" + sets[r].blocks6 + "-b6");
           }
-        }
-        // nft keeps at most 128 bytes of a comment.
-        std::string what = pkey.substr(0, 100) + (ingress ? " ingress " : " egress ") + std::to_string(r);
-        std::string tag = "comment \"" + what + "\"";
-        for (const auto& p : peers)
-          for (const auto& q : ports) out.push_back(Join({p, q, verdict, tag}));
-        if (!ingress && sets[r].named) {
-          out.push_back(std::string("ip daddr . meta l4proto . th dport @") + ps.SetName(false, r, "n4") + " " +
-                        verdict + " " + tag);
-          out.push_back(std::string("ip6 daddr . meta l4proto . th dport @") + ps.SetName(false, r, "n6") + " " +
-                        verdict + " " + tag);
+          std::vector<std::string> ports;
+          if (rule.any_port) {
+            ports.push_back("");
+          } else {
+            for (const auto& ref : rule.ports) {
+              if (!ref.proto_valid) continue;
+              std::string proto = std::string("meta l4proto ") + NftProtoName(ref.proto);
+              uint16_t port = ref.port, end = ref.end_port;
+              if (!ref.name.empty()) {
+                if (!ingress) continue;  // egress: the named-port set below
+                port = pod.ResolvePort(ref.name, ref.proto);
+                end = 0;
+                if (port == 0) continue;  // this pod has no such port
+              }
+              if (port == 0) ports.push_back(proto);
+              else if (end > port) ports.push_back(proto + " th dport " + std::to_string(port) + "-" + std::to_string(end));
+              else ports.push_back(proto + " th dport " + std::to_string(port));
+            }
+          }
+          // nft keeps at most 128 bytes of a comment.
+          std::string what = pkey.substr(0, 100) + (ingress ? " ingress " : " egress ") + std::to_string(r);
+          std::string tag = "comment \"" + what + "\"";
+          for (const auto& p : peers)
+            for (const auto& q : ports) out.push_back(Join({p, q, verdict, tag}));
+          if (!ingress && !sets[r].named.empty()) {
+            out.push_back("ip daddr . meta l4proto . th dport @" + sets[r].named + "-n4 " + verdict + " " + tag);
+            out.push_back("ip6 daddr . meta l4proto . th dport @" + sets[r].named + "-n6 " + verdict + " " + tag);
+          }
         }
       }
     }
@@ -421,22 +544,24 @@ void Engine::UpsertPod(const Pod& pod) {
   if (it != pods_.end()) {
     if (it->second == pod) return;
     was_local = IsLocal(it->second);
-    for (const auto& [k, ps] : policies_) AddPodToPolicySets(ps, it->second, false);
+    const Pod& old = it->second;
+    ForSetsSeeing(old.ns, [&](const std::string& b, const PeerSet& ps) { AddPodToSet(b, ps, old, false); });
     it->second = pod;
   } else {
     pods_.emplace(key, pod);
     pods_by_ns_[pod.ns].insert(key);
   }
   const Pod& cur = pods_.at(key);
-  for (const auto& [k, ps] : policies_) AddPodToPolicySets(ps, cur, true);
+  ForSetsSeeing(cur.ns, [&](const std::string& b, const PeerSet& ps) { AddPodToSet(b, ps, cur, true); });
   if (was_local || IsLocal(cur)) RebuildLocalPod(key);
 }
 
 void Engine::RemovePod(const std::string& key) {
   auto it = pods_.find(key);
   if (it == pods_.end()) return;
-  for (const auto& [k, ps] : policies_) AddPodToPolicySets(ps, it->second, false);
-  std::string ns = it->second.ns;
+  const Pod& old = it->second;
+  ForSetsSeeing(old.ns, [&](const std::string& b, const PeerSet& ps) { AddPodToSet(b, ps, old, false); });
+  std::string ns = old.ns;
   pods_.erase(it);
   auto bit = pods_by_ns_.find(ns);
   if (bit != pods_by_ns_.end()) {
@@ -456,19 +581,19 @@ void Engine::UpsertNamespace(const Namespace& ns) {
     return;
   }
   // Pods of this namespace move in or out of namespaceSelector peers.
-  std::vector<const PolicyState*> affected;
-  for (const auto& [k, ps] : policies_)
-    if (ps.has_ns_selector) affected.push_back(&ps);
+  std::vector<std::string> affected;
+  for (const auto& b : cross_ns_sets_)
+    if (peer_sets_.at(b).ns_selector) affected.push_back(b);
   const std::set<std::string>* keys = nullptr;
   if (auto pit = pods_by_ns_.find(n.name); pit != pods_by_ns_.end()) keys = &pit->second;
   if (keys)
-    for (const auto* ps : affected)
-      for (const auto& k : *keys) AddPodToPolicySets(*ps, pods_.at(k), false);
+    for (const auto& b : affected)
+      for (const auto& k : *keys) AddPodToSet(b, peer_sets_.at(b), pods_.at(k), false);
   std::string name = n.name;
   namespaces_[name] = std::move(n);
   if (keys)
-    for (const auto* ps : affected)
-      for (const auto& k : *keys) AddPodToPolicySets(*ps, pods_.at(k), true);
+    for (const auto& b : affected)
+      for (const auto& k : *keys) AddPodToSet(b, peer_sets_.at(b), pods_.at(k), true);
 }
 
 void Engine::RemoveNamespace(const std::string& name) {
@@ -480,14 +605,19 @@ void Engine::RemoveNamespace(const std::string& name) {
 void Engine::UpsertPolicy(const Policy& policy) {
   std::string key = policy.key();
   auto it = policies_.find(key);
+  std::optional<PolicyState> old;
   if (it != policies_.end()) {
     if (it->second.policy == policy) return;
-    DropPolicySets(it->second);
+    old = std::move(it->second);
   }
   PolicyState& ps = policies_[key];
+  ps = PolicyState{};
   ps.policy = policy;
   policies_by_ns_[policy.ns].insert(key);
-  RebuildPolicySets(ps, true);
+  // The new sets first: a set both versions use keeps its reference and its
+  // elements (no churn in the kernel).
+  AcquirePolicySets(ps);
+  if (old) ReleasePolicySets(*old);
   RebuildLocalPodsOfNamespace(policy.ns);
 }
 
@@ -495,7 +625,7 @@ void Engine::RemovePolicy(const std::string& key) {
   auto it = policies_.find(key);
   if (it == policies_.end()) return;
   std::string ns = it->second.policy.ns;
-  DropPolicySets(it->second);
+  ReleasePolicySets(it->second);
   policies_.erase(it);
   auto bit = policies_by_ns_.find(ns);
   if (bit != policies_by_ns_.end()) {
@@ -514,8 +644,9 @@ std::vector<std::string> Engine::NamespacesWithPolicies() const {
 
 size_t Engine::local_isolated(bool ingress) const {
   std::set<std::string> chains;
-  for (const auto* m : ingress ? std::vector<const std::map<std::string, std::string>*>{&desired_.ingress4, &desired_.ingress6}
-                               : std::vector<const std::map<std::string, std::string>*>{&desired_.egress4, &desired_.egress6})
+  const auto& m4 = ingress ? desired_.ingress4 : desired_.egress4;
+  const auto& m6 = ingress ? desired_.ingress6 : desired_.egress6;
+  for (const auto* m : {&m4, &m6})
     for (const auto& [ip, c] : *m) chains.insert(c);
   return chains.size();
 }
@@ -527,11 +658,13 @@ std::vector<PodPolicyView> Engine::LocalPods() const {
     PodPolicyView v;
     v.pod = key;
     for (const auto& ip : ips) v.ips.push_back(ip.ToString());
-    for (const auto& [pkey, ps] : policies_) {
-      const Policy& pol = ps.policy;
-      if (pol.ns != pod.ns || !pol.pod_selector.Matches(pod.labels)) continue;
-      if (pol.isolates_ingress) v.ingress_policies.push_back(pkey);
-      if (pol.isolates_egress) v.egress_policies.push_back(pkey);
+    if (auto pk = policies_by_ns_.find(pod.ns); pk != policies_by_ns_.end()) {
+      for (const auto& pkey : pk->second) {
+        const Policy& pol = policies_.at(pkey).policy;
+        if (!pol.pod_selector.Matches(pod.labels)) continue;
+        if (pol.isolates_ingress) v.ingress_policies.push_back(pkey);
+        if (pol.isolates_egress) v.egress_policies.push_back(pkey);
+      }
     }
     v.isolated_ingress = !v.ingress_policies.empty();
     v.isolated_egress = !v.egress_policies.empty();
@@ -644,70 +777,62 @@ std::string Engine::RenderFull() const {
 }
 
 std::string Engine::RenderDelta() const {
-  const Model& want = desired_;
-  const Model& have = applied_;
-  std::string sets_add, chains, maps_del, maps_add, chains_del, sets_del, elems_del;
-  for (const auto& name : dirty_sets_) {
-    auto w = want.sets.find(name);
-    auto h = have.sets.find(name);
-    if (w != want.sets.end() && h == have.sets.end()) {
-      sets_add += std::string("add set inet ") + kTable + " " + name + " { " + SetDecl(w->second) + " }\n";
+  std::string elems_del, sets_add, chains, maps_del, maps_add, chains_del, sets_del;
+  const std::string t = std::string(" inet ") + kTable + " ";
+  for (const auto& [name, c] : set_changes_) {
+    if (c.deleted) {
+      sets_del += "delete set" + t + name + "\n";
+      continue;
+    }
+    auto w = desired_.sets.find(name);
+    if (w == desired_.sets.end()) continue;
+    if (c.created) {
+      sets_add += "add set" + t + name + " { " + SetDecl(w->second) + " }\n";
       AddElements(sets_add, name, w->second.elements, true);
-    } else if (w != want.sets.end()) {
-      std::set<std::string> adds, dels;
-      std::set_difference(w->second.elements.begin(), w->second.elements.end(), h->second.elements.begin(),
-                          h->second.elements.end(), std::inserter(adds, adds.end()));
-      std::set_difference(h->second.elements.begin(), h->second.elements.end(), w->second.elements.begin(),
-                          w->second.elements.end(), std::inserter(dels, dels.end()));
+    } else if (c.flushed) {
+      sets_add += "flush set" + t + name + "\n";
+      AddElements(sets_add, name, w->second.elements, true);
+    } else {
       // Deletions first: an interval set rejects a new range that overlaps
       // one being removed.
-      AddElements(elems_del, name, dels, false);
-      AddElements(sets_add, name, adds, true);
-    } else if (h != have.sets.end()) {
-      sets_del += std::string("delete set inet ") + kTable + " " + name + "\n";
+      AddElements(elems_del, name, c.dels, false);
+      AddElements(sets_add, name, c.adds, true);
     }
   }
   for (const auto& name : dirty_chains_) {
-    auto w = want.chains.find(name);
-    auto h = have.chains.find(name);
-    if (w != want.chains.end()) {
-      if (h != have.chains.end() && h->second == w->second) continue;
-      chains += std::string(h == have.chains.end() ? "add chain inet " : "flush chain inet ") + kTable + " " + name + "\n";
-      for (const auto& r : w->second) chains += std::string("add rule inet ") + kTable + " " + name + " " + r + "\n";
-    } else if (h != have.chains.end()) {
-      chains_del += std::string("delete chain inet ") + kTable + " " + name + "\n";
+    auto w = desired_.chains.find(name);
+    auto h = applied_.chains.find(name);
+    if (w != desired_.chains.end()) {
+      if (h != applied_.chains.end() && h->second == w->second) continue;
+      chains += std::string(h == applied_.chains.end() ? "add chain" : "flush chain") + t + name + "\n";
+      for (const auto& r : w->second) chains += "add rule" + t + name + " " + r + "\n";
+    } else if (h != applied_.chains.end()) {
+      chains_del += "delete chain" + t + name + "\n";
     }
   }
-  MapDelta(maps_del, maps_add, "ingress4", want.ingress4, have.ingress4);
-  MapDelta(maps_del, maps_add, "egress4", want.egress4, have.egress4);
-  MapDelta(maps_del, maps_add, "ingress6", want.ingress6, have.ingress6);
-  MapDelta(maps_del, maps_add, "egress6", want.egress6, have.egress6);
+  MapDelta(maps_del, maps_add, "ingress4", desired_.ingress4, applied_.ingress4);
+  MapDelta(maps_del, maps_add, "egress4", desired_.egress4, applied_.egress4);
+  MapDelta(maps_del, maps_add, "ingress6", desired_.ingress6, applied_.ingress6);
+  MapDelta(maps_del, maps_add, "egress6", desired_.egress6, applied_.egress6);
   return elems_del + sets_add + chains + maps_del + maps_add + chains_del + sets_del;
 }
 
 void Engine::MarkApplied(bool full) {
   if (full || !has_applied_) {
-    applied_ = desired_;
-    dirty_sets_.clear();
-    dirty_chains_.clear();
-    has_applied_ = true;
-    return;
+    applied_sets_.clear();
+    for (const auto& [name, def] : desired_.sets) applied_sets_.insert(name);
+  } else {
+    for (const auto& [name, c] : set_changes_) {
+      if (c.deleted) applied_sets_.erase(name);
+      else if (c.created) applied_sets_.insert(name);
+    }
   }
-  for (const auto& name : dirty_sets_) {
-    auto w = desired_.sets.find(name);
-    if (w == desired_.sets.end()) applied_.sets.erase(name);
-    else applied_.sets[name] = w->second;
-  }
-  for (const auto& name : dirty_chains_) {
-    auto w = desired_.chains.find(name);
-    if (w == desired_.chains.end()) applied_.chains.erase(name);
-    else applied_.chains[name] = w->second;
-  }
+  applied_.chains = desired_.chains;
   applied_.ingress4 = desired_.ingress4;
   applied_.egress4 = desired_.egress4;
   applied_.ingress6 = desired_.ingress6;
   applied_.egress6 = desired_.egress6;
-  dirty_sets_.clear();
+  set_changes_.clear();
   dirty_chains_.clear();
   has_applied_ = true;
 }
@@ -715,15 +840,10 @@ void Engine::MarkApplied(bool full) {
 std::vector<std::string> Engine::Tightened() const {
   std::set<std::string> out;
   if (!has_applied_) return {};
-  for (const auto& name : dirty_sets_) {
+  for (const auto& [name, c] : set_changes_) {
     if (name == "local4" || name == "local6") continue;
-    auto h = applied_.sets.find(name);
-    if (h == applied_.sets.end()) continue;
-    auto w = desired_.sets.find(name);
-    for (const auto& e : h->second.elements) {
-      if (w != desired_.sets.end() && w->second.elements.count(e)) continue;
+    for (const auto& e : c.dels)
       if (!IsRange(e)) out.insert(ElementAddress(e));
-    }
   }
   // Local pods whose chain changed or that became isolated.
   std::set<std::string> changed_chains;

@@ -16,6 +16,7 @@
 // Thread-compatible: one thread drives it.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -110,43 +111,59 @@ class Engine {
   std::vector<PodPolicyView> LocalPods() const;
 
  private:
-  // The sets of one rule that exist (their names are derived).
-  struct RuleSets {
-    bool pods = false;   // <id>-<d><r>-p4/-p6: pods matched by a selector peer
-    bool blocks4 = false, blocks6 = false;  // -b4/-b6: ipBlock ranges
-    bool named = false;  // egress only: -n4/-n6: pod address . proto . resolved named port
+  // A set of peers, shared by every rule (of any policy) whose peers are the
+  // same: policies in real clusters repeat their selectors, and a pod event
+  // then touches each distinct selection once, not once per rule.
+  struct PeerSet {
+    enum class Kind { kPods, kNamed, kBlocks };
+    Kind kind = Kind::kPods;
+    std::string ns;              // the policies' namespace, when a peer is podSelector-only
+    std::vector<Peer> peers;     // kPods: the selector peers; kNamed: every peer of the rule
+    bool any_peer = false;       // kNamed: the rule has no `to`
+    std::vector<PortRef> named;  // kNamed: the rule's named ports
+    bool cross_ns = false;       // may hold pods of namespaces other than `ns`
+    bool ns_selector = false;    // membership depends on namespace labels
+    int refs = 0;                // rules using it
   };
-
+  // The sets one rule uses, by base name ("" = none). kPods and kNamed sets
+  // exist per family as <base>-p4/-p6 and <base>-n4/-n6, blocks as <base>-b4/-b6.
+  struct RuleSets {
+    std::string pods, named, blocks4, blocks6;
+  };
   struct PolicyState {
     Policy policy;
-    std::string id;
     std::vector<RuleSets> in, eg;
-    std::vector<std::vector<std::string>> in_b4, in_b6, eg_b4, eg_b6;  // block elements per rule
-    bool has_ns_selector = false;
-    bool needs_all_pods = false;  // a named-port set over any peer / ipBlock peers
-
-    std::string SetName(bool ingress, size_t r, const char* suffix) const {
-      return id + (ingress ? "-i" : "-e") + std::to_string(r) + "-" + suffix;
-    }
+  };
+  // What changed in one set since the last MarkApplied().
+  struct SetChange {
+    bool created = false;  // not in the kernel: add it with every element
+    bool flushed = false;  // in the kernel but rebuilt: flush it, add every element
+    bool deleted = false;  // in the kernel, no longer wanted
+    std::set<std::string> adds, dels;
   };
 
-
-  // Derived names.
-  static std::string PolicyId(const std::string& key);
   static std::string PodChainId(const std::string& key);
 
   bool IsLocal(const Pod& p) const { return p.node == opts_.node_name && p.Addressable(); }
-  const Labels& NamespaceLabels(const std::string& ns) const;
-  bool PeerMatchesPod(const Policy& pol, const Peer& peer, const Pod& pod) const;
-  // The elements pod `p` contributes to each set of `pol`'s rule.
-  void PodElements(const PolicyState& ps, bool ingress, size_t rule, const Pod& p,
+  bool PeerMatchesPod(const std::string& policy_ns, const Peer& peer, const Pod& pod) const;
+  bool NamespaceMatches(const LabelSelector& sel, const std::string& ns) const;
+  // The elements pod `p` contributes to peer set `base`.
+  void PodElements(const std::string& base, const PeerSet& ps, const Pod& p,
                    std::vector<std::pair<std::string, std::string>>* out) const;
-  void AddPodToPolicySets(const PolicyState& ps, const Pod& p, bool add);
-  void RebuildPolicySets(PolicyState& ps, bool create);
-  void DropPolicySets(const PolicyState& ps);
+  void AddPodToSet(const std::string& base, const PeerSet& ps, const Pod& p, bool add);
+  // Calls `fn` for every peer set that can hold a pod of `ns`.
+  void ForSetsSeeing(const std::string& ns, const std::function<void(const std::string&, const PeerSet&)>& fn) const;
+  // Takes a reference on the set `proto` describes (creating and filling it
+  // when it is new) and returns its base name.
+  std::string AcquireSet(PeerSet proto, const std::string& key);
+  std::string AcquireBlocks(const std::vector<std::string>& elements, bool v6);
+  void ReleaseSet(const std::string& base);
+  void CreateSetDef(const std::string& name, SetDef def);
+  void DeleteSetDef(const std::string& name);
+  void AcquirePolicySets(PolicyState& ps);
+  void ReleasePolicySets(const PolicyState& ps);
   void RebuildLocalPod(const std::string& key);
   void RebuildLocalPodsOfNamespace(const std::string& ns);
-  void SetDirty(const std::string& name) { dirty_sets_.insert(name); }
   void ElementDelta(const std::string& set, const std::string& elem, bool add);
 
   EngineOptions opts_;
@@ -155,14 +172,20 @@ class Engine {
   std::unordered_map<std::string, Namespace> namespaces_;
   std::map<std::string, PolicyState> policies_;  // by ns/name
   std::unordered_map<std::string, std::set<std::string>> policies_by_ns_;
+  std::map<std::string, PeerSet> peer_sets_;     // by base name
+  std::unordered_map<std::string, std::set<std::string>> sets_by_ns_;  // own-namespace kPods/kNamed sets
+  std::set<std::string> cross_ns_sets_;
   // Reference counts of set elements: two peers of one rule (or two pods
   // sharing an address in a race) may add the same element.
   std::unordered_map<std::string, std::unordered_map<std::string, int>> refs_;
 
   Model desired_;
+  // What the kernel has: set names only (elements are tracked as changes),
+  // chains and maps in full (they are small).
+  std::set<std::string> applied_sets_;
   Model applied_;
   bool has_applied_ = false;
-  std::set<std::string> dirty_sets_;
+  std::map<std::string, SetChange> set_changes_;
   std::set<std::string> dirty_chains_;
   // Map keys each local pod owns (its addresses), to withdraw them on change.
   std::unordered_map<std::string, std::vector<IpAddress>> local_ips_;

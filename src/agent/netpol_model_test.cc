@@ -306,17 +306,22 @@ TEST_F(EngineTest, StackedPoliciesAreAUnionAndRemovingOneKeepsTheOther) {
   EXPECT_EQ(e_.NamespacesWithPolicies(), std::vector<std::string>{"x"});
 }
 
-TEST_F(EngineTest, PolicyUpdateInPlaceChangesOnlyItsElements) {
+TEST_F(EngineTest, PolicyUpdatedToOtherPeersSwapsItsSetInOneTransaction) {
   e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"p"},"spec":{"podSelector":{},
      "ingress":[{"from":[{"podSelector":{"matchLabels":{"pod":"a"}}}]}]}})"));
   e_.MarkApplied(false);
   e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"p"},"spec":{"podSelector":{},
      "ingress":[{"from":[{"podSelector":{"matchLabels":{"pod":"b"}}}]}]}})"));
   std::string d = e_.RenderDelta();
-  EXPECT_NE(d.find("delete element"), std::string::npos) << d;
+  // The new selection is a new shared set, filled before the chains that
+  // use it are rewritten; the old one goes after them.
+  EXPECT_NE(d.find("add set"), std::string::npos) << d;
   EXPECT_NE(d.find("{ 10.0.1.2 }"), std::string::npos) << d;
-  EXPECT_EQ(d.find("add set"), std::string::npos) << d;
-  EXPECT_EQ(d.find("chain"), std::string::npos) << d;
+  EXPECT_LT(d.find("add set"), d.find("flush chain")) << d;
+  EXPECT_LT(d.find("flush chain"), d.find("delete set")) << d;
+  // x/a's old peers lost access: its address and the pods' are flushed.
+  auto t = e_.Tightened();
+  EXPECT_NE(std::find(t.begin(), t.end(), "10.0.1.1"), t.end());
 }
 
 TEST_F(EngineTest, PodsOfOtherNodesAreNeverDispatchedButArePeers) {
@@ -350,6 +355,54 @@ TEST_F(EngineTest, FullRenderHasEveryPiece) {
   EXPECT_NE(f.find("set local4"), std::string::npos);
   // Chains are declared before the maps that jump to them.
   EXPECT_LT(f.find("chain in-"), f.find("map ingress4"));
+}
+
+TEST_F(EngineTest, RulesWithTheSamePeersShareOneSet) {
+  auto count = [&](const char* suffix) {
+    size_t n = 0;
+    for (const auto& [name, def] : e_.desired().sets) n += name.ends_with(suffix);
+    return n;
+  };
+  // namespaceSelector-only peers mean the same pods from any namespace.
+  e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"p1"},"spec":{"podSelector":{},
+     "ingress":[{"from":[{"namespaceSelector":{"matchLabels":{"ns":"y"}}}]}]}})"));
+  e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"y","name":"p2"},"spec":{"podSelector":{},
+     "ingress":[{"from":[{"namespaceSelector":{"matchLabels":{"ns":"y"}}}],"ports":[{"port":80}]}]}})"));
+  EXPECT_EQ(count("-p4"), 1u);
+  // podSelector-only peers are about the policy's own namespace: not shared.
+  e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"p3"},"spec":{"podSelector":{},
+     "ingress":[{"from":[{"podSelector":{"matchLabels":{"pod":"a"}}}]}]}})"));
+  e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"y","name":"p4"},"spec":{"podSelector":{},
+     "ingress":[{"from":[{"podSelector":{"matchLabels":{"pod":"a"}}}]}]}})"));
+  EXPECT_EQ(count("-p4"), 3u);
+  e_.MarkApplied(false);
+  // The shared set outlives one of its users, and goes with the last.
+  e_.RemovePolicy("x/p1");
+  EXPECT_EQ(count("-p4"), 3u);
+  EXPECT_EQ(e_.RenderDelta().find("delete set"), std::string::npos);
+  e_.RemovePolicy("y/p2");
+  EXPECT_EQ(count("-p4"), 2u);
+  EXPECT_NE(e_.RenderDelta().find("delete set"), std::string::npos);
+  // A policy edited in place keeps the sets both versions use (no churn).
+  e_.MarkApplied(false);
+  e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"p3"},"spec":{"podSelector":{},
+     "ingress":[{"from":[{"podSelector":{"matchLabels":{"pod":"a"}}}],"ports":[{"port":81}]}]}})"));
+  std::string d = e_.RenderDelta();
+  EXPECT_EQ(d.find(" set "), std::string::npos) << d;
+  EXPECT_NE(d.find("flush chain"), std::string::npos) << d;
+}
+
+TEST_F(EngineTest, ASetDeletedAndRecreatedInOneBatchIsFlushedAndRefilled) {
+  e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"p"},"spec":{"podSelector":{},
+     "ingress":[{"from":[{"podSelector":{"matchLabels":{"pod":"b"}}}]}]}})"));
+  e_.MarkApplied(false);
+  e_.RemovePolicy("x/p");
+  e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"p"},"spec":{"podSelector":{},
+     "ingress":[{"from":[{"podSelector":{"matchLabels":{"pod":"b"}}}]}]}})"));
+  std::string d = e_.RenderDelta();
+  EXPECT_NE(d.find("flush set inet weft-netpol s"), std::string::npos) << d;
+  EXPECT_NE(d.find("{ 10.0.1.2 }"), std::string::npos) << d;
+  EXPECT_EQ(d.find("delete set"), std::string::npos) << d;
 }
 
 // The model after any sequence of events equals the model built from the

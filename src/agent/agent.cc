@@ -7,6 +7,7 @@
 
 #include "agent/conflist.h"
 #include "agent/datapath.h"
+#include "agent/node_sysctl.h"
 #include "agent/reconcile.h"
 #include "agent/sync.h"
 #include "plugin/reclaim.h"
@@ -86,7 +87,7 @@ HttpAnswer Agent::Serve(const std::string& path) {
 // deleted device, address or sysctl comes back (level-triggered).
 Status Agent::SetUpNode(State& st) {
   sys::Netlink& nl = *st.nl;
-  WEFT_RETURN_IF_ERROR(sys::EnsureSysctl("net/ipv4/ip_forward", "1"));
+  WEFT_RETURN_IF_ERROR(EnsureNodeSysctl("net/ipv4/ip_forward", "1"));
   int vxlan_index = 0;
   int pod_mtu = st.uplink.mtu;
   if (opts_.backend != Backend::kHostGw) {

@@ -35,6 +35,17 @@ Status EnsureSysctl(const std::string& key, const std::string& value) {
   return WriteSysctl(key, value);
 }
 
+bool IsSysctlReadOnly(const Status& st) {
+  const int e = st.sys_errno();
+  return !st.ok() && (e == EROFS || e == EACCES || e == EPERM);
+}
+
+std::string SysctlName(const std::string& key) {
+  std::string out = key;
+  for (char& c : out) c = c == '/' ? '.' : c == '.' ? '/' : c;
+  return out;
+}
+
 Status DisableIpv6(const std::string& ifname) {
   Status st = WriteSysctl("net/ipv6/conf/" + ifname + "/disable_ipv6", "1");
   if (!st.ok() && st.sys_errno() == ENOENT && ::access("/proc/sys/net/ipv6", F_OK) != 0) return Status::Ok();

@@ -15,6 +15,16 @@ Status WriteSysctl(const std::string& key, const std::string& value);
 // kernel-side work some sysctls trigger) on the hot path.
 Status EnsureSysctl(const std::string& key, const std::string& value);
 
+// True when a write failed because this process may not change the sysctl
+// at all: /proc/sys mounted read-only (EROFS, as container runtimes mount it
+// for unprivileged containers), or no permission (EACCES, EPERM).
+bool IsSysctlReadOnly(const Status& st);
+
+// The name sysctl(8) and /etc/sysctl.d use: "net/ipv4/ip_forward" ->
+// "net.ipv4.ip_forward" (a '.' inside a component, as in an interface name,
+// becomes '/', as sysctl(8) writes it).
+std::string SysctlName(const std::string& key);
+
 // Turns IPv6 off on one interface (before it goes up: no link-local
 // address, routes, DAD or MLD for it). OK when the kernel has no IPv6.
 Status DisableIpv6(const std::string& ifname);

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Builds the weftd image (deploy/Dockerfile.weftd) from Debian packages only,
+# with no container registry (docs/deploy.md):
+#   1. a Debian 12 (bookworm) minbase root filesystem made by mmdebstrap,
+#      kept as a tarball in the cache dir and reused by later runs;
+#   2. that tarball imported into podman as the base image;
+#   3. `podman build` of the multi-stage Dockerfile on that base, from the
+#      work tree's tracked (and untracked, not ignored) files, or from a
+#      commit with --ref.
+# The image is labelled with a hash of what goes into the binaries (every
+# CMakeLists.txt, src/, cmd/, the Dockerfile): when an image with that tag
+# and hash exists, nothing is built.
+#
+#   sudo deploy/build-image.sh                  # -> localhost/weft/weftd:0.1.0
+#   sudo deploy/build-image.sh --refresh-base   # new base rootfs (security updates)
+#   sudo deploy/build-image.sh --force          # rebuild even when up to date
+#   sudo deploy/build-image.sh --ref HEAD       # build a commit, not the work tree
+#
+# Environment: WEFT_IMAGE (tag), WEFT_IMAGE_CACHE (cache dir, default
+# /var/cache/weft-image), WEFT_DEBIAN_MIRROR (mmdebstrap MIRROR arguments,
+# space-separated, e.g. a local mirror URI or a sources file; default
+# mmdebstrap's own, with bookworm-updates and -security).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+IMAGE=${WEFT_IMAGE:-localhost/weft/weftd:0.1.0}
+CACHE=${WEFT_IMAGE_CACHE:-/var/cache/weft-image}
+BASE_IMAGE=localhost/weft-debian:bookworm
+BASE_TAR=$CACHE/debian-bookworm-minbase.tar
+# Podman's default rlimits ask for more than a process without
+# CAP_SYS_RESOURCE may set (sandboxes, some CI runners): RUN steps get
+# limits every host allows.
+ULIMITS=(--ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
+
+refresh_base=0
+force=0
+ref=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --refresh-base) refresh_base=1 ;;
+    --force) force=1 ;;
+    --ref) ref=${2:?--ref needs a commit}; shift ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "build-image.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "build-image.sh: run as root (mmdebstrap and rootful podman)" >&2
+  exit 1
+fi
+for tool in podman mmdebstrap git; do
+  command -v "$tool" >/dev/null || {
+    echo "build-image.sh: $tool is missing (Debian package: $tool; scripts/setup.sh installs it)" >&2
+    exit 1
+  }
+done
+
+mkdir -p "$CACHE"
+# One build at a time (the test suite and a developer may both ask).
+exec 9>"$CACHE/lock"
+flock 9
+
+t0=$SECONDS
+say() { printf 'build-image.sh: [%3ds] %s\n' $((SECONDS - t0)) "$*"; }
+fail() {
+  say "$1; the last lines of $2:" >&2
+  tail -n 40 "$2" >&2
+  exit 1
+}
+
+# What goes into the binaries, hashed: the Dockerfile, every CMakeLists.txt,
+# src/ and cmd/ (tests and docs change nothing in the image).
+in_image() {
+  case "$1" in
+    deploy/Dockerfile.weftd|CMakeLists.txt|*/CMakeLists.txt|cmake/*|src/*|cmd/*) return 0 ;;
+  esac
+  return 1
+}
+if [ -n "$ref" ]; then
+  git rev-parse --verify --quiet "$ref^{commit}" >/dev/null || { echo "build-image.sh: no commit $ref" >&2; exit 2; }
+  SOURCE_HASH=$(git ls-tree -r "$ref" | while read -r _ _ blob path; do
+                  in_image "$path" && printf '%s  %s\n' "$blob" "$path"; done | sha256sum | cut -c1-16)
+else
+  mapfile -d '' FILES < <(git ls-files -z -co --exclude-standard)
+  # The same "blob  path" lines as git ls-tree prints for a commit.
+  mapfile -t IMG < <(for f in "${FILES[@]}"; do in_image "$f" && [ -f "$f" ] && printf '%s\n' "$f"; done |
+                     LC_ALL=C sort)
+  SOURCE_HASH=$(paste -d' ' <(printf '%s\n' "${IMG[@]}" | git hash-object --stdin-paths) \
+                  <(printf ' %s\n' "${IMG[@]}") | sha256sum | cut -c1-16)
+fi
+
+if [ "$force" -eq 0 ] && [ "$refresh_base" -eq 0 ] &&
+   [ "$(podman image inspect --format '{{index .Labels "io.weft.source"}}' "$IMAGE" 2>/dev/null)" = "$SOURCE_HASH" ]; then
+  say "$IMAGE is up to date (source $SOURCE_HASH)"
+  exit 0
+fi
+
+# 1+2. The base image.
+if [ "$refresh_base" -eq 1 ] || ! podman image exists "$BASE_IMAGE"; then
+  if [ "$refresh_base" -eq 1 ] || [ ! -s "$BASE_TAR" ]; then
+    say "making a Debian 12 minbase root filesystem with mmdebstrap (about a minute)"
+    # shellcheck disable=SC2086
+    mmdebstrap --variant=minbase --format=tar \
+      --aptopt='Acquire::Languages "none"' \
+      --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+      --dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-exclude=/usr/share/locale/*' \
+      --dpkgopt='path-exclude=/usr/share/info/*' \
+      bookworm "$BASE_TAR.tmp" ${WEFT_DEBIAN_MIRROR:-} >"$CACHE/mmdebstrap.log" 2>&1 ||
+      fail "mmdebstrap failed" "$CACHE/mmdebstrap.log"
+    mv "$BASE_TAR.tmp" "$BASE_TAR"
+  fi
+  say "importing $BASE_TAR as $BASE_IMAGE"
+  podman import --quiet --change 'CMD ["/bin/bash"]' "$BASE_TAR" "$BASE_IMAGE" >/dev/null
+fi
+
+# 3. The image, from a context of the tree's files (never build/ or .git).
+CTX=$(mktemp -d /var/tmp/weft-image-ctx.XXXXXX)
+trap 'rm -rf "$CTX"' EXIT
+if [ -n "$ref" ]; then
+  git archive "$ref" | tar -C "$CTX" -xf -
+else
+  printf '%s\0' "${FILES[@]}" | tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -C "$CTX" -xf -
+fi
+say "podman build $IMAGE (source $SOURCE_HASH; the first build compiles for several minutes)"
+podman build --network host "${ULIMITS[@]}" --layers \
+  -f "$CTX/deploy/Dockerfile.weftd" --build-arg BASE="$BASE_IMAGE" \
+  --label io.weft.source="$SOURCE_HASH" -t "$IMAGE" "$CTX" >"$CACHE/build.log" 2>&1 ||
+  fail "podman build failed" "$CACHE/build.log"
+# The images earlier builds left untagged.
+podman image prune -f --filter label=io.weft.source >/dev/null 2>&1 || true
+say "built $IMAGE: $(podman image inspect --format '{{.Size}}' "$IMAGE" | awk '{printf "%.0f MB", $1/1e6}')"

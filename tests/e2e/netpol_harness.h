@@ -182,8 +182,11 @@ class NetpolCluster {
                           std::chrono::milliseconds* took = nullptr, int probe_timeout_ms = kProbeTimeoutMs);
   // The same for probes outside the matrix.
   std::string CheckProbes(const std::vector<Probe>& want, int deadline_ms = kDeadlineMs);
-  // Probes `target` from `from` every ~50 ms until the result is `want`;
-  // the time from the call until then, or -1 after `deadline_ms`.
+  // Probes `target` from `from` until the result is `want`; the time from
+  // the call until then, or -1 after `deadline_ms`. A UDP target that
+  // should open is watched with a datagram every 2 ms; otherwise a probe
+  // with a 20 ms timeout runs back to back (a denial is confirmed with a
+  // full-timeout probe).
   long WaitProbe(const TestNetns& from, const std::string& target, bool want, int deadline_ms = kDeadlineMs);
 
   // What a failing case prints: weftd log tails, each node's netpol table,

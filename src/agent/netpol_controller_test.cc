@@ -207,7 +207,7 @@ TEST_F(NetpolControllerTest, FullReplaceFromCompleteListsThenDeltas) {
                                              {"ingress", {{{"from", {{{"podSelector", {{"matchLabels", {{"pod", "b"}}}}}}}}}}}}));
   std::string delta = WaitScripts(2);
   EXPECT_EQ(delta.find("delete table"), std::string::npos) << delta;
-  EXPECT_NE(delta.find("add set inet weft-netpol p"), std::string::npos) << delta;
+  EXPECT_NE(delta.find("add set inet weft-netpol s"), std::string::npos) << delta;
   EXPECT_NE(delta.find("{ 10.0.2.1 }"), std::string::npos) << delta;
   EXPECT_NE(delta.find("flush chain inet weft-netpol in-"), std::string::npos) << delta;
 
@@ -216,7 +216,7 @@ TEST_F(NetpolControllerTest, FullReplaceFromCompleteListsThenDeltas) {
   cluster_.Event(kPods, "MODIFIED", PodJson("x", "b", "n2", "10.0.2.1", "c"));
   delta = WaitScripts(3);
   EXPECT_EQ(delta.find("chain"), std::string::npos) << delta;
-  EXPECT_NE(delta.find("delete element inet weft-netpol p"), std::string::npos) << delta;
+  EXPECT_NE(delta.find("delete element inet weft-netpol s"), std::string::npos) << delta;
   {
     std::lock_guard lock(log_.mu);
     EXPECT_NE(std::find(log_.flushed.begin(), log_.flushed.end(), "10.0.2.1"), log_.flushed.end());

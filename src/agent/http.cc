@@ -2,7 +2,22 @@
 
 #include <curl/curl.h>
 
+#include <cstring>
+
+#include "base/strings.h"
+
 namespace weft::agent {
+
+namespace {
+// Marks a transport error's details as a TLS failure (IsTlsFailure).
+constexpr char kTlsMark[] = "TLS: ";
+}  // namespace
+
+bool IsTlsFailure(const Status& st) { return !st.ok() && StartsWith(st.details(), kTlsMark); }
+
+Status TlsFailure(const std::string& what, const std::string& why) {
+  return Status::Error(Code::kControlPlane, what, kTlsMark + why);
+}
 
 Status InitHttp() {
   CURLcode rc = curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -62,6 +77,30 @@ size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
   return len;
 }
 
+// The handshake or the certificates failed. With TLS 1.3 a server that
+// rejects the client certificate says so in an alert the client reads only
+// after its side of the handshake finished: a receive error naming an alert.
+bool TlsCode(CURLcode rc, const char* errbuf) {
+  switch (rc) {
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_CLIENTCERT:
+      return true;
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+      return std::strstr(errbuf, "alert") != nullptr;
+    default:
+      return false;
+  }
+}
+
 int StreamProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
   auto* st = static_cast<StreamState*>(user);
   return st->stop->load() ? 1 : 0;
@@ -72,12 +111,26 @@ int StreamProgress(void* user, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
 struct HttpClient::Impl {
   TlsOptions tls;
   CurlPtr curl;
+  char errbuf[CURL_ERROR_SIZE];
+
+  // A transport failure as a Status; a TLS failure also drops the handle, so
+  // the next request reads the CA, certificate and key files again.
+  Status Failure(const std::string& what, CURLcode rc) {
+    std::string why = errbuf[0] ? std::string(errbuf) : std::string(curl_easy_strerror(rc));
+    if (TlsCode(rc, errbuf)) {
+      curl.reset();
+      return TlsFailure(what, why);
+    }
+    return Status::Error(Code::kControlPlane, what, why);
+  }
 
   Result<CURL*> Prepare(const HttpRequest& req, SlistPtr* headers) {
     if (!curl) curl.reset(curl_easy_init());
     if (!curl) return Status::Error(Code::kInternal, "curl_easy_init failed");
     CURL* c = curl.get();
     curl_easy_reset(c);
+    errbuf[0] = '\0';
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(c, CURLOPT_URL, req.url.c_str());
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
@@ -112,6 +165,8 @@ HttpClient::~HttpClient() = default;
 HttpClient::HttpClient(HttpClient&&) noexcept = default;
 HttpClient& HttpClient::operator=(HttpClient&&) noexcept = default;
 
+void HttpClient::Reset() { impl_->curl.reset(); }
+
 Result<HttpResponse> HttpClient::Do(const HttpRequest& req) {
   SlistPtr headers;
   WEFT_ASSIGN_OR_RETURN(CURL * c, impl_->Prepare(req, &headers));
@@ -120,8 +175,7 @@ Result<HttpResponse> HttpClient::Do(const HttpRequest& req) {
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, AppendBody);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &resp.body);
   CURLcode rc = curl_easy_perform(c);
-  if (rc != CURLE_OK)
-    return Status::Error(Code::kControlPlane, req.method + " " + req.url, curl_easy_strerror(rc));
+  if (rc != CURLE_OK) return impl_->Failure(req.method + " " + req.url, rc);
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp.status);
   return resp;
 }
@@ -147,8 +201,7 @@ Result<HttpResponse> HttpClient::Stream(const HttpRequest& req, const std::funct
   HttpResponse resp;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp.status);
   if (st.aborted || stop.load()) return resp;  // deliberate end
-  if (rc != CURLE_OK)
-    return Status::Error(Code::kControlPlane, "stream " + req.url, curl_easy_strerror(rc));
+  if (rc != CURLE_OK) return impl_->Failure("stream " + req.url, rc);
   resp.body = std::move(st.error_body);
   return resp;
 }

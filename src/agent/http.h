@@ -3,6 +3,11 @@
 // line-delimited streams (Kubernetes watches, etcd's gateway watch). One
 // HttpClient per thread; it keeps its connection alive between requests.
 //
+// libcurl reads the CA, client certificate and key files when it opens a
+// connection (and caches the CA store per handle): after a TLS failure the
+// client drops its handle, so the next request opens a new connection that
+// reads the files again; Reset() does the same on demand (rotated files).
+//
 // REQUIRES: curl_global_init() was called by main() before any thread uses
 // an HttpClient (InitHttp()).
 
@@ -41,10 +46,30 @@ struct HttpResponse {
   std::string body;
 };
 
-class HttpClient {
+// Whether a transport error from HttpClient::Do/Stream was a TLS failure: the
+// handshake failed, a certificate was rejected (by either side), or the CA,
+// certificate or key file could not be used. Rotated credential files are a
+// likely cause; a refused TCP connection or a timeout is not one.
+bool IsTlsFailure(const Status& st);
+// Such an error (HttpClient makes them; tests script them).
+Status TlsFailure(const std::string& what, const std::string& why);
+
+// What a client of an HTTP server needs; HttpClient is the real one (the
+// seam lets tests script answers).
+class HttpTransport {
+ public:
+  virtual ~HttpTransport() = default;
+  virtual Result<HttpResponse> Do(const HttpRequest& req) = 0;
+  virtual Result<HttpResponse> Stream(const HttpRequest& req, const std::function<bool(std::string_view)>& on_line,
+                                      const std::atomic<bool>& stop, std::chrono::milliseconds idle_timeout) = 0;
+  // Closes the connection: the next request opens a new one.
+  virtual void Reset() = 0;
+};
+
+class HttpClient : public HttpTransport {
  public:
   explicit HttpClient(TlsOptions tls = {});
-  ~HttpClient();
+  ~HttpClient() override;
   HttpClient(HttpClient&&) noexcept;
   HttpClient& operator=(HttpClient&&) noexcept;
   HttpClient(const HttpClient&) = delete;
@@ -52,7 +77,7 @@ class HttpClient {
 
   // A complete request. Transport failures are kControlPlane errors; any
   // HTTP status is a response.
-  Result<HttpResponse> Do(const HttpRequest& req);
+  Result<HttpResponse> Do(const HttpRequest& req) override;
 
   // A streaming request without an overall timeout: `on_line` gets each
   // complete '\n'-terminated line of a 2xx body as it arrives (a trailing
@@ -62,7 +87,11 @@ class HttpClient {
   // `idle_timeout`: a stream silent that long is treated as dead.
   Result<HttpResponse> Stream(const HttpRequest& req, const std::function<bool(std::string_view)>& on_line,
                               const std::atomic<bool>& stop,
-                              std::chrono::milliseconds idle_timeout = std::chrono::seconds(0));
+                              std::chrono::milliseconds idle_timeout = std::chrono::seconds(0)) override;
+
+  // Drops the handle and its connection (and libcurl's cached CA store and
+  // TLS sessions): the next request reads the TLS files again.
+  void Reset() override;
 
  private:
   struct Impl;

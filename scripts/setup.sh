@@ -4,16 +4,21 @@
 set -euo pipefail
 
 PACKAGES=(
-  # build
-  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
-  libnl-3-dev libnl-route-3-dev libnftables-dev libmnl-dev libnftnl-dev
-  libsqlite3-dev nlohmann-json3-dev libcurl4-openssl-dev libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  # runtime tools the tests and demo drive
-  iproute2 nftables iptables iputils-ping procps psmisc conntrack sqlite3 openssl
-  etcd-server etcd-client containernetworking-plugins busybox-static
-  # real runtimes (interop tests)
-  podman runc containerd python3-grpcio python3-grpc-tools python3-protobuf
+  # build (cmake/dependencies.cmake names the package of any library missing)
+  build-essential cmake ninja-build pkg-config
+  libnl-3-dev libnl-route-3-dev libsqlite3-dev nlohmann-json3-dev libcurl4-openssl-dev
+  libssl-dev libyaml-dev libcli11-dev libgtest-dev
+  # fuzzers (scripts/fuzz.sh: clang's libFuzzer)
+  clang libclang-rt-14-dev
+  # runtime tools the tests and demo drive (curl: etcd's and weftd's HTTP
+  # endpoints; python3: the stand-in API server; openssl: its certificates)
+  iproute2 nftables iptables iputils-ping procps conntrack sqlite3 openssl curl python3
+  etcd-server containernetworking-plugins busybox-static
+  # real runtimes (interop tests; grpc_tools.protoc needs pkg_resources)
+  podman runc containerd python3-grpcio python3-grpc-tools python3-protobuf python3-pkg-resources
+  # the image test (deploy/build-image.sh: a Debian root filesystem for
+  # podman; python3-yaml: the test reads deploy/weftd.yaml)
+  mmdebstrap python3-yaml
   # benchmarks
   iperf3 gnuplot-nox
 )

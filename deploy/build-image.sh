@@ -81,11 +81,12 @@ in_image() {
 if [ -n "$ref" ]; then
   git rev-parse --verify --quiet "$ref^{commit}" >/dev/null || { echo "build-image.sh: no commit $ref" >&2; exit 2; }
   SOURCE_HASH=$(git ls-tree -r "$ref" | while read -r _ _ blob path; do
-                  in_image "$path" && printf '%s  %s\n' "$blob" "$path"; done | sha256sum | cut -c1-16)
+                  if in_image "$path"; then printf '%s  %s\n' "$blob" "$path"; fi; done |
+                sha256sum | cut -c1-16)
 else
   mapfile -d '' FILES < <(git ls-files -z -co --exclude-standard)
   # The same "blob  path" lines as git ls-tree prints for a commit.
-  mapfile -t IMG < <(for f in "${FILES[@]}"; do in_image "$f" && [ -f "$f" ] && printf '%s\n' "$f"; done |
+  mapfile -t IMG < <(for f in "${FILES[@]}"; do if in_image "$f" && [ -f "$f" ]; then printf '%s\n' "$f"; fi; done |
                      LC_ALL=C sort)
   SOURCE_HASH=$(paste -d' ' <(printf '%s\n' "${IMG[@]}" | git hash-object --stdin-paths) \
                   <(printf ' %s\n' "${IMG[@]}") | sha256sum | cut -c1-16)
@@ -101,8 +102,11 @@ fi
 if [ "$refresh_base" -eq 1 ] || ! podman image exists "$BASE_IMAGE"; then
   if [ "$refresh_base" -eq 1 ] || [ ! -s "$BASE_TAR" ]; then
     say "making a Debian 12 minbase root filesystem with mmdebstrap (about a minute)"
+    # The merged-usr hook merges /usr itself: no usrmerge package, which
+    # would pull perl into the image.
     # shellcheck disable=SC2086
     mmdebstrap --variant=minbase --format=tar \
+      --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
       --aptopt='Acquire::Languages "none"' \
       --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
       --dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-exclude=/usr/share/locale/*' \

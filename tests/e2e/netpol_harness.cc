@@ -382,6 +382,7 @@ std::string NetpolCluster::CheckMatrix(const std::vector<Expectation>& want, int
   std::string report;
   int rounds = 0;
   for (;;) {
+    if (Cancelled()) return "interrupted";
     auto round = Clock::now();
     std::string notes;
     auto obs = ProbeMatrix(ports, &notes, probe_timeout_ms);

@@ -115,8 +115,9 @@ struct ClusterOptions {
   std::string underlay = "ul";
   // State and logs; "" for a fresh TempDir("netpol"). Removed with the cluster.
   std::string dir;
-  // Polled while setting up; once it returns true, set-up stops and error()
-  // says "interrupted" (the demo's Ctrl-C).
+  // Polled while setting up and between CheckMatrix rounds; once it returns
+  // true, set-up stops with error() "interrupted" and CheckMatrix returns
+  // "interrupted" (the demo's Ctrl-C).
   std::function<bool()> cancelled;
 };
 

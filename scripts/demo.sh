@@ -2,13 +2,23 @@
 # The Weft demo: a three-node virtual cluster on one machine — etcd as the
 # control plane, weftd on every node building the VXLAN overlay, two pods per
 # node attached through the real weft CNI plugin, an "internet" host outside
-# the cluster — then a connectivity matrix, and everything removed (also on
-# Ctrl-C). Every node and pod is a network namespace; the machine's own
-# network namespace is never touched.
+# the cluster — then a connectivity matrix. Then a NetworkPolicy chapter: a
+# second, two-node cluster whose weftd runs with --control-plane kubernetes
+# --network-policy true against the stand-in API server (not a real
+# Kubernetes: tests/integration/agent/fake_apiserver.py), four pods in two
+# namespaces, and the pod-to-pod matrix with no policy, after a default-deny
+# ingress policy and after an allow policy, each with the time from posting
+# the policy to the matrix changing; then `weftctl policy` for one pod.
+# Everything is removed at the end (also on Ctrl-C). Every node and pod is a
+# network namespace; the machine's own network namespace is never touched.
+# About 10 s once built.
 #
 #   sudo scripts/demo.sh            # run it (installs dependencies and builds first)
-#   sudo scripts/demo.sh --keep     # leave the cluster up to explore; prints how
-#   sudo scripts/demo.sh --clean P  # remove a cluster left by --keep (P = its prefix, e.g. wt1234)
+#   sudo scripts/demo.sh --keep     # leave both clusters' namespaces, routes and nftables
+#                                   # tables (policies as of the last step) to explore; prints
+#                                   # how. weftd, etcd, the API server and the pods' servers
+#                                   # end with the demo.
+#   sudo scripts/demo.sh --clean P  # remove what --keep left (P = its prefix, e.g. wt1234)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,5 +36,5 @@ if [ "${1:-}" = "--clean" ]; then
 fi
 
 bash scripts/setup.sh >/dev/null
-bash scripts/build.sh weft weftd weft-demo >/dev/null
+bash scripts/build.sh weft weftd weftctl netpol_agent weft-demo >/dev/null
 exec "${WEFT_BUILD_DIR:-build}/tests/demo/weft-demo" "$@"

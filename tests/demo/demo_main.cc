@@ -2,8 +2,19 @@
 // network namespace on a shared underlay bridge; etcd is the control plane;
 // weftd runs on every node and builds the VXLAN overlay; two pods per node
 // are attached through the real weft plugin; an "internet" host sits outside
-// the cluster. Prints nodes, pods and a connectivity matrix, then tears
-// everything down (also on Ctrl-C). With --keep it leaves the cluster up.
+// the cluster. Prints nodes, pods and a connectivity matrix.
+//
+// Then the policy chapter: a second, two-node cluster whose weftd runs with
+// --control-plane kubernetes --network-policy true against the stand-in API
+// server (tests/integration/agent/fake_apiserver.py, not a real Kubernetes;
+// built by the NetworkPolicy e2e harness, tests/e2e/netpol_harness.h), four
+// pods in two namespaces, and the pod-to-pod matrix with no policy, after a
+// default-deny ingress policy and after an allow policy, each with the time
+// from posting the policy to the matrix showing it; then `weftctl policy`
+// for the pod the allow policy selects.
+//
+// Everything is torn down at the end (also on Ctrl-C). With --keep both
+// clusters' namespaces, routes and nftables tables are left in place.
 //
 // Usage: weft-demo [--keep]   (root; scripts/demo.sh builds and runs it)
 
@@ -13,11 +24,14 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "agent/http.h"
 #include "e2e/cluster.h"
+#include "e2e/netpol_harness.h"
 
 namespace weft::testing {
 namespace {
@@ -67,19 +81,11 @@ const char* kWhoAmI =
     "  def log_message(self, *a): pass\n"
     "http.server.HTTPServer(('0.0.0.0', int(sys.argv[1])), H).serve_forever()\n";
 
-int Run(bool keep) {
+// The etcd chapter. Returns the number of failed checks once its cluster is
+// gone. With --keep it calls `rest` (the rest of the demo, which ends the
+// process) while its cluster is still up, and never returns.
+int EtcdChapter(const std::string& root, bool keep, const std::function<int(int)>& rest) {
   auto t0 = Clock::now();
-  if (!agent::InitHttp().ok()) return 1;
-  std::string root = TempDir("demo");
-  // Declared first, destroyed last: the state dir goes after every process
-  // and namespace, on success, failure or Ctrl-C (--keep skips destructors).
-  struct RemoveOnExit {
-    std::string dir;
-    ~RemoveOnExit() { RemoveTree(dir); }
-  } remove_root{root};
-  std::printf("\033[1m== Weft demo: a three-node virtual cluster on one machine ==\033[0m\n");
-  std::printf("state and logs: %s\n\n", root.c_str());
-
   Underlay ul;
   Etcd etcd(ul, root);
   etcd.Start();
@@ -186,19 +192,258 @@ int Run(bool keep) {
         "  ip -n %s route                        # node1's routes: per-pod /32s and the overlay\n"
         "  ip -n %s neigh show dev weft.1        # ARP entries for the peer VTEPs\n"
         "  bridge -n %s fdb show dev weft.1      # FDB entries to the peers' host IPs\n"
-        "  less %s/node1/weftd.log\n"
-        "Remove everything with: scripts/demo.sh --clean %s\n",
+        "  less %s/node1/weftd.log\n",
         n1a.ns.name().c_str(), nodes[0]->ns.name().c_str(), nodes[0]->ns.name().c_str(),
-        nodes[0]->ns.name().c_str(), root.c_str(), Prefix().c_str());
-    std::fflush(stdout);
-    _exit(failed ? 1 : 0);  // skip the destructors: leave the cluster up
+        nodes[0]->ns.name().c_str(), root.c_str());
+    rest(failed);  // with --keep it ends the process: this cluster's destructors never run
   }
   std::printf("Tearing down (DEL for every pod, weftd, etcd, namespaces)...\n");
   web_server.Stop(SIGKILL);
   RunPlugin(BinaryPath("weft"), nodes[0]->ns, CniEnv("DEL", "node1-web", web_ns.path()), web_conf.dump());
   pods.clear();
   for (auto& n : nodes) n->StopWeftd();
-  return failed ? 1 : 0;
+  return failed;
+}
+
+// ---- The policy chapter ----
+
+using ojson = nlohmann::ordered_json;
+
+// A JSON value on one line in YAML's flow style ({a: 1, b: [x, y]}).
+std::string Flow(const ojson& j) {
+  if (j.is_object()) {
+    std::string s = "{";
+    for (auto it = j.begin(); it != j.end(); ++it) s += (s.size() > 1 ? ", " : "") + it.key() + ": " + Flow(*it);
+    return s + "}";
+  }
+  if (j.is_array()) {
+    std::string s = "[";
+    for (const auto& v : j) s += (s.size() > 1 ? ", " : "") + Flow(v);
+    return s + "]";
+  }
+  if (j.is_string()) return j.get<std::string>();
+  return j.dump();
+}
+
+// An object as block YAML, nested values in flow style where the line stays
+// short (at the top level only objects of scalars, e.g. metadata).
+void Yaml(const ojson& obj, size_t indent, std::string& out) {
+  std::string pad(indent, ' ');
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    const ojson& v = *it;
+    bool scalars = true;
+    if (v.is_object())
+      for (const auto& x : v) scalars = scalars && !x.is_structured();
+    std::string line = pad + it.key() + ": " + Flow(v);
+    if (!v.is_structured() || (line.size() <= 64 && (indent > 0 || scalars))) {
+      out += line + "\n";
+    } else if (v.is_object()) {
+      out += pad + it.key() + ":\n";
+      Yaml(v, indent + 2, out);
+    } else {
+      out += pad + it.key() + ":\n";
+      for (const auto& item : v) {
+        if (!item.is_object()) {
+          out += pad + "- " + Flow(item) + "\n";
+          continue;
+        }
+        std::string sub;
+        Yaml(item, indent + 2, sub);
+        out += pad + "- " + sub.substr(indent + 2);
+      }
+    }
+  }
+}
+
+// The observed TCP/80 matrix, rows from, columns to; cells that differ from
+// `before` (the previous step's matrix) are marked with *.
+void PrintMatrix(const netpol::Reachability& m, const netpol::Reachability* before) {
+  size_t w = 6;
+  for (const auto& k : m.pods()) w = std::max(w, k.size() + 2);
+  // `cols`: the text's width on screen (colour codes and ✔ take more bytes).
+  auto pad = [&](const std::string& s, size_t cols) { return s + std::string(w > cols ? w - cols : 1, ' '); };
+  std::string head = "    " + pad("from\\to", 7);
+  for (const auto& to : m.pods()) head += to == m.pods().back() ? to : pad(to, to.size());
+  std::printf("%s\n", head.c_str());
+  for (const auto& from : m.pods()) {
+    std::string row = "    " + pad(from, from.size());
+    for (const auto& to : m.pods()) {
+      bool ok = m.Get(from, to);
+      bool changed = before && before->Get(from, to) != ok;
+      std::string cell = std::string(ok ? kOk : kBad) + (changed ? "*" : "");
+      row += to == m.pods().back() ? cell : pad(cell, changed ? 2 : 1);
+    }
+    std::printf("%s\n", row.c_str());
+  }
+}
+
+// The policy chapter's cluster: two nodes and four pods in two namespaces.
+const std::vector<std::string> kPolicyPods = {"shop/web", "shop/api", "shop/db", "ops/monitor"};
+
+// Returns the number of failed checks once its cluster is gone. With --keep
+// it ends the process instead (_exit, exit code 1 when `failed_before` or
+// any of its own checks failed), leaving everything in place.
+int PolicyChapter(const std::string& root, bool keep, int failed_before) {
+  auto t0 = Clock::now();
+  std::printf(
+      "\n\033[1m== NetworkPolicy: a second, two-node cluster on a stand-in Kubernetes API server ==\033[0m\n"
+      "\033[33mThe API server here is a stand-in for kube-apiserver, not a real Kubernetes:\033[0m\n"
+      "tests/integration/agent/fake_apiserver.py (HTTPS, a bearer token, list + watch of Nodes,\n"
+      "Namespaces, Pods and NetworkPolicies). weftd runs as on a real node:\n"
+      "--control-plane kubernetes --network-policy true.\n\n");
+  std::printf("cluster        API server https://192.0.2.254:6443, weftd on n1 and n2, %zu pods ... ",
+              kPolicyPods.size());
+  std::fflush(stdout);
+  netpol::ClusterOptions opts;
+  opts.pods = kPolicyPods;
+  opts.underlay = "np-ul";  // beside the etcd chapter's underlay when --keep leaves it
+  opts.dir = root + "/policy";
+  opts.cancelled = [] { return g_interrupted != 0; };
+  netpol::NetpolCluster c(opts);
+  CheckInterrupt();
+  if (!c.error().empty()) {
+    std::printf("%s %s\n", kBad, c.error().c_str());
+    return 1;
+  }
+  std::printf("%s up (%.1f s)\n\n", kOk, Since(t0));
+
+  std::printf("\033[1mPods\033[0m (attached through the weft plugin; Pod objects posted with their IPs)\n");
+  std::printf("  %-13s %-5s %-12s %s\n", "POD", "NODE", "IP", "LABELS");
+  for (const auto& k : kPolicyPods) {
+    auto& p = c.pod(k);
+    std::printf("  %-13s %-5s %-12s pod=%s\n", k.c_str(), p.node->name.c_str(), p.ip().c_str(), p.name.c_str());
+  }
+  std::printf("  Namespaces shop and ops carry the labels ns=shop and ns=ops.\n");
+
+  int failed = 0;
+  std::optional<netpol::Reachability> before;
+  // Posts `policy` (unless null), waits for the TCP/80 matrix to become
+  // `want`, then shows the matrix of a confirming round (1 s timeout).
+  auto step = [&](const std::string& title, const ojson& policy, const netpol::Reachability& want,
+                  const std::string& note) {
+    std::printf("\n\033[1m%s\033[0m\n", title.c_str());
+    if (!policy.is_null()) {
+      std::string yaml;
+      Yaml(policy, 0, yaml);
+      std::istringstream lines(yaml);
+      for (std::string l; std::getline(lines, l);) std::printf("    \033[36m%s\033[0m\n", l.c_str());
+    }
+    if (!note.empty()) std::printf("  %s\n", note.c_str());
+    // Matrix rounds back to back with a short timeout from the POST on, until
+    // one shows `want`: its end is when the matrix had changed.
+    const int kRoundTimeoutMs = 50;
+    const double kDeadline = 5;
+    auto posted = Clock::now();
+    if (!policy.is_null()) c.ApplyPolicy(nlohmann::json::parse(policy.dump()));
+    bool changed = false;
+    while (!changed && Since(posted) < kDeadline) {
+      CheckInterrupt();
+      std::string notes;
+      changed = c.ProbeMatrix({netpol::Tcp(80)}, &notes, kRoundTimeoutMs)[0] == want && notes.empty();
+    }
+    double secs = Since(posted);
+    // The matrix shown: a confirming round with the normal 1 s timeout.
+    std::string notes;
+    auto obs = c.ProbeMatrix({netpol::Tcp(80)}, &notes)[0];
+    CheckInterrupt();
+    bool ok = changed && obs == want && notes.empty();
+    if (!ok) ++failed;
+    if (!policy.is_null()) {
+      if (changed)
+        std::printf("  posted -> new matrix in \033[1m%.2f s\033[0m (probe rounds back to back from the POST, %zu probes "
+                    "each, %d ms timeout)\n",
+                    secs, want.pods().size() * want.pods().size(), kRoundTimeoutMs);
+      else
+        std::printf("  posted -> matrix changed: %s not within %.0f s\n", kBad, kDeadline);
+    }
+    std::printf("  TCP/80, rows from, columns to%s:\n", before ? " (* = changed by this step)" : "");
+    PrintMatrix(obs, before ? &*before : nullptr);
+    if (!ok) std::printf("  %s expected:\n%s%s", kBad, want.Table().c_str(), notes.c_str());
+    before = obs;
+  };
+
+  netpol::Reachability all(kPolicyPods);
+  step("1. No policy: every pod reaches every pod", nullptr, all, "");
+
+  netpol::Reachability deny = all;
+  deny.ExpectPeer({}, {"shop", ""}, false);
+  step("2. Default-deny ingress in namespace shop",
+       ojson::parse(R"({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                        "metadata": {"namespace": "shop", "name": "default-deny-ingress"},
+                        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}})"),
+       deny, "Every shop pod is isolated for ingress and no rule admits anything (a pod still reaches itself).");
+
+  netpol::Reachability allow = deny;
+  allow.Expect("shop/web", "shop/api", true);
+  allow.Expect("ops/monitor", "shop/api", true);
+  step("3. Allow into shop/api from pods labelled pod=web and from namespace ops",
+       ojson::parse(R"({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                        "metadata": {"namespace": "shop", "name": "api-from-web-and-ops"},
+                        "spec": {"podSelector": {"matchLabels": {"pod": "api"}},
+                                 "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "web"}}},
+                                                       {"namespaceSelector": {"matchLabels": {"ns": "ops"}}}]}]}})"),
+       allow,
+       "Policies add up: shop/api now admits shop/web (a podSelector: pods of shop) and every pod of ops;\n"
+       "  shop/db -> shop/api stays denied, and so does everything else into shop.");
+
+  // What weftd on shop/api's node enforces for it, as an operator sees it.
+  auto& api = c.pod("shop/api");
+  std::printf("\n\033[1m4. weftctl policy shop/api\033[0m (on %s: asks that node's weftd)\n", api.node->name.c_str());
+  std::string out, err;
+  int rc = Cmd({"ip", "netns", "exec", api.node->ns.name(), BinaryPath("weftctl"), "policy", "shop/api"}, &out, &err);
+  std::istringstream lines(out + err);
+  for (std::string l; std::getline(lines, l);) std::printf("    %s\n", l.c_str());
+  if (rc != 0) {
+    ++failed;
+    std::printf("  %s weftctl policy exited %d\n", kBad, rc);
+  }
+
+  std::printf("\n%s in %.1f s\n",
+              failed ? "\033[31mSome policy checks failed\033[0m" : "\033[32mEvery matrix as expected\033[0m",
+              Since(t0));
+  if (keep) {
+    const std::string n = api.node->ns.name();
+    std::vector<std::pair<std::string, std::string>> hints = {
+        {"ip netns exec " + n + " nft list table inet weft-netpol", api.node->name + "'s rules (shop/api lives there)"},
+        {"ip netns exec " + c.pod("shop/web").pod->ns.name() + " ping -c1 -W1 " + api.ip(),
+         "shop/web -> shop/api: allowed"},
+        {"ip netns exec " + c.pod("shop/db").pod->ns.name() + " ping -c1 -W1 " + api.ip(),
+         "shop/db -> shop/api: denied"},
+        {"less " + c.root() + "/" + api.node->name + "/weftd.log", ""}};
+    size_t w = 0;
+    for (const auto& h : hints) w = std::max(w, h.first.size());
+    std::printf(
+        "\nPolicy cluster left in place (--keep) with both policies in the kernel. Its processes\n"
+        "(weftd, the stand-in API server, the pods' servers) end with the demo; the nftables\n"
+        "tables stay in force:\n");
+    for (const auto& [cmd, what] : hints)
+      std::printf("  %-*s%s%s\n", static_cast<int>(w), cmd.c_str(), what.empty() ? "" : "   # ", what.c_str());
+    std::printf("Remove everything (both clusters) with: scripts/demo.sh --clean %s\n", Prefix().c_str());
+    std::fflush(stdout);
+    _exit((failed + failed_before) ? 1 : 0);  // skip every destructor: leave both clusters
+  }
+  std::printf("Tearing down (policies, pods, weftd, the API server, namespaces)...\n");
+  return failed;
+}
+
+int Run(bool keep) {
+  if (!agent::InitHttp().ok()) return 1;
+  std::string root = TempDir("demo");
+  // Declared first, destroyed last: the state dir goes after every process
+  // and namespace, on success, failure or Ctrl-C (--keep skips destructors).
+  struct RemoveOnExit {
+    std::string dir;
+    ~RemoveOnExit() { RemoveTree(dir); }
+  } remove_root{root};
+  std::printf("\033[1m== Weft demo: a three-node virtual cluster on one machine ==\033[0m\n");
+  std::printf("state and logs: %s\n\n", root.c_str());
+
+  // The policy chapter. With --keep it runs inside the etcd chapter, whose
+  // cluster then stays up too, and ends the process (_exit: no destructor
+  // runs, both clusters are left); without, the etcd chapter's cluster is
+  // gone before it starts.
+  auto rest = [&](int failed) { return failed + PolicyChapter(root, keep, failed); };
+  return rest(EtcdChapter(root, keep, rest)) ? 1 : 0;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "agent/agent.h"
 #include "agent/conflist.h"
 #include "agent/etcd.h"
+#include "agent/families.h"
 #include "agent/http.h"
 #include "agent/kube.h"
 #include "base/log.h"
@@ -38,7 +39,7 @@ int RealMain(int argc, char** argv) {
   std::string etcd_prefix = "/weft/network", etcd_ca, etcd_cert, etcd_key, install_plugin, cni_bin_dir = "/opt/cni/bin";
   std::string log_level = "info", log_file, sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
   int64_t lease_ttl = 60, watch_timeout = 300;
-  int subnet_len = 24;
+  int subnet_len = 24, subnet_len6 = 64;
   double resync_seconds = 30;
   bool leave = false;
   std::string network_policy;  // "" = on with kubernetes, off with etcd
@@ -62,15 +63,21 @@ int RealMain(int argc, char** argv) {
   app.add_option("--etcd-certfile", etcd_cert, "Client certificate for etcd");
   app.add_option("--etcd-keyfile", etcd_key, "Client key for etcd");
   app.add_option("--cluster-cidr", cluster_cidr,
-                 "Cluster pod CIDR: written to etcd's config when absent; masquerade leaves it alone");
-  app.add_option("--subnet-len", subnet_len, "Per-node subnet size claimed from etcd")
+                 "Cluster pod CIDR, one per family, comma-separated (10.244.0.0/16,fd00:10:244::/56): written to "
+                 "etcd's config when absent; masquerade leaves it alone");
+  app.add_option("--subnet-len", subnet_len, "Per-node IPv4 subnet size claimed from etcd")
       ->check(CLI::Range(8, 30))
+      ->capture_default_str();
+  app.add_option("--subnet-len6", subnet_len6, "Per-node IPv6 subnet size claimed from etcd")
+      ->check(CLI::Range(8, 126))
       ->capture_default_str();
   app.add_option("--backend", backend, "vxlan, host-gw (direct routes; peers must share a link) or auto")
       ->check(CLI::IsMember({"vxlan", "host-gw", "auto"}))
       ->capture_default_str();
-  app.add_option("--iface", o.iface, "Uplink interface (default: the IPv4 default route's)");
-  app.add_option("--node-ip", o.node_ip, "This node's underlay IPv4 (default: the uplink's first address)");
+  app.add_option("--iface", o.iface, "Uplink interface (default: the IPv4 default route's, else the IPv6 one's)");
+  app.add_option("--node-ip", o.node_ip,
+                 "This node's underlay address, or one per family comma-separated; the first is the VXLAN local "
+                 "(default: the uplink's first IPv4, else IPv6, address)");
   app.add_option("--vxlan-vni", o.vxlan_vni, "VXLAN network identifier")->capture_default_str();
   app.add_option("--vxlan-port", o.vxlan_port, "VXLAN UDP port")->capture_default_str();
   app.add_option("--vxlan-device", o.vxlan_device, "VXLAN device name (default weft.<vni>)");
@@ -133,11 +140,12 @@ int RealMain(int argc, char** argv) {
   if (!agent::ParseBackend(backend, &o.backend))
     return Fail(Status::Error(weft::Code::kInvalidConfig, "bad --backend"));
   if (!cluster_cidr.empty()) {
-    auto c = weft::IpPrefix::Parse(cluster_cidr);
-    if (!c || !c->is_v4())
-      return Fail(Status::Error(weft::Code::kInvalidConfig, "--cluster-cidr must be an IPv4 CIDR"));
-    o.cluster_cidr = c->Masked();
+    auto c = agent::ParseCidrPerFamily("--cluster-cidr", cluster_cidr);
+    if (!c.ok()) return Fail(c.status());
+    o.cluster_cidrs = std::move(c).value();
   }
+  if (!o.node_ip.empty())
+    if (auto ips = agent::ParseIpPerFamily("--node-ip", o.node_ip); !ips.ok()) return Fail(ips.status());
   o.resync = std::chrono::milliseconds(static_cast<int64_t>(resync_seconds * 1000));
   o.control_plane_name = control_plane;
   if (control_plane == "etcd" && network_policy == "true")
@@ -159,8 +167,9 @@ int RealMain(int argc, char** argv) {
     while (etcd_prefix.size() > 1 && etcd_prefix.back() == '/') etcd_prefix.pop_back();
     e.prefix = etcd_prefix;
     e.lease_ttl = lease_ttl;
-    e.cluster_cidr = o.cluster_cidr;
+    e.cluster_cidrs = o.cluster_cidrs;
     e.subnet_len = subnet_len;
+    e.subnet_len6 = subnet_len6;
     e.tls = {etcd_ca, etcd_cert, etcd_key, false};
     e.state_file = o.state_dir + "/subnet";
     e.node_name = o.node_name;

@@ -7,12 +7,14 @@
 
 #include "agent/conflist.h"
 #include "agent/datapath.h"
+#include "agent/families.h"
 #include "agent/node_sysctl.h"
 #include "agent/reconcile.h"
 #include "agent/sync.h"
 #include "plugin/reclaim.h"
 #include "base/log.h"
 #include "base/scope_guard.h"
+#include "base/strings.h"
 #include "fw/masquerade.h"
 #include "sys/files.h"
 #include "sys/netlink.h"
@@ -88,6 +90,19 @@ HttpAnswer Agent::Serve(const std::string& path) {
 Status Agent::SetUpNode(State& st) {
   sys::Netlink& nl = *st.nl;
   WEFT_RETURN_IF_ERROR(EnsureNodeSysctl("net/ipv4/ip_forward", "1"));
+  if (OfFamily(st.pod_cidrs, /*v6=*/true)) {
+    WEFT_RETURN_IF_ERROR(EnsureNodeSysctl("net/ipv6/conf/all/forwarding", "1"));
+    // With forwarding on, an interface with accept_ra=1 ignores router
+    // advertisements, so an uplink configured by SLAAC would lose its
+    // default route when it expires; 2 keeps accepting them.
+    std::string ra_key = "net/ipv6/conf/" + st.uplink.name + "/accept_ra";
+    if (auto ra = sys::ReadSysctl(ra_key); ra.ok() && Trim(*ra) == "1") {
+      Status ra_st = sys::WriteSysctl(ra_key, "2");
+      if (!ra_st.ok())
+        WEFT_LOG(kWarn, "msg=\"cannot keep accepting router advertisements on the uplink\" sysctl=" + ra_key +
+                            " err=\"" + ra_st.ToString() + "\"");
+    }
+  }
   int vxlan_index = 0;
   int pod_mtu = st.uplink.mtu;
   if (opts_.backend != Backend::kHostGw) {
@@ -97,22 +112,24 @@ Status Agent::SetUpNode(State& st) {
     spec.port = opts_.vxlan_port;
     spec.local = st.uplink.ip;
     spec.underlay_index = st.uplink.index;
-    spec.mtu = st.uplink.mtu - 50;
+    spec.mtu = st.uplink.mtu - VxlanOverhead(st.uplink.ip.is_v6());
     WEFT_ASSIGN_OR_RETURN(auto link, EnsureVxlan(nl, spec));
     vxlan_index = link.index;
     st.self.vtep_mac = link.mac;
     pod_mtu = spec.mtu;
-    if (!st.pod_cidrs.empty()) {
-      // The VTEP address: the first IP of the pod CIDR as a /32 (the route to
-      // a peer's CIDR goes via the peer's first IP, onlink).
-      IpPrefix vtep(st.view.pod_cidr.Masked().addr(), 32);
-      WEFT_ASSIGN_OR_RETURN(auto addrs, nl.ListAddresses(AF_INET));
-      bool have = false;
-      for (const auto& a : addrs) {
-        if (a.index != vxlan_index) continue;
-        if (a.prefix == vtep) have = true;
+    if (!st.view.pod_cidrs.empty()) {
+      // The VTEP addresses: the first IP of each pod CIDR as a /32 or /128
+      // (a peer's route to that CIDR goes via it, onlink).
+      WEFT_ASSIGN_OR_RETURN(auto addrs, nl.ListAddresses(0));
+      for (const auto& c : st.view.pod_cidrs) {
+        IpPrefix vtep(c.Masked().addr(), c.addr().family_bits());
+        bool have = false;
+        for (const auto& a : addrs)
+          if (a.index == vxlan_index && a.prefix == vtep) have = true;
+        // No DAD for IPv6: the address is this node's by allocation, and a
+        // tentative one could not be used for a second.
+        if (!have) WEFT_RETURN_IF_ERROR(nl.AddAddress(vxlan_index, vtep, /*nodad=*/!c.is_v4(), /*replace=*/true));
       }
-      if (!have) WEFT_RETURN_IF_ERROR(nl.AddAddress(vxlan_index, vtep, false, /*replace=*/true));
     }
   }
   if (vxlan_index != st.view.vxlan_index || !st.datapath) {
@@ -124,19 +141,33 @@ Status Agent::SetUpNode(State& st) {
   }
   if (st.pod_cidrs.empty()) return Status::Ok();
 
+  // Per family: --cluster-cidr's, else the control plane's (etcd's config).
   std::vector<IpPrefix> cluster;
-  if (opts_.cluster_cidr) cluster.push_back(opts_.cluster_cidr->Masked());
-  else if (auto c = cp_->ClusterCidr()) cluster.push_back(*c);
+  for (bool v6 : {false, true}) {
+    auto c = OfFamily(opts_.cluster_cidrs, v6);
+    if (!c) c = OfFamily(cp_->ClusterCidrs(), v6);
+    if (c) cluster.push_back(c->Masked());
+  }
   if (opts_.masquerade) {
-    if (cluster.empty()) {
-      WEFT_LOG(kWarn, "msg=\"no cluster CIDR known: node-wide masquerade is off (set --cluster-cidr)\"");
-    } else {
+    // Only pod CIDRs whose family has a cluster CIDR: without one, traffic
+    // to other nodes' pods would be masqueraded too.
+    std::vector<IpPrefix> sources;
+    for (const auto& c : st.pod_cidrs) {
+      if (OfFamily(cluster, !c.is_v4())) {
+        sources.push_back(c);
+      } else {
+        WEFT_LOG(kWarn, std::string("msg=\"no ") + FamilyName(!c.is_v4()) +
+                            " cluster CIDR known: node-wide masquerade is off for it (set --cluster-cidr)\" pod_cidr=" +
+                            c.ToString());
+      }
+    }
+    if (!sources.empty()) {
       if (!st.firewall) {
         WEFT_RETURN_IF_ERROR(sys::MkdirAll(opts_.state_dir, 0755));
         st.firewall = opts_.masquerade_backend == "iptables" ? fw::NewIptablesFirewall(opts_.state_dir)
                                                              : fw::NewNftFirewall(opts_.state_dir);
       }
-      fw::MasqueradeSpec m{opts_.network_name, st.pod_cidrs, cluster};
+      fw::MasqueradeSpec m{opts_.network_name, sources, cluster};
       WEFT_RETURN_IF_ERROR(st.firewall->EnsureMasquerade(m).WithPrefix("node-wide masquerade"));
     }
   }
@@ -182,12 +213,14 @@ Status Agent::Reconcile(State& st, const PeerMap& peers, bool full) {
   metrics_.last_duration_us = static_cast<uint64_t>(us);
   metrics_.last_reconcile_unix_ms = NowMs();
   metrics_.changes += res.changes;
-  metrics_.peers = want.vxlan_peers + want.direct_peers;
+  metrics_.peers = want.peers;
+  metrics_.peers_v4 = want.peers_v4;
+  metrics_.peers_v6 = want.peers_v6;
   metrics_.vxlan_peers = want.vxlan_peers;
   metrics_.direct_peers = want.direct_peers;
   metrics_.skipped_peers = want.skipped.size();
   if (res.changes > 0 || errors > 0 || !applied.ok())
-    WEFT_LOG(kInfo, "msg=reconciled peers=" + std::to_string(want.vxlan_peers + want.direct_peers) +
+    WEFT_LOG(kInfo, "msg=reconciled peers=" + std::to_string(want.peers) +
                         " vxlan=" + std::to_string(want.vxlan_peers) + " direct=" + std::to_string(want.direct_peers) +
                         " skipped=" + std::to_string(want.skipped.size()) + " route_upserts=" +
                         std::to_string(plan.route_upserts.size()) + " route_deletes=" +
@@ -211,12 +244,15 @@ Status Agent::Run() {
   st.nl.emplace(std::move(nl));
   WEFT_ASSIGN_OR_RETURN(st.uplink, DetectUplink(*st.nl, opts_.iface, opts_.node_ip));
   WEFT_LOG(kInfo, "msg=\"uplink\" iface=" + st.uplink.name + " ip=" + st.uplink.ip.ToString() +
+                      " ip6=" + (st.uplink.ip6 ? st.uplink.ip6->ToString() : std::string("-")) +
                       " mtu=" + std::to_string(st.uplink.mtu) + " backend=" + BackendName(opts_.backend));
   st.self.name = opts_.node_name;
   st.self.host_ip = st.uplink.ip;
+  st.self.host_ip6 = st.uplink.ip6;
   st.self.backend = opts_.backend;
   st.view.name = opts_.node_name;
   st.view.host_ip = st.uplink.ip;
+  st.view.host_ip6 = st.uplink.ip6;
   st.view.backend = opts_.backend;
   st.view.uplink_index = st.uplink.index;
   st.view.uplink_subnets = st.uplink.subnets;
@@ -261,12 +297,14 @@ Status Agent::Run() {
 
   // The VXLAN device first: its MAC is part of what the node publishes.
   WEFT_RETURN_IF_ERROR(SetUpNode(st));
-  WEFT_ASSIGN_OR_RETURN(st.pod_cidrs, cp_->Register(st.self, stop_));
-  for (const auto& c : st.pod_cidrs)
-    if (c.is_v4() && st.view.pod_cidr.len() == 0) st.view.pod_cidr = c.Masked();
-  if (st.view.pod_cidr.len() == 0)
-    return Status::Error(Code::kInvalidConfig, "the node has no IPv4 pod CIDR (IPv4 is required)");
-  WEFT_LOG(kInfo, "msg=registered node=" + opts_.node_name + " pod_cidr=" + st.view.pod_cidr.ToString() +
+  WEFT_ASSIGN_OR_RETURN(auto registered, cp_->Register(st.self, stop_));
+  // One per family (IPv4 first): what the VTEP, the routes, the masquerade
+  // and the conflist are made of.
+  for (bool v6 : {false, true})
+    if (auto c = OfFamily(registered, v6)) st.view.pod_cidrs.push_back(c->Masked());
+  if (st.view.pod_cidrs.empty()) return Status::Error(Code::kInvalidConfig, "the node has no pod CIDR");
+  st.pod_cidrs = st.view.pod_cidrs;
+  WEFT_LOG(kInfo, "msg=registered node=" + opts_.node_name + " pod_cidrs=" + JoinPrefixes(st.pod_cidrs) +
                       " vtep_mac=" + (st.self.vtep_mac.empty() ? "-" : st.self.vtep_mac));
   WEFT_RETURN_IF_ERROR(SetUpNode(st));
 

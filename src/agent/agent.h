@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/control_plane.h"
 #include "agent/metrics.h"
@@ -22,11 +23,11 @@ struct AgentOptions {
   std::string control_plane_name = "etcd";  // for metrics labels and logs
   Backend backend = Backend::kVxlan;
   std::string iface;                        // uplink ("" = default route's)
-  std::string node_ip;                      // ("" = the uplink's first IPv4)
+  std::string node_ip;                      // one, or one per family ("" = the uplink's; DetectUplink)
   uint32_t vxlan_vni = 1;
   int vxlan_port = 8472;
   std::string vxlan_device;                 // "" = "weft.<vni>"
-  std::optional<IpPrefix> cluster_cidr;     // for masquerade and the conflist
+  std::vector<IpPrefix> cluster_cidrs;      // at most one per family: masquerade, the conflist
   std::string cni_conf_dir = "/etc/cni/net.d";
   std::string cni_conf_name = "10-weft.conflist";
   std::string network_name = "weft";

@@ -36,6 +36,25 @@ TEST(Conflist, NoNetworkPolicyKeyUnlessEnabled) {
   EXPECT_FALSE(c->network_policy.has_value());
 }
 
+TEST(Conflist, DualStackRangesAndClusterCidrsReachThePlugin) {
+  ConflistSpec s = Spec();
+  s.ranges = {*IpPrefix::Parse("10.244.2.0/24"), *IpPrefix::Parse("fd00:10:244:2::/64")};
+  s.cluster_cidrs = {*IpPrefix::Parse("10.244.0.0/16"), *IpPrefix::Parse("fd00:10:244::/56")};
+  auto j = nlohmann::json::parse(RenderConflist(s));
+  EXPECT_EQ(j["plugins"][0]["ranges"], nlohmann::json({"10.244.2.0/24", "fd00:10:244:2::/64"}));
+  EXPECT_EQ(j["plugins"][0]["clusterCIDRs"], nlohmann::json({"10.244.0.0/16", "fd00:10:244::/56"}));
+  auto c = AsPluginSees(RenderConflist(s));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->ranges.size(), 2u);
+  EXPECT_EQ(c->cluster_cidrs.size(), 2u);
+  // IPv6-only.
+  s.ranges = {*IpPrefix::Parse("fd00:10:244:2::/64")};
+  s.cluster_cidrs = {*IpPrefix::Parse("fd00:10:244::/56")};
+  auto only6 = AsPluginSees(RenderConflist(s));
+  ASSERT_TRUE(only6.ok()) << only6.status().ToString();
+  EXPECT_EQ(only6->ranges[0].ToString(), "fd00:10:244:2::/64");
+}
+
 TEST(Conflist, NetworkPolicyKeyReachesThePlugin) {
   ConflistSpec s = Spec();
   s.network_policy = true;

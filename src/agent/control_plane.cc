@@ -24,6 +24,12 @@ bool ParseBackend(const std::string& s, Backend* out) {
   return false;
 }
 
+std::optional<IpAddress> UnderlayAddress(const NodeInfo& n, bool v6) {
+  if (n.host_ip && n.host_ip->is_v6() == v6) return n.host_ip;
+  if (v6 && n.host_ip6 && n.host_ip6->is_v6()) return n.host_ip6;
+  return std::nullopt;
+}
+
 void PeerStore::Replace(PeerMap peers) {
   {
     std::lock_guard lock(mu_);

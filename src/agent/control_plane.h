@@ -66,8 +66,9 @@ class ControlPlane {
   // failures until `stop` is set.
   virtual Result<std::vector<IpPrefix>> Register(const LocalNode& self, const std::atomic<bool>& stop) = 0;
 
-  // The cluster CIDR if the control plane knows it (etcd's config key).
-  virtual std::optional<IpPrefix> ClusterCidr() const = 0;
+  // The cluster CIDRs (one per family) if the control plane knows them
+  // (etcd's config key); empty otherwise.
+  virtual std::vector<IpPrefix> ClusterCidrs() const = 0;
 
   // Lists then watches peers into `store` until `stop` is set: re-lists when
   // the watch cannot resume, reconnects with backoff. Never returns early

@@ -3,53 +3,66 @@
 #include <linux/rtnetlink.h>
 #include <sys/socket.h>
 
+#include "agent/families.h"
+
 namespace weft::agent {
 
 Result<Uplink> DetectUplink(sys::Netlink& nl, const std::string& iface, const std::string& node_ip) {
-  std::optional<IpAddress> want_ip;
+  std::vector<IpAddress> want;
   if (!node_ip.empty()) {
-    want_ip = IpAddress::Parse(node_ip);
-    if (!want_ip || !want_ip->is_v4())
-      return Status::Error(Code::kInvalidConfig, "node IP \"" + node_ip + "\" is not an IPv4 address");
+    WEFT_ASSIGN_OR_RETURN(want, ParseIpPerFamily("--node-ip", node_ip));
   }
-  WEFT_ASSIGN_OR_RETURN(auto addrs, nl.ListAddresses(AF_INET));
+  WEFT_ASSIGN_OR_RETURN(auto addrs, nl.ListAddresses(0));
   Uplink up;
   if (!iface.empty()) {
     WEFT_ASSIGN_OR_RETURN(auto link, nl.GetLink(iface));
     if (!link) return Status::Error(Code::kInvalidConfig, "interface " + iface + " does not exist");
     up.index = link->index;
-  } else if (want_ip) {
-    for (const auto& a : addrs)
-      if (a.prefix.addr() == *want_ip) up.index = a.index;
-    if (up.index == 0)
-      return Status::Error(Code::kInvalidConfig, "no interface carries the node IP " + want_ip->ToString());
+  } else if (!want.empty()) {
+    for (const auto& w : want) {
+      int index = 0;
+      for (const auto& a : addrs)
+        if (a.prefix.addr() == w) index = a.index;
+      if (index == 0) return Status::Error(Code::kInvalidConfig, "no interface carries the node IP " + w.ToString());
+      if (up.index != 0 && up.index != index)
+        return Status::Error(Code::kInvalidConfig, "the node IPs " + want[0].ToString() + " and " + w.ToString() +
+                                                       " are on different interfaces; set --iface");
+      up.index = index;
+    }
   } else {
-    WEFT_ASSIGN_OR_RETURN(auto routes, nl.ListRoutes(AF_INET));
-    for (const auto& r : routes)
-      if (r.dst.len() == 0 && r.oif > 0 && (up.index == 0)) up.index = r.oif;
+    for (int family : {AF_INET, AF_INET6}) {
+      WEFT_ASSIGN_OR_RETURN(auto routes, nl.ListRoutes(family));
+      for (const auto& r : routes)
+        if (r.dst.len() == 0 && r.oif > 0 && up.index == 0) up.index = r.oif;
+      if (up.index != 0) break;
+    }
     if (up.index == 0)
-      return Status::Error(Code::kInvalidConfig, "no IPv4 default route: set --iface or --node-ip");
+      return Status::Error(Code::kInvalidConfig, "no IPv4 or IPv6 default route: set --iface or --node-ip");
   }
   WEFT_ASSIGN_OR_RETURN(auto link, nl.GetLink(up.index));
   if (!link) return Status::Error(Code::kKernel, "uplink #" + std::to_string(up.index) + " vanished");
   up.name = link->name;
   up.mtu = link->mtu;
-  bool have_ip = false;
+  std::optional<IpAddress> first4, first6;
   for (const auto& a : addrs) {
     if (a.index != up.index || a.scope != RT_SCOPE_UNIVERSE) continue;
     up.subnets.push_back(a.prefix.Masked());
-    if (want_ip ? a.prefix.addr() == *want_ip : !have_ip) {
-      up.ip = a.prefix.addr();
-      have_ip = true;
-    }
+    auto& first = a.prefix.is_v4() ? first4 : first6;
+    if (!first) first = a.prefix.addr();
   }
-  if (!have_ip) {
-    // Appended step by step: GCC 12's -Wrestrict misfires at -O3 on
-    // `"..." + (cond ? " " + s : std::string())` (GCC PR105329).
-    std::string msg = "interface " + up.name + " has no global IPv4 address";
-    if (want_ip) msg.append(" ").append(want_ip->ToString());
-    return Status::Error(Code::kInvalidConfig, msg);
+  for (const auto& w : want) {
+    bool here = false;
+    for (const auto& a : addrs)
+      if (a.index == up.index && a.prefix.addr() == w) here = true;
+    if (!here)
+      return Status::Error(Code::kInvalidConfig, "interface " + up.name + " does not carry the node IP " + w.ToString());
   }
+  std::optional<IpAddress> ip = !want.empty() ? want[0] : first4 ? first4 : first6;
+  if (!ip) return Status::Error(Code::kInvalidConfig, "interface " + up.name + " has no global IPv4 or IPv6 address");
+  up.ip = *ip;
+  up.ip6 = first6;
+  for (const auto& w : want)
+    if (w.is_v6()) up.ip6 = w;
   return up;
 }
 
@@ -79,9 +92,11 @@ class KernelDatapath : public Datapath {
 
   Result<KernelState> Read() override {
     KernelState s;
-    WEFT_ASSIGN_OR_RETURN(auto routes, nl_.ListRoutes(AF_INET, RT_TABLE_MAIN));
-    for (auto& r : routes)
-      if (IsAgentRoute(r)) s.routes.push_back(std::move(r));
+    for (int family : {AF_INET, AF_INET6}) {
+      WEFT_ASSIGN_OR_RETURN(auto routes, nl_.ListRoutes(family, RT_TABLE_MAIN));
+      for (auto& r : routes)
+        if (IsAgentRoute(r)) s.routes.push_back(std::move(r));
+    }
     if (vxlan_index_ > 0) {
       WEFT_ASSIGN_OR_RETURN(s.arp, nl_.ListNeighs(vxlan_index_, /*fdb=*/false));
       WEFT_ASSIGN_OR_RETURN(s.fdb, nl_.ListNeighs(vxlan_index_, /*fdb=*/true));

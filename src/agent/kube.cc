@@ -119,10 +119,15 @@ KubeNode NodeFromJson(const json& j) {
                    [](const IpPrefix& a, const IpPrefix& b) { return a.is_v4() && !b.is_v4(); });
   if (auto it = n.annotations.find(kAnnotationHostIp); it != n.annotations.end())
     n.info.host_ip = IpAddress::Parse(it->second);
-  if (!n.info.host_ip && j.contains("status") && j["status"].contains("addresses") &&
-      j["status"]["addresses"].is_array()) {
-    for (const auto& a : j["status"]["addresses"])
-      if (Str(a, "type") == "InternalIP" && !n.info.host_ip) n.info.host_ip = IpAddress::Parse(Str(a, "address"));
+  if (auto it = n.annotations.find(kAnnotationHostIp6); it != n.annotations.end())
+    if (auto ip = IpAddress::Parse(it->second); ip && ip->is_v6()) n.info.host_ip6 = ip;
+  if (j.contains("status") && j["status"].contains("addresses") && j["status"]["addresses"].is_array()) {
+    for (const auto& a : j["status"]["addresses"]) {
+      if (Str(a, "type") != "InternalIP") continue;
+      auto ip = IpAddress::Parse(Str(a, "address"));
+      if (!n.info.host_ip) n.info.host_ip = ip;
+      if (ip && ip->is_v6() && !n.info.host_ip6 && !n.annotations.count(kAnnotationHostIp6)) n.info.host_ip6 = ip;
+    }
   }
   if (auto it = n.annotations.find(kAnnotationVtepMac); it != n.annotations.end()) n.info.vtep_mac = it->second;
   if (auto it = n.annotations.find(kAnnotationBackend); it != n.annotations.end()) n.info.backend = it->second;
@@ -215,6 +220,7 @@ std::string AnnotationPatch(const LocalNode& self) {
                {{"annotations",
                  {{kAnnotationVtepMac, self.vtep_mac.empty() ? json(nullptr) : json(self.vtep_mac)},
                   {kAnnotationHostIp, self.host_ip.ToString()},
+                  {kAnnotationHostIp6, self.host_ip6 ? json(self.host_ip6->ToString()) : json(nullptr)},
                   {kAnnotationBackend, BackendName(self.backend)}}}}}}
       .dump();
 }
@@ -225,6 +231,7 @@ bool AnnotationsMatch(const KubeNode& node, const LocalNode& self) {
     return it == node.annotations.end() ? std::string() : it->second;
   };
   return get(kAnnotationVtepMac) == self.vtep_mac && get(kAnnotationHostIp) == self.host_ip.ToString() &&
+         get(kAnnotationHostIp6) == (self.host_ip6 ? self.host_ip6->ToString() : std::string()) &&
          get(kAnnotationBackend) == BackendName(self.backend);
 }
 
@@ -320,7 +327,7 @@ class KubeControlPlane : public ControlPlane {
     }
   }
 
-  std::optional<IpPrefix> ClusterCidr() const override { return std::nullopt; }
+  std::vector<IpPrefix> ClusterCidrs() const override { return {}; }
 
   Status Run(PeerStore& store, const std::atomic<bool>& stop) override {
     HttpClient patch_http(opts_.endpoint.tls);

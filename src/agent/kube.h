@@ -21,6 +21,7 @@ namespace weft::agent {
 
 inline constexpr char kAnnotationVtepMac[] = "weft.io/vtep-mac";
 inline constexpr char kAnnotationHostIp[] = "weft.io/host-ip";
+inline constexpr char kAnnotationHostIp6[] = "weft.io/host-ip6";
 inline constexpr char kAnnotationBackend[] = "weft.io/backend";
 
 // From the service-account mount: KUBERNETES_SERVICE_HOST/PORT from `env`,
@@ -35,8 +36,10 @@ Result<KubeEndpoint> ParseKubeconfig(std::string_view text, const std::string& s
 
 // --- Pure parsing (unit-tested) --------------------------------------------
 
-// A v1.Node object (as JSON text's parsed form) to a peer. Node IP: the
-// host-ip annotation, else the first InternalIP in status.addresses.
+// A v1.Node object (as JSON text's parsed form) to a peer: both entries of
+// spec.podCIDRs (else spec.podCIDR), IPv4 first. Node IP: the host-ip
+// annotation, else the first InternalIP in status.addresses; its IPv6
+// address: the host-ip6 annotation, else the first IPv6 InternalIP.
 struct KubeNode {
   NodeInfo info;
   std::string resource_version;

@@ -113,5 +113,46 @@ TEST(Conflist, RendersWeftAndPortmap) {
   EXPECT_EQ(j["plugins"][0]["capabilities"]["portMappings"], true);
 }
 
+TEST(KubeParse, DualStackNodeAddresses) {
+  // Both pod CIDRs; the IPv6 host address from the annotation, else the
+  // first IPv6 InternalIP.
+  auto j = nlohmann::json::parse(kNode);
+  j["status"]["addresses"].push_back({{"type", "InternalIP"}, {"address", "2001:db8::12"}});
+  auto n = ParseNode(j.dump());
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(n->info.host_ip->ToString(), "192.0.2.12");
+  EXPECT_EQ(n->info.host_ip6->ToString(), "2001:db8::12");
+  EXPECT_EQ(UnderlayAddress(n->info, true)->ToString(), "2001:db8::12");
+  j["metadata"]["annotations"]["weft.io/host-ip6"] = "2001:db8:1::12";
+  EXPECT_EQ(ParseNode(j.dump())->info.host_ip6->ToString(), "2001:db8:1::12");
+  j["metadata"]["annotations"]["weft.io/host-ip6"] = "192.0.2.99";  // not IPv6: ignored, no fallback
+  EXPECT_FALSE(ParseNode(j.dump())->info.host_ip6.has_value());
+  // IPv6-only: the only InternalIP is the host IP.
+  auto v6 = nlohmann::json::parse(kNode);
+  v6["spec"] = {{"podCIDRs", {"fd00:10:244:2::/64"}}};
+  v6["status"]["addresses"] = {{{"type", "InternalIP"}, {"address", "2001:db8::12"}}};
+  auto m = ParseNode(v6.dump());
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->info.host_ip->ToString(), "2001:db8::12");
+  EXPECT_EQ(m->info.host_ip6->ToString(), "2001:db8::12");
+  EXPECT_EQ(m->info.pod_cidrs.size(), 1u);
+  EXPECT_FALSE(UnderlayAddress(m->info, false).has_value());
+}
+
+TEST(KubeParse, AnnotationPatchPublishesTheIpv6Address) {
+  LocalNode self{"n2", *IpAddress::Parse("192.0.2.12"), "0a:00:00:00:00:02", Backend::kVxlan,
+                 *IpAddress::Parse("2001:db8::12")};
+  auto a = nlohmann::json::parse(AnnotationPatch(self))["metadata"]["annotations"];
+  EXPECT_EQ(a["weft.io/host-ip6"], "2001:db8::12");
+  auto n = ParseNode(kNode);
+  n->annotations["weft.io/host-ip"] = "192.0.2.12";
+  EXPECT_FALSE(AnnotationsMatch(*n, self));  // host-ip6 missing
+  n->annotations["weft.io/host-ip6"] = "2001:db8::12";
+  EXPECT_TRUE(AnnotationsMatch(*n, self));
+  self.host_ip6.reset();  // none: the annotation is removed (null in the merge patch)
+  EXPECT_TRUE(nlohmann::json::parse(AnnotationPatch(self))["metadata"]["annotations"]["weft.io/host-ip6"].is_null());
+  EXPECT_FALSE(AnnotationsMatch(*n, self));
+}
+
 }  // namespace
 }  // namespace weft::agent

@@ -30,6 +30,10 @@ std::string RenderMetrics(const AgentMetrics& m, const ControlPlaneStats& cp, co
   metric("weft_peers", "gauge", "Peers the node routes to.", u(m.peers.load()));
   out += "weft_peers_by_mode{mode=\"vxlan\"} " + u(m.vxlan_peers.load()) + "\n";
   out += "weft_peers_by_mode{mode=\"direct\"} " + u(m.direct_peers.load()) + "\n";
+  out += "# HELP weft_peers_by_family Peers whose pod CIDR of the family the node routes to.\n"
+         "# TYPE weft_peers_by_family gauge\n";
+  out += "weft_peers_by_family{family=\"ipv4\"} " + u(m.peers_v4.load()) + "\n";
+  out += "weft_peers_by_family{family=\"ipv6\"} " + u(m.peers_v6.load()) + "\n";
   metric("weft_peers_skipped", "gauge", "Peers left out (no MAC yet, not on link, overlapping CIDR).",
          u(m.skipped_peers.load()));
   metric("weft_reconcile_total", "counter", "Reconcile passes.", u(m.reconciles.load()));

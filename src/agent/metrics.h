@@ -24,6 +24,8 @@ namespace weft::agent {
 // Written by the reconcile loop, read by the server thread.
 struct AgentMetrics {
   std::atomic<uint64_t> peers{0};           // peers in the last desired state
+  std::atomic<uint64_t> peers_v4{0};        // of those, with their IPv4 pod CIDR routed
+  std::atomic<uint64_t> peers_v6{0};        // with their IPv6 pod CIDR routed
   std::atomic<uint64_t> vxlan_peers{0};
   std::atomic<uint64_t> direct_peers{0};
   std::atomic<uint64_t> skipped_peers{0};

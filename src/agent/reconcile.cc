@@ -4,9 +4,12 @@
 
 #include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <set>
 #include <utility>
+
+#include "agent/families.h"
 
 namespace weft::agent {
 namespace {
@@ -26,36 +29,40 @@ bool OnLink(const LocalView& local, const IpAddress& ip) {
   return false;
 }
 
-// IPv4 ranges handed out so far, pairwise disjoint, by first address: finds
-// an overlap in O(log n), so 1000 peers cost 1000 lookups instead of the
-// half million pairwise checks a list needs.
+// The last address of `p`.
+IpAddress LastAddress(const IpPrefix& p) {
+  const IpAddress a = p.Masked().addr();
+  uint8_t raw[16];
+  std::memcpy(raw, a.bytes(), a.size());
+  for (int bit = p.len(); bit < a.family_bits(); ++bit) raw[bit / 8] |= static_cast<uint8_t>(0x80 >> (bit % 8));
+  return IpAddress::FromBytes(a.is_v6(), raw);
+}
+
+// Ranges handed out so far (both families), pairwise disjoint, by first
+// address: finds an overlap in O(log n), so 1000 peers cost 1000 lookups
+// instead of the half million pairwise checks a list needs. IpAddress orders
+// every IPv4 address before every IPv6 one, so the families never meet.
 class Claims {
  public:
-  // Who holds a range overlapping `p` (IPv4), or nullptr.
+  // Who holds a range overlapping `p`, or nullptr.
   const std::string* Overlapping(const IpPrefix& p) const {
-    auto [first, last] = Bounds(p);
+    IpAddress first = p.Masked().addr(), last = LastAddress(p);
     auto it = by_first_.upper_bound(last);  // ranges starting after `p` cannot overlap
     if (it == by_first_.begin()) return nullptr;
     --it;  // the last range starting at or before p's end; earlier ones end before it starts
     return it->second.last >= first ? &it->second.owner : nullptr;
   }
-  // REQUIRES: `p` is IPv4 and Overlapping(p) is nullptr.
+  // REQUIRES: Overlapping(p) is nullptr.
   void Add(const IpPrefix& p, std::string owner) {
-    auto [first, last] = Bounds(p);
-    by_first_.emplace(first, Range{last, std::move(owner)});
+    by_first_.emplace(p.Masked().addr(), Range{LastAddress(p), std::move(owner)});
   }
 
  private:
   struct Range {
-    uint32_t last;
+    IpAddress last;
     std::string owner;
   };
-  static std::pair<uint32_t, uint32_t> Bounds(const IpPrefix& p) {
-    uint32_t mask = p.len() <= 0 ? 0 : p.len() >= 32 ? ~0u : ~0u << (32 - p.len());
-    uint32_t first = p.addr().v4_host_order() & mask;
-    return {first, first | ~mask};
-  }
-  std::map<uint32_t, Range> by_first_;
+  std::map<IpAddress, Range> by_first_;
 };
 
 }  // namespace
@@ -83,7 +90,13 @@ bool IsAgentRoute(const sys::RouteSpec& r) {
 Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
   Desired d;
   Claims claimed;
-  if (local.pod_cidr.is_v4()) claimed.Add(local.pod_cidr, local.name);
+  bool local_v4 = false, local_v6 = false;
+  for (const auto& c : local.pod_cidrs) {
+    if (claimed.Overlapping(c)) continue;  // one per family; never two
+    claimed.Add(c, local.name);
+    (c.is_v4() ? local_v4 : local_v6) = true;
+  }
+  const bool underlay_v6 = local.host_ip.is_v6();
   std::set<std::pair<std::string, IpAddress>> fdb_seen;
   for (const auto& [name, peer] : peers) {
     if (name == local.name) continue;
@@ -98,17 +111,24 @@ Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
       skip("claims this node's host IP " + local.host_ip.ToString());
       continue;
     }
-    bool any = false;
+    bool routed_v4 = false, routed_v6 = false;
     for (const auto& raw : peer.pod_cidrs) {
-      if (!raw.is_v4()) continue;  // IPv4 overlay only (docs/weftd.md)
       IpPrefix cidr = raw.Masked();
+      const bool v6 = !cidr.is_v4();
+      if (!(v6 ? local_v6 : local_v4)) {
+        skip("pod CIDR " + cidr.ToString() + ": this node has no " + FamilyName(v6) + " pod CIDR");
+        continue;
+      }
       if (const std::string* owner = claimed.Overlapping(cidr)) {
         skip("pod CIDR " + cidr.ToString() + " overlaps " + *owner + "'s");
         continue;
       }
-      bool direct = local.backend != Backend::kVxlan && peer.host_ip->is_v4() && OnLink(local, *peer.host_ip);
+      std::optional<IpAddress> next_hop = UnderlayAddress(peer, v6);
+      bool direct = local.backend != Backend::kVxlan && next_hop && OnLink(local, *next_hop);
       if (local.backend == Backend::kHostGw && !direct) {
-        skip("host " + peer.host_ip->ToString() + " is not on this node's link (host-gw)");
+        skip(next_hop ? "host " + next_hop->ToString() + " is not on this node's link (host-gw)"
+                      : std::string("no ") + FamilyName(v6) + " host address published for pod CIDR " +
+                            cidr.ToString() + " (host-gw)");
         continue;
       }
       sys::RouteSpec r;
@@ -117,11 +137,11 @@ Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
       r.protocol = sys::kRouteProtoWeft;
       r.scope = RT_SCOPE_UNIVERSE;
       if (direct) {
-        r.gw = *peer.host_ip;
+        r.gw = *next_hop;
         r.oif = local.uplink_index;
         d.state.routes.push_back(r);
         claimed.Add(cidr, name);
-        any = true;
+        (v6 ? routed_v6 : routed_v4) = true;
         ++d.direct_peers;
         continue;
       }
@@ -134,8 +154,12 @@ Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
         skip("no local VXLAN device");
         continue;
       }
-      if (!peer.host_ip->is_v4()) {
-        skip("IPv6 underlay is not supported");
+      // The FDB entry's remote is of the underlay's family, whatever the
+      // pod CIDR's: IPv6 pod traffic rides an IPv4 underlay and back.
+      std::optional<IpAddress> remote = UnderlayAddress(peer, underlay_v6);
+      if (!remote) {
+        skip(std::string("no ") + FamilyName(underlay_v6) + " host address published (this node's VXLAN runs over " +
+             FamilyName(underlay_v6) + ")");
         continue;
       }
       r.gw = cidr.addr();
@@ -143,13 +167,14 @@ Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
       r.onlink = true;
       d.state.routes.push_back(r);
       d.state.arp.push_back({local.vxlan_index, cidr.addr(), mac, false});
-      if (fdb_seen.insert({mac, *peer.host_ip}).second)
-        d.state.fdb.push_back({local.vxlan_index, *peer.host_ip, mac, true});
+      if (fdb_seen.insert({mac, *remote}).second) d.state.fdb.push_back({local.vxlan_index, *remote, mac, true});
       claimed.Add(cidr, name);
-      any = true;
+      (v6 ? routed_v6 : routed_v4) = true;
       ++d.vxlan_peers;
     }
-    (void)any;
+    d.peers += routed_v4 || routed_v6;
+    d.peers_v4 += routed_v4;
+    d.peers_v6 += routed_v6;
   }
   return d;
 }

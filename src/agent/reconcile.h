@@ -15,12 +15,15 @@ namespace weft::agent {
 // This node, as the reconciler needs it.
 struct LocalView {
   std::string name;
-  IpPrefix pod_cidr;                      // IPv4 pod CIDR of this node
-  IpAddress host_ip;
+  std::vector<IpPrefix> pod_cidrs;        // at most one per family; a peer's CIDR of a family
+                                          // this node has none of is not routed
+  IpAddress host_ip;                      // the underlay address: the VXLAN device's local
+                                          // (IPv4, or IPv6 on an IPv6-only underlay)
+  std::optional<IpAddress> host_ip6;      // the uplink's IPv6 address, if any
   Backend backend = Backend::kVxlan;
   int vxlan_index = 0;                    // 0 when there is no VXLAN device
   int uplink_index = 0;
-  std::vector<IpPrefix> uplink_subnets;   // on-link prefixes of the uplink
+  std::vector<IpPrefix> uplink_subnets;   // on-link prefixes of the uplink (both families)
 };
 
 // The kernel entries Weft owns. Routes carry protocol kRouteProtoWeft and a
@@ -35,14 +38,25 @@ struct KernelState {
 // Whether a route from a kernel dump belongs to the agent.
 bool IsAgentRoute(const sys::RouteSpec& r);
 
+// Counts: a dual-stack peer has a route per family, each through VXLAN or
+// direct, so vxlan_routes + direct_routes may exceed `peers`.
 struct Desired {
   KernelState state;
-  size_t vxlan_peers = 0;
-  size_t direct_peers = 0;
+  size_t peers = 0;          // peers with at least one route
+  size_t peers_v4 = 0;       // peers whose IPv4 pod CIDR is routed
+  size_t peers_v6 = 0;       // peers whose IPv6 pod CIDR is routed
+  size_t vxlan_peers = 0;    // peer routes through the VXLAN device
+  size_t direct_peers = 0;   // peer routes via the peer's host IP (host-gw)
   // "node: reason" for peers left out (no MAC yet, not on link, overlap...).
   std::vector<std::string> skipped;
 };
 
+// Per peer and pod CIDR family (IPv4 and IPv6 alike):
+//   VXLAN   route `cidr via cidr.first dev <vxlan> onlink`, permanent neighbour
+//           `cidr.first lladdr <peer MAC> dev <vxlan>`, FDB `<peer MAC> dst
+//           <peer's underlay address of the local VTEP's family>` (one per MAC+dst);
+//   direct  route `cidr via <peer's host address of cidr's family> dev <uplink>`
+//           when that address is on one of the uplink's subnets (host-gw, auto).
 Desired ComputeDesired(const LocalView& local, const PeerMap& peers);
 
 // Applied in this order so a route never points at an unresolved neighbour

@@ -12,7 +12,7 @@ IpAddress A(const char* s) { return *IpAddress::Parse(s); }
 LocalView Local(Backend b = Backend::kVxlan) {
   LocalView v;
   v.name = "n1";
-  v.pod_cidr = P("10.244.1.0/24");
+  v.pod_cidrs = {P("10.244.1.0/24")};
   v.host_ip = A("192.0.2.11");
   v.backend = b;
   v.vxlan_index = 7;
@@ -108,6 +108,147 @@ TEST(ComputeDesired, AutoIsDirectOnLinkAndVxlanOtherwise) {
   EXPECT_EQ(d.state.routes[1].oif, 7);
   ASSERT_EQ(d.state.fdb.size(), 1u);
   EXPECT_EQ(d.state.fdb[0].dst, A("198.18.0.3"));
+}
+
+// Dual-stack: this node has both pod CIDRs, an IPv4 underlay (the VXLAN
+// local) and an IPv6 address on the same link.
+LocalView DualLocal(Backend b = Backend::kVxlan) {
+  LocalView v = Local(b);
+  v.pod_cidrs = {P("10.244.1.0/24"), P("fd00:10:244:1::/64")};
+  v.host_ip6 = A("2001:db8::11");
+  v.uplink_subnets = {P("192.0.2.0/24"), P("2001:db8::/64")};
+  return v;
+}
+
+NodeInfo DualPeer(const char* name, int i, const char* host6 = nullptr) {
+  std::string n = std::to_string(i);
+  NodeInfo p = Peer(name, ("10.244." + n + ".0/24").c_str(), ("192.0.2." + std::to_string(10 + i)).c_str(),
+                    ("0a:00:00:00:00:0" + n).c_str());
+  p.pod_cidrs.push_back(P(("fd00:10:244:" + n + "::/64").c_str()));
+  if (host6) p.host_ip6 = A(host6);
+  return p;
+}
+
+TEST(ComputeDesired, DualStackVxlanRoutesBothFamiliesOverTheIpv4Underlay) {
+  PeerMap peers{{"n2", DualPeer("n2", 2, "2001:db8::12")}};
+  Desired d = ComputeDesired(DualLocal(), peers);
+  ASSERT_EQ(d.state.routes.size(), 2u);
+  EXPECT_EQ(d.state.routes[1].dst, P("fd00:10:244:2::/64"));
+  EXPECT_EQ(d.state.routes[1].gw, A("fd00:10:244:2::"));  // the peer's IPv6 VTEP address
+  EXPECT_EQ(d.state.routes[1].oif, 7);
+  EXPECT_TRUE(d.state.routes[1].onlink);
+  ASSERT_EQ(d.state.arp.size(), 2u);  // an ARP and an NDP entry, the same MAC
+  EXPECT_EQ(d.state.arp[1].dst, A("fd00:10:244:2::"));
+  EXPECT_EQ(d.state.arp[1].mac, "0a:00:00:00:00:02");
+  ASSERT_EQ(d.state.fdb.size(), 1u);  // one remote for both families: the IPv4 underlay
+  EXPECT_EQ(d.state.fdb[0].dst, A("192.0.2.12"));
+  EXPECT_EQ(d.peers, 1u);
+  EXPECT_EQ(d.peers_v4, 1u);
+  EXPECT_EQ(d.peers_v6, 1u);
+  EXPECT_EQ(d.vxlan_peers, 2u);
+  EXPECT_TRUE(d.skipped.empty());
+}
+
+TEST(ComputeDesired, PeersIpv6CidrIsLeftOutWhenThisNodeHasNone) {
+  PeerMap peers{{"n2", DualPeer("n2", 2)}};
+  Desired d = ComputeDesired(Local(), peers);
+  ASSERT_EQ(d.state.routes.size(), 1u);
+  EXPECT_EQ(d.state.routes[0].dst, P("10.244.2.0/24"));
+  ASSERT_EQ(d.skipped.size(), 1u);
+  EXPECT_EQ(d.skipped[0], "n2: pod CIDR fd00:10:244:2::/64: this node has no IPv6 pod CIDR");
+  EXPECT_EQ(d.peers, 1u);
+  EXPECT_EQ(d.peers_v6, 0u);
+}
+
+TEST(ComputeDesired, HostGwRoutesIpv6ViaThePeersIpv6HostAddress) {
+  PeerMap peers{{"n2", DualPeer("n2", 2, "2001:db8::12")},
+                {"n3", DualPeer("n3", 3)},                    // publishes no IPv6 host address
+                {"n4", DualPeer("n4", 4, "2001:db8:ff::14")}};  // not on this node's IPv6 link
+  Desired d = ComputeDesired(DualLocal(Backend::kHostGw), peers);
+  std::vector<std::string> routes;
+  for (const auto& r : d.state.routes) routes.push_back(r.dst.ToString() + " via " + r.gw->ToString());
+  EXPECT_EQ(routes, (std::vector<std::string>{"10.244.2.0/24 via 192.0.2.12", "fd00:10:244:2::/64 via 2001:db8::12",
+                                              "10.244.3.0/24 via 192.0.2.13", "10.244.4.0/24 via 192.0.2.14"}));
+  for (const auto& r : d.state.routes) EXPECT_EQ(r.oif, 2);
+  ASSERT_EQ(d.skipped.size(), 2u);
+  EXPECT_EQ(d.skipped[0], "n3: no IPv6 host address published for pod CIDR fd00:10:244:3::/64 (host-gw)");
+  EXPECT_EQ(d.skipped[1], "n4: host 2001:db8:ff::14 is not on this node's link (host-gw)");
+  EXPECT_EQ(d.direct_peers, 4u);
+  EXPECT_EQ(d.peers, 3u);
+  EXPECT_EQ(d.peers_v6, 1u);
+  EXPECT_TRUE(d.state.fdb.empty());
+}
+
+TEST(ComputeDesired, AutoChoosesPerFamily) {
+  // IPv4 host on link, no IPv6 host address: IPv4 direct, IPv6 through VXLAN
+  // (whose FDB remote is the IPv4 host).
+  PeerMap peers{{"n2", DualPeer("n2", 2)}};
+  Desired d = ComputeDesired(DualLocal(Backend::kAuto), peers);
+  ASSERT_EQ(d.state.routes.size(), 2u);
+  EXPECT_EQ(d.state.routes[0].gw, A("192.0.2.12"));
+  EXPECT_EQ(d.state.routes[1].gw, A("fd00:10:244:2::"));
+  ASSERT_EQ(d.state.fdb.size(), 1u);
+  EXPECT_EQ(d.state.fdb[0].dst, A("192.0.2.12"));
+  EXPECT_EQ(d.direct_peers, 1u);
+  EXPECT_EQ(d.vxlan_peers, 1u);
+}
+
+// IPv6-only: one IPv6 pod CIDR, an IPv6 underlay (the VXLAN local is IPv6).
+LocalView V6Local(Backend b = Backend::kVxlan) {
+  LocalView v = Local(b);
+  v.pod_cidrs = {P("fd00:10:244:1::/64")};
+  v.host_ip = A("2001:db8::11");
+  v.host_ip6 = v.host_ip;
+  v.uplink_subnets = {P("2001:db8::/64")};
+  return v;
+}
+
+NodeInfo V6Peer(const char* name, int i) {
+  std::string n = std::to_string(i);
+  NodeInfo p = Peer(name, ("fd00:10:244:" + n + "::/64").c_str(), ("2001:db8::" + std::to_string(10 + i)).c_str(),
+                    ("0a:00:00:00:00:0" + n).c_str());
+  p.host_ip6 = p.host_ip;
+  return p;
+}
+
+TEST(ComputeDesired, Ipv6OnlyVxlanUsesTheIpv6Underlay) {
+  PeerMap peers{{"n2", V6Peer("n2", 2)}, {"n3", Peer("n3", "fd00:10:244:3::/64", "192.0.2.13")}};
+  Desired d = ComputeDesired(V6Local(), peers);
+  ASSERT_EQ(d.state.routes.size(), 1u);
+  EXPECT_EQ(d.state.routes[0].gw, A("fd00:10:244:2::"));
+  ASSERT_EQ(d.state.fdb.size(), 1u);
+  EXPECT_EQ(d.state.fdb[0].dst, A("2001:db8::12"));
+  ASSERT_EQ(d.skipped.size(), 1u);  // n3 has only an IPv4 host address
+  EXPECT_EQ(d.skipped[0], "n3: no IPv6 host address published (this node's VXLAN runs over IPv6)");
+  EXPECT_EQ(d.peers_v4, 0u);
+  EXPECT_EQ(d.peers_v6, 1u);
+}
+
+TEST(ComputeDesired, Ipv6OnlyHostGwAndOverlaps) {
+  PeerMap peers{{"n2", V6Peer("n2", 2)},
+                {"n3", Peer("n3", "fd00:10:244:1:8000::/65", "2001:db8::13")},  // inside ours
+                {"n4", Peer("n4", "fd00:10:244::/48", "2001:db8::14")}};        // covers everything
+  Desired d = ComputeDesired(V6Local(Backend::kHostGw), peers);
+  ASSERT_EQ(d.state.routes.size(), 1u);
+  EXPECT_EQ(d.state.routes[0].dst, P("fd00:10:244:2::/64"));
+  EXPECT_EQ(d.state.routes[0].gw, A("2001:db8::12"));
+  ASSERT_EQ(d.skipped.size(), 2u);
+  EXPECT_EQ(d.skipped[0], "n3: pod CIDR fd00:10:244:1:8000::/65 overlaps n1's");
+  EXPECT_EQ(d.skipped[1].rfind("n4: pod CIDR fd00:10:244::/48 overlaps ", 0), 0u);
+}
+
+TEST(Diff, DualStackPeerLeavingTakesBothFamiliesEntries) {
+  PeerMap before{{"n2", DualPeer("n2", 2)}, {"n3", DualPeer("n3", 3)}};
+  KernelState have = ComputeDesired(DualLocal(), before).state;
+  PeerMap after{{"n2", DualPeer("n2", 2)}};
+  Plan p = Diff(ComputeDesired(DualLocal(), after).state, have);
+  ASSERT_EQ(p.route_deletes.size(), 2u);
+  EXPECT_EQ(p.route_deletes[1].dst, P("fd00:10:244:3::/64"));
+  ASSERT_EQ(p.arp_deletes.size(), 2u);
+  EXPECT_EQ(p.arp_deletes[1].dst, A("fd00:10:244:3::"));
+  EXPECT_EQ(p.fdb_deletes.size(), 1u);
+  EXPECT_TRUE(p.route_upserts.empty());
+  EXPECT_TRUE(p.fdb_adds.empty());
 }
 
 TEST(Diff, EmptyWhenKernelMatches) {

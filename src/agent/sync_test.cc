@@ -14,7 +14,7 @@ IpAddress A(const char* s) { return *IpAddress::Parse(s); }
 LocalView Local() {
   LocalView v;
   v.name = "n1";
-  v.pod_cidr = P("10.244.1.0/24");
+  v.pod_cidrs = {P("10.244.1.0/24")};
   v.host_ip = A("192.0.2.11");
   v.vxlan_index = 7;
   v.uplink_index = 2;

@@ -24,8 +24,16 @@ struct NodeInfo {
   std::optional<IpAddress> host_ip;  // underlay address (VXLAN remote, host-gw next hop)
   std::string vtep_mac;              // empty when the node runs no VXLAN device
   std::string backend;               // what the node says it runs ("" if unknown)
+  // Its IPv6 underlay address when it has one (host-gw next hop for its IPv6
+  // pod CIDR; equal to host_ip on an IPv6-only underlay).
+  std::optional<IpAddress> host_ip6;
   bool operator==(const NodeInfo&) const = default;
 };
+
+// The node's underlay address of one family: host_ip when it is of that
+// family, else (IPv6) host_ip6. What a peer's route or FDB entry of that
+// family points at.
+std::optional<IpAddress> UnderlayAddress(const NodeInfo& n, bool v6);
 
 // Peers by node name. std::map keeps iteration (and so every derived plan)
 // deterministic.
@@ -37,6 +45,7 @@ struct LocalNode {
   IpAddress host_ip;
   std::string vtep_mac;  // empty for host-gw
   Backend backend = Backend::kVxlan;
+  std::optional<IpAddress> host_ip6;  // the uplink's IPv6 address, if any
 };
 
 }  // namespace weft::agent

@@ -52,6 +52,9 @@ struct PeerIndex {
   }
 };
 
+// A peer's neighbour entry on the VXLAN device: ARP for IPv4, NDP for IPv6.
+std::string NeighEntry(const IpAddress& a) { return a.is_v4() ? "ARP entry" : "NDP entry"; }
+
 PeerIndex IndexPeers(const agent::PeerMap& peers) {
   PeerIndex idx;
   for (const auto& [name, p] : peers) {
@@ -60,6 +63,7 @@ PeerIndex IndexPeers(const agent::PeerMap& peers) {
       idx.by_gw[c.Masked().addr()] = name;
     }
     if (p.host_ip) idx.by_host[*p.host_ip] = name;
+    if (p.host_ip6) idx.by_host[*p.host_ip6] = name;
   }
   return idx;
 }
@@ -90,16 +94,17 @@ void DiagnosePeers(const Snapshot& s, const PeerView& v, std::vector<Finding>* o
   for (const auto& n : plan.arp_upserts) {
     auto it = have_arp.find(n.dst);
     std::string who = node(idx.ForGw(n.dst));
+    const std::string entry = NeighEntry(n.dst);
     std::string msg = it == have_arp.end()
-                          ? "missing ARP entry on " + LinkName(s, n.index) + " for " + who + ": " + n.dst.ToString() +
-                                " lladdr " + n.mac
-                          : "wrong ARP entry on " + LinkName(s, n.index) + " for " + who + ": " + n.dst.ToString() +
-                                " lladdr " + it->second + ", want " + n.mac;
+                          ? "missing " + entry + " on " + LinkName(s, n.index) + " for " + who + ": " +
+                                n.dst.ToString() + " lladdr " + n.mac
+                          : "wrong " + entry + " on " + LinkName(s, n.index) + " for " + who + ": " +
+                                n.dst.ToString() + " lladdr " + it->second + ", want " + n.mac;
     out->push_back({Kind::kPeerMissing, n.dst.ToString(), msg, true, fix});
   }
   for (const auto& n : plan.arp_deletes)
     out->push_back({Kind::kPeerStale, n.dst.ToString(),
-                    "ARP entry on " + LinkName(s, n.index) + " " + n.dst.ToString() + " lladdr " + n.mac +
+                    NeighEntry(n.dst) + " on " + LinkName(s, n.index) + " " + n.dst.ToString() + " lladdr " + n.mac +
                         " belongs to no live peer",
                     true, "delete the entry"});
   for (const auto& n : plan.fdb_adds)

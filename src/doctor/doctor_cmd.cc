@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "agent/families.h"
 #include "agent/http.h"
 #include "base/strings.h"
 #include "cni/netconf.h"
@@ -100,8 +101,8 @@ class DoctorCommand : public runtime::ctl::Command {
         o.masquerade = fw::MasqueradeSpec{cfg->net.name, sources, cfg->cluster_cidrs};
         o.masquerade_required = cfg->masquerade;
       }
-      for (const auto& r : cfg->ranges)
-        if (r.is_v4() && !o.pod_cidr) o.pod_cidr = r.Masked();
+      for (bool v6 : {false, true})
+        if (auto r = agent::OfFamily(cfg->ranges, v6)) o.pod_cidrs.push_back(r->Masked());
     } else {
       notes.push_back("no usable config for network \"" + network_ + "\" in " + ctx.ConfDir() + " (" +
                       cfg.status().msg() + "): using defaults");

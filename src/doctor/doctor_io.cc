@@ -9,6 +9,7 @@
 #include "agent/control_plane.h"
 #include "agent/datapath.h"
 #include "agent/etcd.h"
+#include "agent/families.h"
 #include "agent/kube.h"
 #include "doctor/policy.h"
 #include "doctor/weftd.h"
@@ -91,21 +92,23 @@ Result<std::optional<PeerView>> ReadPeers(const Options& o, sys::Netlink& nl, st
   PeerView v;
   WEFT_ASSIGN_OR_RETURN(auto up, agent::DetectUplink(nl, o.iface, o.node_ip));
   v.local.host_ip = up.ip;
+  v.local.host_ip6 = up.ip6;
   v.local.uplink_index = up.index;
   v.local.uplink_subnets = up.subnets;
   const agent::NodeInfo* self = nullptr;
   for (const auto& [name, p] : peers)
     if (o.node_name.empty() ? (p.host_ip && *p.host_ip == up.ip) : name == o.node_name) self = &p;
   v.local.name = self ? self->name : o.node_name;
-  if (self)
-    for (const auto& c : self->pod_cidrs)
-      if (c.is_v4() && v.local.pod_cidr.len() == 0) v.local.pod_cidr = c.Masked();
-  if (v.local.pod_cidr.len() == 0 && o.pod_cidr) {
-    v.local.pod_cidr = o.pod_cidr->Masked();
-    notes->push_back("the control plane has no record of this node; its pod CIDR " + v.local.pod_cidr.ToString() +
-                     " comes from the conflist");
+  // One per family, as weftd keeps them.
+  for (bool v6 : {false, true})
+    if (auto c = agent::OfFamily(self ? self->pod_cidrs : std::vector<IpPrefix>{}, v6))
+      v.local.pod_cidrs.push_back(c->Masked());
+  if (v.local.pod_cidrs.empty() && !o.pod_cidrs.empty()) {
+    v.local.pod_cidrs = o.pod_cidrs;
+    notes->push_back("the control plane has no record of this node; its pod CIDRs " +
+                     agent::JoinPrefixes(v.local.pod_cidrs) + " come from the conflist");
   }
-  if (v.local.pod_cidr.len() == 0) {
+  if (v.local.pod_cidrs.empty()) {
     notes->push_back("peer checks skipped: this node's pod CIDR is unknown (not in the control plane, no conflist)");
     return std::optional<PeerView>();
   }
@@ -120,8 +123,8 @@ Result<std::optional<PeerView>> ReadPeers(const Options& o, sys::Netlink& nl, st
   WEFT_ASSIGN_OR_RETURN(v.kernel, dp->Read());
   v.peers = std::move(peers);
   notes->push_back("control plane: " + std::to_string(v.peers.size()) + " node record(s); this node is " +
-                   (v.local.name.empty() ? std::string("unnamed") : v.local.name) + " with pod CIDR " +
-                   v.local.pod_cidr.ToString());
+                   (v.local.name.empty() ? std::string("unnamed") : v.local.name) + " with pod CIDRs " +
+                   agent::JoinPrefixes(v.local.pod_cidrs));
   return std::optional<PeerView>(std::move(v));
 }
 

@@ -31,9 +31,9 @@ struct Options {
   // weftd's --state-dir: the masquerade rebuild takes weftd's lock there,
   // and a kubeconfig's inline credentials are written there as weftd does.
   std::string weftd_state_dir = "/var/lib/weftd";
-  // This node's pod CIDR from the conflist's ranges, used when the control
-  // plane has no record of the node.
-  std::optional<IpPrefix> pod_cidr;
+  // This node's pod CIDRs (one per family) from the conflist's ranges, used
+  // when the control plane has no record of the node.
+  std::vector<IpPrefix> pod_cidrs;
 
   // Control plane: etcd endpoints, or a kubeconfig; neither = peer checks
   // skipped.

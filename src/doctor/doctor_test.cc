@@ -189,7 +189,7 @@ TEST(Doctor, ScriptChainCommentsReadsTheRenderers) {
 PeerView Peers() {
   PeerView v;
   v.local.name = "n1";
-  v.local.pod_cidr = P("10.244.1.0/24");
+  v.local.pod_cidrs = {P("10.244.1.0/24")};
   v.local.host_ip = A("192.0.2.1");
   v.local.vxlan_index = 20;
   v.local.uplink_index = 2;

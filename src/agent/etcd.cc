@@ -1,10 +1,13 @@
 #include "agent/etcd.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "agent/families.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "sys/files.h"
@@ -211,18 +214,41 @@ Result<int64_t> ParseLeaseKeepAlive(std::string_view body) {
   });
 }
 
+std::vector<IpPrefix> NetworkConfig::Networks() const {
+  std::vector<IpPrefix> out;
+  if (network) out.push_back(*network);
+  if (network6) out.push_back(*network6);
+  return out;
+}
+
 Result<NetworkConfig> ParseNetworkConfig(std::string_view value) {
   try {
     json j = json::parse(value);
+    if (!j.is_object()) return Status::Error(Code::kDecode, "network config: not a JSON object");
     NetworkConfig c;
-    auto net = IpPrefix::Parse(j.value("network", std::string()), /*strict=*/true);
-    if (!net || !net->is_v4())
-      return Status::Error(Code::kInvalidConfig, "network config: \"network\" must be an IPv4 CIDR");
-    c.network = *net;
-    c.subnet_len = j.value("subnetLen", 24);
-    if (c.subnet_len < net->len() || c.subnet_len > 30)
-      return Status::Error(Code::kInvalidConfig, "network config: \"subnetLen\" must be between " +
-                                                      std::to_string(net->len()) + " and 30");
+    if (j.contains("network")) {
+      auto net = IpPrefix::Parse(j.value("network", std::string()), /*strict=*/true);
+      if (!net || !net->is_v4())
+        return Status::Error(Code::kInvalidConfig, "network config: \"network\" must be an IPv4 CIDR");
+      c.network = *net;
+      c.subnet_len = j.value("subnetLen", 24);
+      if (c.subnet_len < net->len() || c.subnet_len > 30)
+        return Status::Error(Code::kInvalidConfig, "network config: \"subnetLen\" must be between " +
+                                                        std::to_string(net->len()) + " and 30");
+    }
+    if (j.contains("ipv6Network")) {
+      auto net = IpPrefix::Parse(j.value("ipv6Network", std::string()), /*strict=*/true);
+      if (!net || net->is_v4())
+        return Status::Error(Code::kInvalidConfig, "network config: \"ipv6Network\" must be an IPv6 CIDR");
+      c.network6 = *net;
+      c.subnet_len6 = j.value("ipv6SubnetLen", 64);
+      if (c.subnet_len6 < net->len() || c.subnet_len6 > 126)
+        return Status::Error(Code::kInvalidConfig, "network config: \"ipv6SubnetLen\" must be between " +
+                                                        std::to_string(net->len()) + " and 126");
+    }
+    if (!c.network && !c.network6)
+      return Status::Error(Code::kInvalidConfig,
+                           "network config: neither \"network\" (IPv4) nor \"ipv6Network\" (IPv6) is set");
     return c;
   } catch (const std::exception& e) {
     return Status::Error(Code::kDecode, "network config: bad JSON", e.what());
@@ -230,41 +256,69 @@ Result<NetworkConfig> ParseNetworkConfig(std::string_view value) {
 }
 
 std::string EncodeNetworkConfig(const NetworkConfig& c) {
-  return json{{"network", c.network.ToString()}, {"subnetLen", c.subnet_len}}.dump();
+  json j = json::object();
+  if (c.network) {
+    j["network"] = c.network->ToString();
+    j["subnetLen"] = c.subnet_len;
+  }
+  if (c.network6) {
+    j["ipv6Network"] = c.network6->ToString();
+    j["ipv6SubnetLen"] = c.subnet_len6;
+  }
+  return j.dump();
 }
 
+namespace {
+
+std::string SubnetDir(const std::string& prefix, bool v6) { return prefix + (v6 ? "/subnets6/" : "/subnets/"); }
+
+}  // namespace
+
 std::string SubnetKey(const std::string& prefix, const IpPrefix& subnet) {
-  return prefix + "/subnets/" + subnet.addr().ToString() + "-" + std::to_string(subnet.len());
+  return SubnetDir(prefix, !subnet.is_v4()) + subnet.addr().ToString() + "-" + std::to_string(subnet.len());
 }
 
 std::optional<IpPrefix> SubnetFromKey(const std::string& prefix, std::string_view key) {
-  std::string head = prefix + "/subnets/";
-  if (!StartsWith(key, head)) return std::nullopt;
-  std::string s(key.substr(head.size()));
-  size_t dash = s.rfind('-');
-  if (dash == std::string::npos) return std::nullopt;
-  s[dash] = '/';
-  return IpPrefix::Parse(s, /*strict=*/true);
+  for (bool v6 : {false, true}) {
+    std::string head = SubnetDir(prefix, v6);
+    if (!StartsWith(key, head)) continue;
+    std::string s(key.substr(head.size()));
+    size_t dash = s.rfind('-');
+    if (dash == std::string::npos) return std::nullopt;
+    s[dash] = '/';
+    auto p = IpPrefix::Parse(s, /*strict=*/true);
+    if (!p || p->is_v4() == v6) return std::nullopt;
+    return p;
+  }
+  return std::nullopt;
 }
 
+std::string SubnetsKeyPrefix(const std::string& prefix) { return prefix + "/subnets"; }
+
 std::string EncodeSubnetValue(const LocalNode& self) {
-  return json{{"node", self.name},
-              {"hostIP", self.host_ip.ToString()},
-              {"vtepMAC", self.vtep_mac},
-              {"backend", BackendName(self.backend)}}
-      .dump();
+  json j{{"node", self.name},
+         {"hostIP", self.host_ip.ToString()},
+         {"vtepMAC", self.vtep_mac},
+         {"backend", BackendName(self.backend)}};
+  if (self.host_ip6) j["hostIP6"] = self.host_ip6->ToString();
+  return j.dump();
 }
 
 Result<NodeInfo> DecodeSubnet(const std::string& prefix, const EtcdKv& kv) {
   auto subnet = SubnetFromKey(prefix, kv.key);
-  if (!subnet) return Status::Error(Code::kDecode, "subnet key " + kv.key + " is not <prefix>/subnets/<ip>-<len>");
+  if (!subnet)
+    return Status::Error(Code::kDecode,
+                         "subnet key " + kv.key + " is not <prefix>/subnets/<ipv4>-<len> or <prefix>/subnets6/<ipv6>-<len>");
   try {
     json j = json::parse(kv.value);
+    if (!j.is_object()) return Status::Error(Code::kDecode, "subnet " + kv.key + ": not a JSON object");
     NodeInfo n;
     n.name = j.value("node", std::string());
     if (n.name.empty()) return Status::Error(Code::kDecode, "subnet " + kv.key + " names no node");
     n.pod_cidrs = {*subnet};
     n.host_ip = IpAddress::Parse(j.value("hostIP", std::string()));
+    n.host_ip6 = IpAddress::Parse(j.value("hostIP6", std::string()));
+    if (n.host_ip6 && !n.host_ip6->is_v6()) n.host_ip6.reset();
     n.vtep_mac = j.value("vtepMAC", std::string());
     n.backend = j.value("backend", std::string());
     return n;
@@ -273,24 +327,93 @@ Result<NodeInfo> DecodeSubnet(const std::string& prefix, const EtcdKv& kv) {
   }
 }
 
-std::optional<IpPrefix> PickSubnet(const NetworkConfig& c, const std::vector<IpPrefix>& taken,
+namespace {
+
+// The i-th subnet of length `len` in `network` (REQUIRES: i < 2^(len - network.len())).
+IpPrefix NthSubnet(const IpPrefix& network, int len, uint64_t i) {
+  const IpAddress base = network.Masked().addr();
+  uint8_t raw[16];
+  std::memcpy(raw, base.bytes(), base.size());
+  for (int b = 0; b < 64 && (i >> b) != 0; ++b) {
+    if (((i >> b) & 1) == 0) continue;
+    int pos = len - 1 - b;  // bit index from the most significant
+    raw[pos / 8] |= static_cast<uint8_t>(0x80 >> (pos % 8));
+  }
+  return IpPrefix(IpAddress::FromBytes(base.is_v6(), raw), len);
+}
+
+}  // namespace
+
+std::optional<IpPrefix> PickSubnet(const IpPrefix& network, int subnet_len, const std::vector<IpPrefix>& taken,
                                    const std::optional<IpPrefix>& preferred) {
+  if (subnet_len < network.len() || subnet_len > network.addr().family_bits()) return std::nullopt;
   auto free = [&](const IpPrefix& p) {
-    if (!c.network.Contains(p.addr()) || p.len() != c.subnet_len) return false;
+    if (p.is_v4() != network.is_v4() || !network.Contains(p.addr()) || p.len() != subnet_len) return false;
     for (const auto& t : taken)
-      if (t.Overlaps(p)) return false;
+      if (t.is_v4() == p.is_v4() && t.Overlaps(p)) return false;
     return true;
   };
-  if (preferred && free(*preferred)) return preferred;
-  int bits = c.subnet_len - c.network.len();
+  if (preferred && free(preferred->Masked())) return preferred->Masked();
+  int bits = subnet_len - network.len();
   uint64_t count = bits >= 32 ? (1ull << 32) : (1ull << bits);
-  uint64_t step = 1ull << (32 - c.subnet_len);
-  IpAddress base = c.network.Masked().addr();
   for (uint64_t i = 0; i < count; ++i) {
-    IpPrefix p(base.Plus(i * step), c.subnet_len);
+    IpPrefix p = NthSubnet(network, subnet_len, i);
     if (free(p)) return p;
   }
   return std::nullopt;
+}
+
+std::vector<std::string> SubnetRecords::Put(const std::string& key, NodeInfo record, int64_t mod_revision) {
+  std::vector<std::string> changed = Delete(key);
+  std::string name = record.name;
+  by_key_[key] = Record{std::move(record), mod_revision};
+  keys_by_node_[name].insert(key);
+  if (changed.empty() || changed[0] != name) changed.push_back(name);
+  return changed;
+}
+
+std::vector<std::string> SubnetRecords::Delete(const std::string& key) {
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) return {};
+  std::string name = it->second.info.name;
+  by_key_.erase(it);
+  auto k = keys_by_node_.find(name);
+  if (k != keys_by_node_.end()) {
+    k->second.erase(key);
+    if (k->second.empty()) keys_by_node_.erase(k);
+  }
+  return {name};
+}
+
+void SubnetRecords::Clear() {
+  by_key_.clear();
+  keys_by_node_.clear();
+}
+
+std::optional<NodeInfo> SubnetRecords::Node(const std::string& name) const {
+  auto k = keys_by_node_.find(name);
+  if (k == keys_by_node_.end()) return std::nullopt;
+  const Record* latest = nullptr;
+  const Record* per_family[2] = {nullptr, nullptr};  // IPv4, IPv6
+  for (const auto& key : k->second) {
+    const Record& r = by_key_.at(key);
+    if (!latest || r.mod_revision > latest->mod_revision) latest = &r;
+    const Record*& f = per_family[r.info.pod_cidrs.empty() || r.info.pod_cidrs[0].is_v4() ? 0 : 1];
+    if (!f || r.mod_revision > f->mod_revision) f = &r;
+  }
+  NodeInfo n = latest->info;
+  n.pod_cidrs.clear();
+  for (const Record* f : per_family)
+    if (f) n.pod_cidrs.insert(n.pod_cidrs.end(), f->info.pod_cidrs.begin(), f->info.pod_cidrs.end());
+  return n;
+}
+
+PeerMap SubnetRecords::Peers(const std::string& except) const {
+  PeerMap out;
+  for (const auto& [name, keys] : keys_by_node_)
+    if (name != except)
+      if (auto n = Node(name)) out.emplace(name, std::move(*n));
+  return out;
 }
 
 // --- EtcdClient ---------------------------------------------------------------
@@ -425,11 +548,11 @@ class EtcdControlPlane : public ControlPlane {
     self_ = self;
     Backoff backoff;
     for (;;) {
-      auto r = TryRegister(client_, std::nullopt);
+      auto r = TryRegister(client_, {});
       if (r.ok()) {
         std::lock_guard lock(mu_);
-        subnet_ = *r;
-        return std::vector<IpPrefix>{*r};
+        subnets_ = *r;
+        return *r;
       }
       if (r.status().code() == Code::kInvalidConfig || r.status().code() == Code::kNoFreeAddress) return r.status();
       stats_.errors++;
@@ -439,10 +562,10 @@ class EtcdControlPlane : public ControlPlane {
     }
   }
 
-  std::optional<IpPrefix> ClusterCidr() const override {
+  std::vector<IpPrefix> ClusterCidrs() const override {
     std::lock_guard lock(mu_);
-    if (!config_) return std::nullopt;
-    return config_->network;
+    if (!config_) return {};
+    return config_->Networks();
   }
 
   Status Run(PeerStore& store, const std::atomic<bool>& stop) override {
@@ -465,15 +588,26 @@ class EtcdControlPlane : public ControlPlane {
   // Deletes every subnet recorded for this node and revokes the leases they
   // hang on; works without Register() (weftd --leave).
   Status Leave() override {
-    std::string prefix = SubnetsPrefix();
+    std::string prefix = SubnetsKeyPrefix(opts_.prefix);
     WEFT_ASSIGN_OR_RETURN(auto range, client_.Range(prefix, PrefixRangeEnd(prefix)));
+    // All of them in one transaction: peers see the node go at once, not
+    // one family after the other.
+    json deletes = json::array();
+    std::set<int64_t> leases;
+    std::string keys;
     for (const auto& kv : range.kvs) {
       auto n = DecodeSubnet(opts_.prefix, kv);
       if (!n.ok() || n->name != self_name()) continue;
-      WEFT_RETURN_IF_ERROR(client_.Delete(kv.key));
-      if (kv.lease != 0) (void)client_.LeaseRevoke(kv.lease);
-      WEFT_LOG(kInfo, "msg=\"withdrew subnet\" key=" + kv.key);
+      deletes.push_back({{"request_delete_range", {{"key", Base64Encode(kv.key)}}}});
+      if (kv.lease != 0) leases.insert(kv.lease);
+      keys += (keys.empty() ? "" : ",") + kv.key;
     }
+    if (!deletes.empty()) {
+      WEFT_ASSIGN_OR_RETURN(bool done, client_.Txn(json{{"success", deletes}}.dump()));
+      if (!done) return Status::Error(Code::kControlPlane, "etcd did not apply the transaction deleting " + keys);
+      WEFT_LOG(kInfo, "msg=\"withdrew subnets\" keys=" + keys);
+    }
+    for (int64_t lease : leases) (void)client_.LeaseRevoke(lease);
     if (int64_t lease = lease_.exchange(0); lease != 0) (void)client_.LeaseRevoke(lease);
     if (!opts_.state_file.empty()) (void)sys::RemoveFile(opts_.state_file);
     return Status::Ok();
@@ -482,13 +616,15 @@ class EtcdControlPlane : public ControlPlane {
   ControlPlaneStats& stats() override { return stats_; }
 
  private:
-  std::string SubnetsPrefix() const { return opts_.prefix + "/subnets/"; }
   const std::string& self_name() const { return self_.name.empty() ? opts_.node_name : self_.name; }
 
   Result<NetworkConfig> EnsureConfig(EtcdClient& c) {
     std::string key = opts_.prefix + "/config";
-    if (opts_.cluster_cidr) {
-      NetworkConfig want{opts_.cluster_cidr->Masked(), opts_.subnet_len};
+    if (!opts_.cluster_cidrs.empty()) {
+      NetworkConfig want;
+      for (const auto& c : opts_.cluster_cidrs) (c.is_v4() ? want.network : want.network6) = c.Masked();
+      want.subnet_len = opts_.subnet_len;
+      want.subnet_len6 = opts_.subnet_len6;
       json txn{{"compare", json::array({{{"key", Base64Encode(key)}, {"target", "CREATE"}, {"result", "EQUAL"},
                                          {"create_revision", "0"}}})},
                {"success", json::array({{{"request_put",
@@ -501,9 +637,15 @@ class EtcdControlPlane : public ControlPlane {
     if (r.kvs.empty())
       return Status::Error(Code::kInvalidConfig, "etcd has no " + key + " and no --cluster-cidr was given");
     WEFT_ASSIGN_OR_RETURN(auto cfg, ParseNetworkConfig(r.kvs[0].value));
-    if (opts_.cluster_cidr && !(cfg.network == opts_.cluster_cidr->Masked()))
-      WEFT_LOG(kWarn, "msg=\"--cluster-cidr differs from etcd's network config; using etcd's\" etcd=" +
-                          cfg.network.ToString());
+    if (!opts_.cluster_cidrs.empty()) {
+      std::vector<IpPrefix> given;
+      for (bool v6 : {false, true})
+        for (const auto& c : opts_.cluster_cidrs)
+          if (c.is_v4() != v6) given.push_back(c.Masked());
+      if (given != cfg.Networks())
+        WEFT_LOG(kWarn, "msg=\"--cluster-cidr differs from etcd's network config; using etcd's\" etcd=" +
+                            JoinPrefixes(cfg.Networks()) + " flag=" + JoinPrefixes(given));
+    }
     return cfg;
   }
 
@@ -514,71 +656,96 @@ class EtcdControlPlane : public ControlPlane {
         .dump();
   }
 
-  // Claims a subnet under a fresh lease. `must_keep`: the subnet this node
-  // already uses (after a lost lease); anything else is an error then.
-  Result<IpPrefix> TryRegister(EtcdClient& c, std::optional<IpPrefix> must_keep) {
+  // Claims a subnet per family of the config under a fresh lease, all in
+  // one transaction. `must_keep`: the subnets this node already uses (after
+  // a lost lease); anything else is an error then. Returns them IPv4 first.
+  Result<std::vector<IpPrefix>> TryRegister(EtcdClient& c, const std::vector<IpPrefix>& must_keep) {
     WEFT_ASSIGN_OR_RETURN(auto cfg, EnsureConfig(c));
     {
       std::lock_guard lock(mu_);
       config_ = cfg;
     }
     WEFT_ASSIGN_OR_RETURN(int64_t lease, c.LeaseGrant(opts_.lease_ttl));
-    std::optional<IpPrefix> remembered = must_keep;
-    if (!remembered) {
-      if (auto s = IpPrefix::Parse(ReadStateFile(opts_.state_file), true)) remembered = *s;
+    std::vector<IpPrefix> remembered = must_keep;
+    if (remembered.empty()) {
+      for (auto line : Split(ReadStateFile(opts_.state_file), '\n'))
+        if (auto p = IpPrefix::Parse(Trim(line), true)) remembered.push_back(*p);
     }
+    struct Family {
+      bool v6;
+      IpPrefix network;
+      int len;
+    };
+    std::vector<Family> families;
+    if (cfg.network) families.push_back({false, *cfg.network, cfg.subnet_len});
+    if (cfg.network6) families.push_back({true, *cfg.network6, cfg.subnet_len6});
+    const std::string prefix = SubnetsKeyPrefix(opts_.prefix);
     for (int attempt = 0; attempt < 20; ++attempt) {
-      std::string prefix = SubnetsPrefix();
       WEFT_ASSIGN_OR_RETURN(auto range, c.Range(prefix, PrefixRangeEnd(prefix)));
       std::vector<IpPrefix> taken;
-      const EtcdKv* mine = nullptr;
+      const EtcdKv* mine[2] = {nullptr, nullptr};  // IPv4, IPv6
       for (const auto& kv : range.kvs) {
         auto n = DecodeSubnet(opts_.prefix, kv);
         if (!n.ok()) {
-          if (auto s = SubnetFromKey(opts_.prefix, kv.key)) taken.push_back(*s);
+          if (auto sub = SubnetFromKey(opts_.prefix, kv.key)) taken.push_back(*sub);
           continue;
         }
-        if (n->name == self_.name && !mine && (!must_keep || n->pod_cidrs[0] == *must_keep)) {
-          mine = &kv;
+        const IpPrefix& sub = n->pod_cidrs[0];
+        const EtcdKv*& slot = mine[sub.is_v4() ? 0 : 1];
+        bool keep_ok = must_keep.empty() || std::find(must_keep.begin(), must_keep.end(), sub) != must_keep.end();
+        if (n->name == self_.name && !slot && keep_ok) {
+          slot = &kv;
           continue;
         }
-        taken.push_back(n->pod_cidrs[0]);
+        taken.push_back(sub);
       }
-      json txn;
-      IpPrefix subnet;
-      if (mine) {
-        // Ours from before a restart: move it onto the new lease, provided
-        // nobody touched it since we read it.
-        subnet = *SubnetFromKey(opts_.prefix, mine->key);
-        txn = {{"compare", json::array({{{"key", Base64Encode(mine->key)}, {"target", "MOD"}, {"result", "EQUAL"},
-                                         {"mod_revision", std::to_string(mine->mod_revision)}}})},
-               {"success", json::array({json::parse(PutOp(mine->key, lease))})}};
-      } else {
-        auto pick = PickSubnet(cfg, taken, remembered);
-        if (!pick) return Status::Error(Code::kNoFreeAddress, "no free /" + std::to_string(cfg.subnet_len) +
-                                                                  " left in " + cfg.network.ToString());
-        if (must_keep && !(*pick == *must_keep))
-          return Status::Error(Code::kNoFreeAddress, "this node's subnet " + must_keep->ToString() +
-                                                        " was taken by another node while its lease was lost");
-        subnet = *pick;
-        std::string key = SubnetKey(opts_.prefix, subnet);
-        txn = {{"compare", json::array({{{"key", Base64Encode(key)}, {"target", "CREATE"}, {"result", "EQUAL"},
-                                         {"create_revision", "0"}}})},
-               {"success", json::array({json::parse(PutOp(key, lease))})}};
+      json compare = json::array(), success = json::array();
+      std::vector<IpPrefix> subnets;
+      bool reused = false;
+      for (const Family& f : families) {
+        const EtcdKv* own = mine[f.v6 ? 1 : 0];
+        std::optional<IpPrefix> keep = OfFamily(must_keep, f.v6);
+        if (own) {
+          // Ours from before a restart: move it onto the new lease, provided
+          // nobody touched it since we read it.
+          subnets.push_back(*SubnetFromKey(opts_.prefix, own->key));
+          compare.push_back({{"key", Base64Encode(own->key)}, {"target", "MOD"}, {"result", "EQUAL"},
+                             {"mod_revision", std::to_string(own->mod_revision)}});
+          success.push_back(json::parse(PutOp(own->key, lease)));
+          reused = true;
+          continue;
+        }
+        auto pick = PickSubnet(f.network, f.len, taken, keep ? keep : OfFamily(remembered, f.v6));
+        if (!pick)
+          return Status::Error(Code::kNoFreeAddress, "no free /" + std::to_string(f.len) + " left in " +
+                                                         f.network.ToString());
+        if (keep && !(*pick == *keep))
+          return Status::Error(Code::kNoFreeAddress, "this node's subnet " + keep->ToString() +
+                                                         " was taken by another node while its lease was lost");
+        subnets.push_back(*pick);
+        std::string key = SubnetKey(opts_.prefix, *pick);
+        compare.push_back({{"key", Base64Encode(key)}, {"target", "CREATE"}, {"result", "EQUAL"},
+                           {"create_revision", "0"}});
+        success.push_back(json::parse(PutOp(key, lease)));
       }
+      json txn{{"compare", compare}, {"success", success}};
       WEFT_ASSIGN_OR_RETURN(bool ok, c.Txn(txn.dump()));
       if (!ok) continue;  // lost a race: read again
-      if (mine && mine->lease != 0 && mine->lease != lease) (void)c.LeaseRevoke(mine->lease);
+      for (const EtcdKv* own : mine)
+        if (own && own->lease != 0 && own->lease != lease) (void)c.LeaseRevoke(own->lease);
       int64_t old = lease_.exchange(lease);
       if (old != 0 && old != lease) (void)c.LeaseRevoke(old);
+      std::string joined = JoinPrefixes(subnets);
       if (!opts_.state_file.empty()) {
+        std::string lines;
+        for (const auto& sub : subnets) lines += sub.ToString() + "\n";
         (void)sys::MkdirAll(opts_.state_file.substr(0, opts_.state_file.rfind('/')), 0755);
-        Status st = sys::WriteFileAtomic(opts_.state_file, subnet.ToString() + "\n", 0644);
-        if (!st.ok()) WEFT_LOG(kWarn, "msg=\"cannot remember the subnet\" err=\"" + st.ToString() + "\"");
+        Status st = sys::WriteFileAtomic(opts_.state_file, lines, 0644);
+        if (!st.ok()) WEFT_LOG(kWarn, "msg=\"cannot remember the subnets\" err=\"" + st.ToString() + "\"");
       }
-      WEFT_LOG(kInfo, "msg=\"claimed subnet\" subnet=" + subnet.ToString() + " lease=" + std::to_string(lease) +
-                          (mine ? " reused=true" : " reused=false"));
-      return subnet;
+      WEFT_LOG(kInfo, "msg=\"claimed subnet\" subnets=" + joined + " lease=" + std::to_string(lease) +
+                          (reused ? " reused=true" : " reused=false"));
+      return subnets;
     }
     (void)c.LeaseRevoke(lease);
     return Status::Error(Code::kTryAgainLater, "subnet claim kept losing races");
@@ -606,10 +773,10 @@ class EtcdControlPlane : public ControlPlane {
           // The lease expired (we were away longer than its TTL): claim the
           // same subnet again under a new lease.
           WEFT_LOG(kWarn, "msg=\"etcd lease expired; re-registering\"");
-          std::optional<IpPrefix> keep;
+          std::vector<IpPrefix> keep;
           {
             std::lock_guard lock(mu_);
-            keep = subnet_;
+            keep = subnets_;
           }
           auto r = TryRegister(c, keep);
           if (r.ok()) break;
@@ -627,13 +794,13 @@ class EtcdControlPlane : public ControlPlane {
 
   void WatchLoop(PeerStore& store, const std::atomic<bool>& stop, const std::atomic<bool>& fatal) {
     EtcdClient c(opts_.endpoints, opts_.tls);
-    const std::string prefix = SubnetsPrefix();
+    const std::string prefix = SubnetsKeyPrefix(opts_.prefix);
     const std::string end = PrefixRangeEnd(prefix);
     bool need_list = true;
     int64_t rev = 0;
     auto listed_at = std::chrono::steady_clock::now();
-    PeerMap peers;  // by node name
-    std::map<std::string, std::string> key_owner;  // subnet key -> node name
+    PeerMap peers;          // by node name
+    SubnetRecords records;  // what `peers` is made of
     Backoff backoff;
     auto stopped = [&] { return stop.load() || fatal.load(); };
     while (!stopped()) {
@@ -646,9 +813,9 @@ class EtcdControlPlane : public ControlPlane {
           SleepUnlessStopped(backoff.Next(), stop);
           continue;
         }
-        peers.clear();
-        key_owner.clear();
-        for (const auto& kv : r->kvs) Apply(kv, false, &peers, &key_owner);
+        records.Clear();
+        for (const auto& kv : r->kvs) Apply(kv, false, &records, nullptr);
+        peers = records.Peers(self_.name);
         rev = r->revision;
         store.Replace(peers);
         need_list = false;
@@ -683,7 +850,7 @@ class EtcdControlPlane : public ControlPlane {
             }
             if (m.events.empty()) return !stopped();
             for (const auto& e : m.events) {
-              Apply(e.kv, e.is_delete, &peers, &key_owner);
+              Apply(e.kv, e.is_delete, &records, &peers);
               rev = std::max(rev, e.kv.mod_revision);
               stats_.events++;
             }
@@ -705,26 +872,27 @@ class EtcdControlPlane : public ControlPlane {
     }
   }
 
-  void Apply(const EtcdKv& kv, bool is_delete, PeerMap* peers, std::map<std::string, std::string>* owner) {
-    auto old = owner->find(kv.key);
-    if (old != owner->end()) {
-      peers->erase(old->second);
-      owner->erase(old);
+  // One record put or deleted; with `peers`, the nodes it touches are
+  // updated there too.
+  void Apply(const EtcdKv& kv, bool is_delete, SubnetRecords* records, PeerMap* peers) {
+    std::vector<std::string> touched;
+    if (is_delete) {
+      touched = records->Delete(kv.key);
+    } else {
+      auto n = DecodeSubnet(opts_.prefix, kv);
+      if (!n.ok()) {
+        WEFT_LOG(kWarn, "msg=\"ignoring subnet record\" err=\"" + n.status().ToString() + "\"");
+        touched = records->Delete(kv.key);
+      } else {
+        touched = records->Put(kv.key, std::move(n).value(), kv.mod_revision);
+      }
     }
-    if (is_delete) return;
-    auto n = DecodeSubnet(opts_.prefix, kv);
-    if (!n.ok()) {
-      WEFT_LOG(kWarn, "msg=\"ignoring subnet record\" err=\"" + n.status().ToString() + "\"");
-      return;
+    if (!peers) return;
+    for (const auto& name : touched) {
+      if (name == self_.name) continue;
+      if (auto n = records->Node(name)) (*peers)[name] = std::move(*n);
+      else peers->erase(name);
     }
-    if (n->name == self_.name) return;
-    // A node holds one subnet; a newer key for the same node replaces it.
-    for (auto it = owner->begin(); it != owner->end();) {
-      if (it->second == n->name) it = owner->erase(it);
-      else ++it;
-    }
-    (*owner)[kv.key] = n->name;
-    (*peers)[n->name] = std::move(n).value();
   }
 
   EtcdOptions opts_;
@@ -732,7 +900,7 @@ class EtcdControlPlane : public ControlPlane {
   LocalNode self_;
   std::atomic<int64_t> lease_{0};
   mutable std::mutex mu_;
-  std::optional<IpPrefix> subnet_;        // guarded by mu_
+  std::vector<IpPrefix> subnets_;         // guarded by mu_
   std::optional<NetworkConfig> config_;   // guarded by mu_
   ControlPlaneStats stats_;
 };

@@ -167,11 +167,11 @@ struct EtcdOptions {
   int64_t lease_ttl = 60;                   // seconds
   std::vector<IpPrefix> cluster_cidrs;      // one per family: written to <prefix>/config if absent
   int subnet_len = 24;
+  int subnet_len6 = 64;
   TlsOptions tls;
   std::string state_file;                   // remembers the last subnets, one a line ("" = none)
   std::string node_name;                    // for Leave() without Register()
 };
-  int subnet_len6 = 64;
 
 std::unique_ptr<ControlPlane> NewEtcdControlPlane(EtcdOptions opts);
 

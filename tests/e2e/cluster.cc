@@ -125,7 +125,16 @@ void Underlay::Attach(const TestNetns& node, int octet) {
       3000, 10);
 }
 
-Etcd::Etcd(const TestNetns& ns, std::string dir) : ns_(ns), dir_(std::move(dir)) {}
+void Underlay::EnableIpv6() {
+  Cmd({"ip", "-n", name(), "addr", "add", std::string(kIp6) + "/64", "dev", "br0", "nodad"});
+}
+
+Etcd::Etcd(const TestNetns& ns, std::string dir, std::string host)
+    : ns_(ns), dir_(std::move(dir)), host_(std::move(host)) {}
+
+std::string Etcd::endpoint() const {
+  return host_.find(':') == std::string::npos ? "http://" + host_ + ":2379" : "http://[" + host_ + "]:2379";
+}
 Etcd::~Etcd() { proc_.reset(); }
 
 void Etcd::Start() {
@@ -134,8 +143,8 @@ void Etcd::Start() {
   proc_ = std::make_unique<Child>(
       ns_.name(),
       std::vector<std::string>{"/usr/bin/etcd", "--name", "e0", "--data-dir", dir_ + "/data",
-                               "--listen-client-urls", "http://192.0.2.254:2379", "--advertise-client-urls",
-                               "http://192.0.2.254:2379", "--listen-peer-urls", "http://127.0.0.1:2380",
+                               "--listen-client-urls", endpoint(), "--advertise-client-urls",
+                               endpoint(), "--listen-peer-urls", "http://127.0.0.1:2380",
                                "--initial-advertise-peer-urls", "http://127.0.0.1:2380", "--initial-cluster",
                                "e0=http://127.0.0.1:2380", "--max-txn-ops", "1024", "--log-level", "warn"},
       dir_ + "/etcd.log");
@@ -150,7 +159,7 @@ bool Etcd::WaitHealthy(int timeout_ms) {
   return WaitFor(
       [&] {
         std::string out;
-        ns_.Exec({"curl", "-s", "-m", "1", endpoint() + "/health"}, &out);
+        ns_.Exec({"curl", "-s", "-g", "-m", "1", endpoint() + "/health"}, &out);
         return out.find("\"true\"") != std::string::npos;
       },
       timeout_ms, 100);

@@ -52,23 +52,28 @@ class Underlay : public TestNetns {
   explicit Underlay(const std::string& suffix = "ul");
   // Moves the node's up1 onto the bridge (renamed to "p<octet>").
   void Attach(const TestNetns& node, int octet);
+  // Adds kIp6/64 to the bridge (no DAD wait): an IPv6 or dual-stack underlay.
+  void EnableIpv6();
   static constexpr const char* kIp = "192.0.2.254";
+  static constexpr const char* kIp6 = "2001:db8::fe";
 };
 
 class Etcd {
  public:
-  // Listens on 192.0.2.254:2379 inside `ns`.
-  Etcd(const TestNetns& ns, std::string dir);
+  // Listens on <host>:2379 inside `ns` (Underlay::kIp6 on an IPv6-only
+  // underlay).
+  Etcd(const TestNetns& ns, std::string dir, std::string host = Underlay::kIp);
   ~Etcd();
   void Start();
   void Stop(int sig = 15);
-  std::string endpoint() const { return "http://192.0.2.254:2379"; }
+  std::string endpoint() const;
   // Waits until /health answers inside the netns.
   bool WaitHealthy(int timeout_ms = 15000);
 
  private:
   const TestNetns& ns_;
   std::string dir_;
+  std::string host_;
   std::unique_ptr<Child> proc_;
   int starts_ = 0;
 };

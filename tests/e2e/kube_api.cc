@@ -44,7 +44,7 @@ void MakeCertificates(const std::string& dir) {
   Run({"openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout",
        dir + "/server.key", "-out", dir + "/server.csr", "-subj", "/CN=kube-apiserver"});
   WriteFile(dir + "/server.ext",
-            "subjectAltName=IP:192.0.2.254,IP:127.0.0.1,DNS:kubernetes.default.svc\n"
+            "subjectAltName=IP:192.0.2.254,IP:2001:db8::fe,IP:127.0.0.1,DNS:kubernetes.default.svc\n"
             "extendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n");
   Run({"openssl", "x509", "-req", "-in", dir + "/server.csr", "-CA", dir + "/ca.crt", "-CAkey", dir + "/ca.key",
        "-CAcreateserial", "-out", dir + "/server.crt", "-days", "2", "-extfile", dir + "/server.ext"});
@@ -54,8 +54,8 @@ bool Namespaced(const std::string& kind) { return kind == "Pod" || kind == "Netw
 
 }  // namespace
 
-FakeApiServer::FakeApiServer(const TestNetns& ns, const std::string& dir, std::string token)
-    : dir_(dir), token_(std::move(token)), netns_(OpenNetns(ns)) {
+FakeApiServer::FakeApiServer(const TestNetns& ns, const std::string& dir, std::string token, std::string host)
+    : dir_(dir), host_(std::move(host)), token_(std::move(token)), netns_(OpenNetns(ns)) {
   static std::once_flag http_once;
   std::call_once(http_once, [] {
     if (!agent::InitHttp().ok()) throw std::runtime_error("FakeApiServer: curl_global_init failed");
@@ -67,7 +67,7 @@ FakeApiServer::FakeApiServer(const TestNetns& ns, const std::string& dir, std::s
   http_ = agent::HttpClient(agent::TlsOptions{.ca_file = ca_file()});
   proc_ = std::make_unique<Child>(
       ns.name(),
-      std::vector<std::string>{"/usr/bin/python3", FAKE_APISERVER, "--listen", "192.0.2.254:6443", "--cert",
+      std::vector<std::string>{"/usr/bin/python3", FAKE_APISERVER, "--listen", host_ + ":6443", "--cert",
                                dir_ + "/server.crt", "--key", dir_ + "/server.key", "--token", token_},
       dir_ + "/apiserver.log");
   bool up = WaitFor(
@@ -82,6 +82,10 @@ FakeApiServer::FakeApiServer(const TestNetns& ns, const std::string& dir, std::s
 }
 
 FakeApiServer::~FakeApiServer() { proc_.reset(); }
+
+std::string FakeApiServer::server() const {
+  return host_.find(':') == std::string::npos ? "https://" + host_ + ":6443" : "https://[" + host_ + "]:6443";
+}
 
 std::string FakeApiServer::token() const {
   std::lock_guard<std::mutex> l(mu_);

@@ -21,17 +21,19 @@ namespace weft::testing {
 
 class FakeApiServer {
  public:
-  // Makes a CA + server cert (openssl CLI; SANs 192.0.2.254 and 127.0.0.1)
-  // under `dir`, starts fake_apiserver.py inside netns `ns` (which must
-  // hold 192.0.2.254, e.g. the Underlay) and waits until it answers.
+  // Makes a CA + server cert (openssl CLI; SANs 192.0.2.254, 2001:db8::fe
+  // and 127.0.0.1) under `dir`, starts fake_apiserver.py inside netns `ns`
+  // on <host>:6443 (`ns` must hold `host`: the Underlay's kIp, or kIp6 for
+  // an IPv6-only underlay) and waits until it answers.
   // Throws std::runtime_error when any of that fails. The child process is
   // killed in the destructor; `dir` is left for the caller to remove.
-  FakeApiServer(const TestNetns& ns, const std::string& dir, std::string token = "weft-test-token");
+  FakeApiServer(const TestNetns& ns, const std::string& dir, std::string token = "weft-test-token",
+                std::string host = "192.0.2.254");
   ~FakeApiServer();
   FakeApiServer(const FakeApiServer&) = delete;
   FakeApiServer& operator=(const FakeApiServer&) = delete;
 
-  std::string server() const { return "https://192.0.2.254:6443"; }
+  std::string server() const;
   std::string ca_file() const { return dir_ + "/ca.crt"; }
   // A kubeconfig (certificate-authority + tokenFile) weftd can use. The
   // token file is rewritten by RotateToken, as a projected token is.
@@ -90,6 +92,7 @@ class FakeApiServer {
   void WriteKubeconfig() const;
 
   std::string dir_;
+  std::string host_;
   mutable std::mutex mu_;
   std::string token_;
   sys::Netns netns_;

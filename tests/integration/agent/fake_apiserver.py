@@ -78,6 +78,7 @@ import json
 import queue
 import random
 import re
+import socket
 import ssl
 import threading
 import time
@@ -1384,6 +1385,8 @@ class Server(ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(self, addr, store, tls=None):
+        if ":" in addr[0]:
+            self.address_family = socket.AF_INET6
         handler = type("BoundHandler", (Handler,), {"store": store})
         super().__init__(addr, handler)
         self.tls = tls
@@ -1411,7 +1414,8 @@ def tls_context(cert, key):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--listen", required=True, help="HOST:PORT (PORT 0: any; the address is printed)")
+    ap.add_argument("--listen", required=True,
+                    help="HOST:PORT, an IPv6 HOST bare or in brackets (PORT 0: any; the address is printed)")
     ap.add_argument("--token", default="weft-test-token")
     ap.add_argument("--cert", help="server certificate (PEM); with --key serves HTTPS")
     ap.add_argument("--key", help="server key (PEM)")
@@ -1419,6 +1423,7 @@ def main():
     ap.add_argument("--history", type=int, default=100000, help="watch events kept before the oldest are compacted")
     a = ap.parse_args()
     host, port = a.listen.rsplit(":", 1)
+    host = host.strip("[]")
     tls = tls_context(a.cert, a.key) if a.cert else None
     srv = Server((host, int(port)), Store(a.token, a.page_cap, a.history), tls)
     print("listening on %s://%s:%d" % ("https" if tls else "http", host, srv.server_address[1]), flush=True)

@@ -179,6 +179,59 @@ Result<ProcStats> ReadProcStats(pid_t pid) {
   return p;
 }
 
+Result<MemStats> ReadMemStats(pid_t pid) {
+  const std::string base = "/proc/" + std::to_string(pid);
+  WEFT_ASSIGN_OR_RETURN(std::string rollup, sys::ReadFile(base + "/smaps_rollup", 1 << 16));
+  WEFT_ASSIGN_OR_RETURN(ProcStats ps, ReadProcStats(pid));
+  MemStats m;
+  m.hwm_mb = ps.hwm_mb;
+  double priv = 0;
+  std::istringstream in(rollup);
+  for (std::string line; std::getline(in, line);) {
+    auto kb = [&](const char* key) {
+      size_t n = std::strlen(key);
+      return line.compare(0, n, key) == 0 ? std::atof(line.c_str() + n) / 1024.0 : 0.0;
+    };
+    m.rss_mb += kb("Rss:");
+    m.pss_mb += kb("Pss:");
+    m.anon_mb += kb("Anonymous:");
+    priv += kb("Private_Clean:") + kb("Private_Dirty:");
+  }
+  m.uss_mb = priv;
+  return m;
+}
+
+nlohmann::json ToJson(const MemStats& m) {
+  return {{"rss_mb", m.rss_mb}, {"pss_mb", m.pss_mb}, {"uss_mb", m.uss_mb}, {"anon_mb", m.anon_mb},
+          {"peak_rss_mb", m.hwm_mb}};
+}
+
+Status MakeUnderlay(const std::string& name, const std::string& ip) {
+  WEFT_RETURN_IF_ERROR(CreateNetns(name, true));
+  WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::Open(NetnsPath(name)));
+  WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::OpenIn(ns));
+  WEFT_RETURN_IF_ERROR(nl.CreateBridge("br0", 1500));
+  return AddrUp(nl, "br0", ip + "/24");
+}
+
+Status MakeNodeOnUnderlay(const std::string& node, const std::string& ul, int octet, const std::string& gw) {
+  WEFT_RETURN_IF_ERROR(CreateNetns(node, true));
+  WEFT_ASSIGN_OR_RETURN(auto nns, sys::Netns::Open(NetnsPath(node)));
+  WEFT_ASSIGN_OR_RETURN(auto uns, sys::Netns::Open(NetnsPath(ul)));
+  WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::OpenIn(nns));
+  WEFT_ASSIGN_OR_RETURN(auto ul_nl, sys::Netlink::OpenIn(uns));
+  const std::string port = "p" + std::to_string(octet);
+  WEFT_RETURN_IF_ERROR(nl.CreateVeth("up0", port, uns.fd(), 1500));
+  WEFT_ASSIGN_OR_RETURN(int port_idx, LinkIndex(ul_nl, port));
+  WEFT_ASSIGN_OR_RETURN(int br, LinkIndex(ul_nl, "br0"));
+  WEFT_RETURN_IF_ERROR(ul_nl.SetMaster(port_idx, br));
+  WEFT_RETURN_IF_ERROR(ul_nl.SetUp(port_idx));
+  WEFT_RETURN_IF_ERROR(AddrUp(nl, "up0", "192.0.2." + std::to_string(octet) + "/24"));
+  WEFT_ASSIGN_OR_RETURN(int up0, LinkIndex(nl, "up0"));
+  sys::RouteSpec def{*IpPrefix::Parse("0.0.0.0/0"), IpAddress::Parse(gw), up0, 0};
+  return nl.AddRoute(def);
+}
+
 // --- RouteWatch ------------------------------------------------------------------
 
 Result<RouteWatch> RouteWatch::Open(const std::string& netns_path) {

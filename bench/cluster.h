@@ -70,6 +70,21 @@ struct ProcStats {
 };
 Result<ProcStats> ReadProcStats(pid_t pid);
 
+// Full memory accounting from /proc/<pid>/smaps_rollup (MB): Rss, Pss
+// (shared pages divided among their users) and USS (Private_Clean +
+// Private_Dirty: what the process alone holds), plus VmHWM.
+struct MemStats {
+  double rss_mb = 0, pss_mb = 0, uss_mb = 0, anon_mb = 0, hwm_mb = 0;
+};
+Result<MemStats> ReadMemStats(pid_t pid);
+nlohmann::json ToJson(const MemStats& m);
+
+// An underlay netns `name` holding bridge br0 with `ip`/24.
+Status MakeUnderlay(const std::string& name, const std::string& ip);
+// A node netns whose uplink veth up0 (192.0.2.<octet>/24, default route via
+// `gw`) has its far end as a port of the underlay's bridge.
+Status MakeNodeOnUnderlay(const std::string& node, const std::string& underlay, int octet, const std::string& gw);
+
 // weftd's peer routes in one netns (IPv4, main table, protocol 201 with a
 // gateway: what the agent owns, cf. agent::IsAgentRoute), kept from
 // RTM_NEWROUTE/RTM_DELROUTE multicast notifications on a netlink socket

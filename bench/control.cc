@@ -119,7 +119,7 @@ OpResult Runner::Add(const NetConfig& cfg, const Node& node, Pod& pod) const {
     req.path = *path;
     req.env = {"CNI_COMMAND=ADD", "CNI_CONTAINERID=" + pod.id, "CNI_NETNS=" + NetnsPath(pod.netns),
                "CNI_IFNAME=eth0",
-               "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=bench;K8S_POD_NAME=" + pod.id +
+               "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=" + pod.k8s_ns + ";K8S_POD_NAME=" + pod.id +
                    ";K8S_POD_INFRA_CONTAINER_ID=" + pod.id,
                "CNI_PATH=" + [&] {
                  std::string s;
@@ -176,7 +176,7 @@ OpResult Runner::Del(const NetConfig& cfg, const Node& node, const Pod& pod) con
     req.path = *path;
     req.env = {"CNI_COMMAND=DEL", "CNI_CONTAINERID=" + pod.id, "CNI_NETNS=" + NetnsPath(pod.netns),
                "CNI_IFNAME=eth0",
-               "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=bench;K8S_POD_NAME=" + pod.id +
+               "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=" + pod.k8s_ns + ";K8S_POD_NAME=" + pod.id +
                    ";K8S_POD_INFRA_CONTAINER_ID=" + pod.id,
                "CNI_PATH=" + cni_path, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
     req.stdin_data = ReplaceAll(conf.dump(), "@DATA@", node.data_dir);

@@ -43,6 +43,7 @@ struct Node {
 struct Pod {
   std::string id;      // CNI_CONTAINERID
   std::string netns;   // name under /run/netns
+  std::string k8s_ns = "bench";  // K8S_POD_NAMESPACE in CNI_ARGS
   int host_port = 0;
   nlohmann::json result;  // the ADD result, sent back as prevResult on DEL
 };

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -25,8 +26,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr int kRrPort = 7001;
-constexpr int kIperfPort = 5201;
 
 // Two endpoints: the client netns sends to `server_ip` in the server netns.
 struct Topology {
@@ -63,8 +62,10 @@ sockaddr_in Addr(const std::string& ip, int port) {
   return a;
 }
 
+}  // namespace
+
 // One byte each way per transaction, as netperf TCP_RR does by default.
-Result<json> RequestResponse(const Topology& t, int seconds) {
+Result<json> MeasureRr(const PodPair& t, int seconds) {
   WEFT_ASSIGN_OR_RETURN(UniqueFd lfd, SocketIn(t.server_ns));
   int one = 1;
   ::setsockopt(lfd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -113,7 +114,65 @@ Result<json> RequestResponse(const Topology& t, int seconds) {
   return j;
 }
 
-Result<double> IperfGbps(const Topology& t, int seconds) {
+Result<json> MeasureCrr(const PodPair& t, int seconds, int port) {
+  WEFT_ASSIGN_OR_RETURN(UniqueFd lfd, SocketIn(t.server_ns));
+  int one = 1;
+  ::setsockopt(lfd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa = Addr(t.server_ip, port);
+  if (::bind(lfd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+    return Status::FromErrno(Code::kIo, "bind " + t.server_ip, errno);
+  if (::listen(lfd.get(), 128) != 0) return Status::FromErrno(Code::kIo, "listen", errno);
+  std::atomic<bool> done{false};
+  std::thread server([&] {
+    while (!done.load()) {
+      int c = ::accept4(lfd.get(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        return;
+      }
+      char b;
+      if (::read(c, &b, 1) == 1) (void)!::write(c, &b, 1);
+      ::close(c);
+    }
+  });
+  std::vector<double> us;
+  WEFT_ASSIGN_OR_RETURN(auto cns, sys::Netns::Open(NetnsPath(t.client_ns)));
+  // Every client socket is made on a thread inside the client netns.
+  Status st = sys::RunInNetns(cns, [&]() -> Status {
+    auto end = Clock::now() + std::chrono::seconds(seconds);
+    us.reserve(100000);
+    for (auto now = Clock::now(); now < end;) {
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd < 0) return Status::FromErrno(Code::kIo, "socket", errno);
+      UniqueFd c(fd);
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      timeval tv{2, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+      // Closed with a RST: no TIME_WAIT, so a run never runs out of ports.
+      linger lg{1, 0};
+      ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+      char b = 'x';
+      if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+        return Status::FromErrno(Code::kIo, "connect " + t.server_ip + ":" + std::to_string(port), errno);
+      if (::write(fd, &b, 1) != 1 || ::read(fd, &b, 1) != 1)
+        return Status::FromErrno(Code::kIo, "connect/request/response", errno);
+      auto after = Clock::now();
+      us.push_back(std::chrono::duration<double, std::micro>(after - now).count());
+      now = after;
+    }
+    return Status::Ok();
+  });
+  done.store(true);
+  ::shutdown(lfd.get(), SHUT_RDWR);  // unblocks accept
+  server.join();
+  if (!st.ok()) return st;
+  return json{{"conn_per_s", static_cast<double>(us.size()) / seconds},
+              {"p50_us", Percentile(us, 50)},
+              {"p99_us", Percentile(us, 99)}};
+}
+
+Result<double> MeasureIperf(const PodPair& t, int seconds) {
   WEFT_ASSIGN_OR_RETURN(auto sns, sys::Netns::Open(NetnsPath(t.server_ns)));
   WEFT_ASSIGN_OR_RETURN(auto cns, sys::Netns::Open(NetnsPath(t.client_ns)));
   const std::vector<std::string> env = {"PATH=/usr/bin:/bin"};
@@ -176,6 +235,8 @@ Result<double> IperfGbps(const Topology& t, int seconds) {
   }
   return out;
 }
+
+namespace {
 
 Status VethPair(const std::string& a, const std::string& b, const std::string& ifname, const std::string& ip_a,
                 const std::string& ip_b, int mtu) {
@@ -371,11 +432,12 @@ json RunDatapath(const DatapathOptions& opt, const Runner& runner, const std::ve
       for (size_t i = 0; i < topo.size(); ++i) {
         CheckInterrupt();
         if (!topo[i].reason.empty()) continue;
-        auto g = IperfGbps(topo[i], opt.seconds);
+        const PodPair pair{topo[i].client_ns, topo[i].server_ns, topo[i].server_ip};
+        auto g = MeasureIperf(pair, opt.seconds);
         if (g.ok()) gbps[i].push_back(*g);
         else errs[i] = g.status().ToString();
         CheckInterrupt();
-        auto rr = RequestResponse(topo[i], std::max(1, opt.seconds / 2 + 1));
+        auto rr = MeasureRr(pair, std::max(1, opt.seconds / 2 + 1));
         if (rr.ok()) {
           tps[i].push_back((*rr)["trans_per_s"]);
           p50[i].push_back((*rr)["p50_us"]);

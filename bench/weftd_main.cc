@@ -117,33 +117,6 @@ Status RegisterPeers(const sys::Netns& ul, const std::string& etcd_prefix, int n
   });
 }
 
-// A node netns whose uplink veth's far end is a port of the underlay bridge.
-Status MakeNodeOnUnderlay(const std::string& node, const std::string& ul, int octet) {
-  WEFT_RETURN_IF_ERROR(CreateNetns(node, true));
-  WEFT_ASSIGN_OR_RETURN(auto nns, sys::Netns::Open(NetnsPath(node)));
-  WEFT_ASSIGN_OR_RETURN(auto uns, sys::Netns::Open(NetnsPath(ul)));
-  WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::OpenIn(nns));
-  WEFT_ASSIGN_OR_RETURN(auto ul_nl, sys::Netlink::OpenIn(uns));
-  const std::string port = "p" + std::to_string(octet);
-  WEFT_RETURN_IF_ERROR(nl.CreateVeth("up0", port, uns.fd(), 1500));
-  WEFT_ASSIGN_OR_RETURN(int port_idx, LinkIndex(ul_nl, port));
-  WEFT_ASSIGN_OR_RETURN(int br, LinkIndex(ul_nl, "br0"));
-  WEFT_RETURN_IF_ERROR(ul_nl.SetMaster(port_idx, br));
-  WEFT_RETURN_IF_ERROR(ul_nl.SetUp(port_idx));
-  WEFT_RETURN_IF_ERROR(AddrUp(nl, "up0", "192.0.2." + std::to_string(octet) + "/24"));
-  WEFT_ASSIGN_OR_RETURN(int up0, LinkIndex(nl, "up0"));
-  sys::RouteSpec def{*IpPrefix::Parse("0.0.0.0/0"), IpAddress::Parse(kUnderlayIp), up0, 0};
-  return nl.AddRoute(def);
-}
-
-Status MakeUnderlay(const std::string& ul) {
-  WEFT_RETURN_IF_ERROR(CreateNetns(ul, true));
-  WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::Open(NetnsPath(ul)));
-  WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::OpenIn(ns));
-  WEFT_RETURN_IF_ERROR(nl.CreateBridge("br0", 1500));
-  return AddrUp(nl, "br0", std::string(kUnderlayIp) + "/24");
-}
-
 // Permanent ARP and FDB entries on weft.1 (each peer needs one of each).
 json CountNeighbours(const std::string& node) {
   auto ns = sys::Netns::Open(NetnsPath(node));
@@ -180,7 +153,7 @@ Result<json> MeasureCount(const Args& a, const sys::Netns& ul, const std::string
   // Fresh state each count: weftd must not find a remembered subnet.
   std::string state = MakeTempDir(a.prefix, "state" + std::to_string(n));
   if (state.empty()) return Status::FromErrno(Code::kIo, "mkdtemp", errno);
-  WEFT_RETURN_IF_ERROR(MakeNodeOnUnderlay(node, ul_name, 11 + idx));
+  WEFT_RETURN_IF_ERROR(MakeNodeOnUnderlay(node, ul_name, 11 + idx, kUnderlayIp));
   // Subscribed before weftd starts, so no route can be missed.
   WEFT_ASSIGN_OR_RETURN(RouteWatch watch, RouteWatch::Open(NetnsPath(node)));
 
@@ -285,7 +258,7 @@ int Main(int argc, char** argv) {
     // Scoped so etcd is stopped before its netns and dirs are removed.
     Daemon etcd;
     auto run = [&]() -> Status {
-      WEFT_RETURN_IF_ERROR(MakeUnderlay(ul_name));
+      WEFT_RETURN_IF_ERROR(MakeUnderlay(ul_name, kUnderlayIp));
       std::string etcd_dir = MakeTempDir(a.prefix, "etcd");
       if (etcd_dir.empty()) return Status::FromErrno(Code::kIo, "mkdtemp", errno);
       WEFT_ASSIGN_OR_RETURN(etcd, StartEtcd(NetnsPath(ul_name), kUnderlayIp, etcd_dir));

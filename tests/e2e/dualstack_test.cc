@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -395,6 +397,83 @@ TEST_P(DualStackTest, PodToPodAcrossNodesOverEachFamilyWhileNodesJoinAndLeave) {
   EXPECT_EQ(n1.Metric("weft_peers_by_family{family=\"ipv6\"}"), 1);
   ExpectPings(p1, p2);
 }
+
+// etcd only: records written before dual-stack, and restarts.
+class DualStackEtcdTest : public DualStackTest {
+ protected:
+  Status WithEtcd(const std::function<Status(agent::EtcdClient&)>& fn) {
+    return InNetns(*ul_, [&]() -> Status {
+      agent::EtcdClient c({etcd_->endpoint()}, {});
+      return fn(c);
+    });
+  }
+  // This node's records: key -> lease.
+  std::map<std::string, int64_t> Records(const std::string& node) {
+    std::map<std::string, int64_t> out;
+    Status st = WithEtcd([&](agent::EtcdClient& c) -> Status {
+      std::string from = agent::SubnetsKeyPrefix(kPrefix);
+      WEFT_ASSIGN_OR_RETURN(auto r, c.Range(from, agent::PrefixRangeEnd(from)));
+      for (const auto& kv : r.kvs)
+        if (nlohmann::json::parse(kv.value).value("node", "") == node) out[kv.key] = kv.lease;
+      return Status::Ok();
+    });
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return out;
+  }
+};
+
+TEST_P(DualStackEtcdTest, OldRecordsStillRouteIpv4AndRestartsKeepBothSubnets) {
+  WeftNode& n1 = AddNode("n1", 11);
+  WeftNode& n2 = AddNode("n2", 12);
+  ASSERT_TRUE(Converged(n1, 1));
+  // A node whose weftd predates dual-stack: one IPv4 record, no hostIP6.
+  agent::LocalNode old{"old", *IpAddress::Parse("192.0.2.99"), "aa:bb:cc:00:00:99", agent::Backend::kVxlan};
+  std::string old_value = agent::EncodeSubnetValue(old);
+  ASSERT_EQ(old_value.find("hostIP6"), std::string::npos);
+  ASSERT_TRUE(WithEtcd([&](agent::EtcdClient& c) {
+                return c.Put(agent::SubnetKey(kPrefix, *IpPrefix::Parse("10.244.200.0/24")), old_value);
+              }).ok());
+  ASSERT_TRUE(WaitFor([&] { return Routes(n1, false).size() == 2; }, 10000))
+      << ::testing::PrintToString(Routes(n1, false));
+  auto routes4 = Routes(n1, false);
+  EXPECT_NE(std::find(routes4.begin(), routes4.end(), "10.244.200.0/24 via 10.244.200.0 dev weft.1"), routes4.end());
+  EXPECT_EQ(Routes(n1, true).size(), 1u);  // n2's only
+  EXPECT_EQ(n1.Metric("weft_peers_by_family{family=\"ipv4\"}"), 2);
+  EXPECT_EQ(n1.Metric("weft_peers_by_family{family=\"ipv6\"}"), 1);
+
+  // A restart keeps both subnets: the two records move onto one new lease.
+  auto before = Records("n1");
+  ASSERT_EQ(before.size(), 2u);
+  std::string r4 = Range(n1, false), r6 = Range(n1, true);
+  n1.StopWeftd(SIGKILL);
+  n1.StartWeftd(Flags());
+  ASSERT_TRUE(WaitFor([&] { return n1.Metric("weft_ready") == 1; }, 10000));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto after = Records("n1");
+        return after.size() == 2 && after.begin()->second != before.begin()->second;
+      },
+      10000))
+      << ::testing::PrintToString(before) << " " << ::testing::PrintToString(Records("n1"));
+  auto after = Records("n1");
+  EXPECT_EQ(after.begin()->first, before.begin()->first);
+  EXPECT_EQ(after.rbegin()->first, before.rbegin()->first);
+  EXPECT_EQ(after.begin()->second, after.rbegin()->second) << "one lease for both records";
+  EXPECT_EQ(Range(n1, false), r4);
+  EXPECT_EQ(Range(n1, true), r6);
+  std::ifstream f(n1.dir + "/state/subnet");
+  std::stringstream remembered;
+  remembered << f.rdbuf();
+  EXPECT_EQ(remembered.str(), r4 + "\n" + r6 + "\n");
+  EXPECT_EQ(Routes(n2, true).size(), 1u);  // n1's, untouched
+  Pod& p1 = AddPod(n1, "p1");
+  Pod& p2 = AddPod(n2, "p2");
+  for (Pod* p : {&p1, &p2}) ASSERT_TRUE(p->add_error.empty()) << p->add_error;
+  ExpectPings(p2, p1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Etcd, DualStackEtcdTest, ::testing::Values(Case{Plane::kEtcd, Stack::kDual, "vxlan"}),
+                         CaseName);
 
 INSTANTIATE_TEST_SUITE_P(
     Clusters, DualStackTest,

@@ -16,9 +16,38 @@
 //     every --resend-ms: a long probe with a short interval watches a
 //     denied UDP path for any datagram getting through).
 //     --source binds every socket to that local address first.
+//
+//   netpol_agent echo [--tcp 82,..]
+//     TCP: accepts and keeps every connection open, echoing what it reads.
+//
+//   netpol_agent stream [--interval-ms N] [--duration-ms N] TARGET...
+//     One long-lived flow per target (tcp:IP:PORT to an `echo` server, one
+//     connection; udp:IP:PORT to `serve`, one socket): sends a few bytes
+//     every --interval-ms (default 5) for --duration-ms (default 3000) and
+//     notes when replies come back. Prints "flowing" once every target has
+//     had a reply, then at the end one line per target, in argument order:
+//     "TARGET sent N replies N first_ms T last_ms T maxgap_ms N
+//     maxgap_end_ms T error E" with times on CLOCK_MONOTONIC in ms (0 = no
+//     reply; maxgap is the longest silence between two replies, or since
+//     the last one until the end; error is "-" or why a TCP connection
+//     ended). A TCP connection is never reopened: its replies are that one
+//     connection's conntrack entry at work.
+//
+//   netpol_agent tcpraw DST_IP:PORT SPORT:FLAGS...
+//     Sends one hand-made TCP segment per SPORT:FLAGS (FLAGS from S, A, F,
+//     R, P: "SA" = SYN+ACK) from this pod's address to DST_IP:PORT through a
+//     raw socket, in order, 2 ms apart: segments that belong to no
+//     connection, which conntrack calls invalid (a SYN+ACK, a FIN, an RST).
+//
+//   netpol_agent sniff --port P
+//     A packet socket: prints "sniffing" once bound, then one line per IPv4
+//     TCP segment that arrives for port P: "seen SRC:SPORT FLAGS" (outgoing
+//     packets are not counted). Runs until killed.
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -29,6 +58,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -310,13 +340,374 @@ int Probe(int argc, char** argv) {
   return 0;
 }
 
+int Echo(int argc, char** argv) {
+  std::vector<int> tcp = {82};
+  for (int i = 0; i + 1 < argc; i += 2) {
+    std::string f = argv[i];
+    if (f == "--tcp") tcp = ParsePorts(argv[i + 1]);
+    else {
+      fprintf(stderr, "netpol_agent echo: unknown flag %s\n", f.c_str());
+      return 2;
+    }
+  }
+  signal(SIGPIPE, SIG_IGN);
+  std::vector<pollfd> pfds;
+  size_t listeners = 0;
+  for (int p : tcp) {
+    int fd = Listen(SOCK_STREAM, IPPROTO_TCP, p);
+    if (fd < 0) return 1;
+    pfds.push_back({fd, POLLIN, 0});
+    ++listeners;
+  }
+  printf("echoing\n");
+  fflush(stdout);
+  for (;;) {
+    if (poll(pfds.data(), pfds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      return 1;
+    }
+    std::vector<pollfd> keep(pfds.begin(), pfds.begin() + static_cast<long>(listeners));
+    std::vector<int> accepted;
+    for (size_t i = 0; i < pfds.size(); ++i) {
+      short ev = pfds[i].revents;
+      if (i < listeners) {
+        if (!(ev & POLLIN)) continue;
+        for (;;) {
+          int c = accept4(pfds[i].fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+          if (c < 0) break;
+          accepted.push_back(c);
+        }
+        continue;
+      }
+      bool open = true;
+      if (ev & (POLLIN | POLLERR | POLLHUP)) {
+        char buf[4096];
+        for (;;) {
+          ssize_t n = recv(pfds[i].fd, buf, sizeof buf, 0);
+          if (n > 0) {
+            // Small messages: a short write loses echo bytes, never blocks.
+            ssize_t w = send(pfds[i].fd, buf, static_cast<size_t>(n), MSG_DONTWAIT);
+            (void)w;
+            continue;
+          }
+          if (n == 0 || (errno != EAGAIN && errno != EINTR)) open = false;
+          break;
+        }
+      }
+      if (open) keep.push_back({pfds[i].fd, POLLIN, 0});
+      else close(pfds[i].fd);
+    }
+    for (int c : accepted) keep.push_back({c, POLLIN, 0});
+    pfds = std::move(keep);
+  }
+}
+
+struct Flow {
+  Target t;
+  long long sent = 0;
+  long long replies = 0;
+  long long first = 0;
+  long long last = 0;
+  long long maxgap = 0;
+  long long maxgap_end = 0;
+  std::string error = "-";
+  bool open = true;
+};
+
+void NoteReply(Flow& f, long long now) {
+  if (f.replies++ == 0) f.first = now;
+  else if (now - f.last > f.maxgap) {
+    f.maxgap = now - f.last;
+    f.maxgap_end = now;
+  }
+  f.last = now;
+}
+
+void EndFlow(Flow& f, const std::string& why) {
+  f.error = why;
+  f.open = false;
+  if (f.t.fd >= 0) close(f.t.fd);
+  f.t.fd = -1;
+}
+
+int Stream(int argc, char** argv) {
+  int interval_ms = 5;
+  int duration_ms = 3000;
+  std::vector<Flow> flows;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--interval-ms" && i + 1 < argc) {
+      interval_ms = atoi(argv[++i]);
+      if (interval_ms < 1) interval_ms = 1;
+      continue;
+    }
+    if (a == "--duration-ms" && i + 1 < argc) {
+      duration_ms = atoi(argv[++i]);
+      continue;
+    }
+    Flow f;
+    if (!ParseTarget(a, &f.t) || f.t.proto == "sctp") {
+      fprintf(stderr, "netpol_agent stream: bad target %s (want tcp|udp:IP:PORT)\n", a.c_str());
+      return 2;
+    }
+    flows.push_back(f);
+  }
+  signal(SIGPIPE, SIG_IGN);
+  for (auto& f : flows) {
+    bool udp = f.t.proto == "udp";
+    f.t.fd = socket(AF_INET, (udp ? SOCK_DGRAM : SOCK_STREAM) | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (f.t.fd < 0) {
+      EndFlow(f, strerror(errno));
+      continue;
+    }
+    int r = connect(f.t.fd, reinterpret_cast<sockaddr*>(&f.t.addr), sizeof f.t.addr);
+    f.t.connected = r == 0;  // UDP connects at once, TCP in the poll loop
+    if (r != 0 && errno != EINPROGRESS) EndFlow(f, errno == ECONNREFUSED ? "refused" : strerror(errno));
+  }
+  long long start = NowMs();
+  long long end = start + duration_ms;
+  long long next_send = start;
+  long long seq = 0;
+  bool flowing = false;
+  for (;;) {
+    long long now = NowMs();
+    if (now >= end) break;
+    if (now >= next_send) {
+      char msg[32];
+      int len = snprintf(msg, sizeof msg, "s%lld\n", seq++);
+      for (auto& f : flows) {
+        if (!f.open || !f.t.connected) continue;
+        if (send(f.t.fd, msg, static_cast<size_t>(len), MSG_DONTWAIT) == len) ++f.sent;
+      }
+      next_send += interval_ms;
+      if (next_send <= now) next_send = now + interval_ms;  // never burst to catch up
+    }
+    std::vector<pollfd> pfds;
+    std::vector<Flow*> owners;
+    for (auto& f : flows) {
+      if (!f.open) continue;
+      pfds.push_back({f.t.fd, static_cast<short>(f.t.connected ? POLLIN : POLLOUT), 0});
+      owners.push_back(&f);
+    }
+    long long wait = std::min(next_send, end) - now;
+    if (poll(pfds.data(), pfds.size(), static_cast<int>(wait < 0 ? 0 : wait)) < 0 && errno != EINTR) return 1;
+    now = NowMs();
+    for (size_t i = 0; i < pfds.size(); ++i) {
+      Flow& f = *owners[i];
+      short ev = pfds[i].revents;
+      if (!f.t.connected) {
+        if (!(ev & (POLLOUT | POLLERR | POLLHUP))) continue;
+        int err = 0;
+        socklen_t len = sizeof err;
+        getsockopt(f.t.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        if (err != 0) EndFlow(f, err == ECONNREFUSED ? "refused" : strerror(err));
+        else f.t.connected = true;
+        continue;
+      }
+      if (!(ev & (POLLIN | POLLERR | POLLHUP))) continue;
+      char buf[2048];
+      for (;;) {
+        ssize_t n = recv(f.t.fd, buf, sizeof buf, 0);
+        if (n > 0) {
+          NoteReply(f, now);
+          continue;
+        }
+        if (n == 0 && f.t.proto == "tcp") EndFlow(f, "closed");
+        // UDP: an ICMP error (port unreachable) is not the end of the flow.
+        else if (n < 0 && errno != EAGAIN && errno != EINTR && f.t.proto == "tcp")
+          EndFlow(f, errno == ECONNRESET ? "reset" : strerror(errno));
+        break;
+      }
+    }
+    if (!flowing) {
+      flowing = true;
+      for (auto& f : flows) flowing = flowing && f.replies > 0;
+      if (flowing) {
+        printf("flowing\n");
+        fflush(stdout);
+      }
+    }
+  }
+  long long now = NowMs();
+  for (auto& f : flows) {
+    // Silence at the end counts as a gap too.
+    long long since = f.replies > 0 ? f.last : start;
+    if (now - since > f.maxgap) {
+      f.maxgap = now - since;
+      f.maxgap_end = now;
+    }
+    for (auto& ch : f.error)
+      if (ch == ' ') ch = '_';
+    printf("%s sent %lld replies %lld first_ms %lld last_ms %lld maxgap_ms %lld maxgap_end_ms %lld error %s\n",
+           f.t.text.c_str(), f.sent, f.replies, f.first, f.last, f.maxgap, f.maxgap_end, f.error.c_str());
+    if (f.t.fd >= 0) close(f.t.fd);
+  }
+  fflush(stdout);
+  return 0;
+}
+
+// The Internet checksum of `len` bytes, starting from `sum`.
+uint16_t Checksum(const uint8_t* p, size_t len, uint32_t sum) {
+  for (size_t i = 0; i + 1 < len; i += 2) sum += (uint32_t(p[i]) << 8) | p[i + 1];
+  if (len & 1) sum += uint32_t(p[len - 1]) << 8;
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
+std::string FlagString(uint8_t flags) {
+  std::string out;
+  if (flags & 0x02) out += 'S';
+  if (flags & 0x01) out += 'F';
+  if (flags & 0x04) out += 'R';
+  if (flags & 0x08) out += 'P';
+  if (flags & 0x10) out += 'A';
+  return out.empty() ? "-" : out;
+}
+
+int TcpRaw(int argc, char** argv) {
+  Target dst;
+  if (argc < 2 || !ParseTarget(std::string("tcp:") + argv[0], &dst)) {
+    fprintf(stderr, "usage: netpol_agent tcpraw DST_IP:PORT SPORT:FLAGS...\n");
+    return 2;
+  }
+  // The source address the kernel would pick for this destination.
+  sockaddr_in src{};
+  {
+    int u = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    socklen_t len = sizeof src;
+    if (u < 0 || connect(u, reinterpret_cast<sockaddr*>(&dst.addr), sizeof dst.addr) != 0 ||
+        getsockname(u, reinterpret_cast<sockaddr*>(&src), &len) != 0) {
+      fprintf(stderr, "netpol_agent tcpraw: no route to %s: %s\n", argv[0], strerror(errno));
+      return 1;
+    }
+    close(u);
+  }
+  int fd = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_TCP);
+  if (fd < 0) {
+    fprintf(stderr, "netpol_agent tcpraw: raw socket: %s\n", strerror(errno));
+    return 1;
+  }
+  for (int i = 1; i < argc; ++i) {
+    std::string spec = argv[i];
+    size_t colon = spec.find(':');
+    int sport = atoi(spec.substr(0, colon).c_str());
+    uint8_t flags = 0;
+    for (char ch : colon == std::string::npos ? std::string() : spec.substr(colon + 1)) {
+      if (ch == 'S') flags |= 0x02;
+      else if (ch == 'A') flags |= 0x10;
+      else if (ch == 'F') flags |= 0x01;
+      else if (ch == 'R') flags |= 0x04;
+      else if (ch == 'P') flags |= 0x08;
+      else flags = 0xff;
+    }
+    if (sport <= 0 || sport > 65535 || flags == 0 || flags == 0xff) {
+      fprintf(stderr, "netpol_agent tcpraw: bad segment %s (want SPORT:FLAGS, FLAGS of SAFRP)\n", spec.c_str());
+      close(fd);
+      return 2;
+    }
+    uint8_t seg[20] = {};
+    auto put16 = [&](int off, uint32_t v) {
+      seg[off] = uint8_t(v >> 8);
+      seg[off + 1] = uint8_t(v);
+    };
+    auto put32 = [&](int off, uint32_t v) {
+      put16(off, v >> 16);
+      put16(off + 2, v & 0xffff);
+    };
+    put16(0, static_cast<uint32_t>(sport));
+    put16(2, ntohs(dst.addr.sin_port));
+    put32(4, 0x5746a000u + static_cast<uint32_t>(i) * 1000);    // seq
+    put32(8, (flags & 0x10) ? 0x5746b000u : 0);                  // ack
+    seg[12] = 5 << 4;                                            // data offset: 20 bytes
+    seg[13] = flags;
+    put16(14, 1024);                                             // window
+    // The pseudo-header: source, destination, protocol, TCP length.
+    uint8_t pseudo[12];
+    memcpy(pseudo, &src.sin_addr, 4);
+    memcpy(pseudo + 4, &dst.addr.sin_addr, 4);
+    pseudo[8] = 0;
+    pseudo[9] = IPPROTO_TCP;
+    pseudo[10] = 0;
+    pseudo[11] = sizeof seg;
+    uint32_t sum = 0;
+    for (int k = 0; k < 12; k += 2) sum += (uint32_t(pseudo[k]) << 8) | pseudo[k + 1];
+    put16(16, Checksum(seg, sizeof seg, sum));
+    sockaddr_in to = dst.addr;
+    to.sin_port = 0;
+    if (sendto(fd, seg, sizeof seg, 0, reinterpret_cast<sockaddr*>(&to), sizeof to) != sizeof seg) {
+      fprintf(stderr, "netpol_agent tcpraw: send %s: %s\n", spec.c_str(), strerror(errno));
+      close(fd);
+      return 1;
+    }
+    printf("sent %d %s\n", sport, FlagString(flags).c_str());
+    usleep(2000);
+  }
+  close(fd);
+  fflush(stdout);
+  return 0;
+}
+
+int Sniff(int argc, char** argv) {
+  int port = 0;
+  for (int i = 0; i + 1 < argc; i += 2) {
+    std::string f = argv[i];
+    if (f == "--port") port = atoi(argv[i + 1]);
+    else {
+      fprintf(stderr, "netpol_agent sniff: unknown flag %s\n", f.c_str());
+      return 2;
+    }
+  }
+  if (port <= 0 || port > 65535) {
+    fprintf(stderr, "netpol_agent sniff: --port P is required\n");
+    return 2;
+  }
+  // Receives from every interface as soon as it exists: no bind needed.
+  int fd = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_IP));
+  if (fd < 0) {
+    fprintf(stderr, "netpol_agent sniff: packet socket: %s\n", strerror(errno));
+    return 1;
+  }
+  printf("sniffing\n");
+  fflush(stdout);
+  for (;;) {
+    uint8_t buf[256];
+    sockaddr_ll from{};
+    socklen_t fl = sizeof from;
+    ssize_t n = recvfrom(fd, buf, sizeof buf, MSG_TRUNC, reinterpret_cast<sockaddr*>(&from), &fl);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return 1;
+    }
+    if (from.sll_pkttype == PACKET_OUTGOING || n < 20 || (buf[0] >> 4) != 4 || buf[9] != IPPROTO_TCP) continue;
+    size_t ihl = static_cast<size_t>(buf[0] & 0x0f) * 4;
+    if ((((buf[6] & 0x1f) << 8) | buf[7]) != 0) continue;  // a later fragment: no TCP header
+    if (static_cast<size_t>(n) < ihl + 14 || ihl + 14 > sizeof buf) continue;
+    const uint8_t* tcp = buf + ihl;
+    int sport = (tcp[0] << 8) | tcp[1];
+    int dport = (tcp[2] << 8) | tcp[3];
+    if (dport != port) continue;
+    char src[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, buf + 12, src, sizeof src);
+    printf("seen %s:%d %s\n", src, sport, FlagString(tcp[13]).c_str());
+    fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc >= 2 && strcmp(argv[1], "serve") == 0) return Serve(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "probe") == 0) return Probe(argc - 2, argv + 2);
+  if (argc >= 2 && strcmp(argv[1], "echo") == 0) return Echo(argc - 2, argv + 2);
+  if (argc >= 2 && strcmp(argv[1], "stream") == 0) return Stream(argc - 2, argv + 2);
+  if (argc >= 2 && strcmp(argv[1], "tcpraw") == 0) return TcpRaw(argc - 2, argv + 2);
+  if (argc >= 2 && strcmp(argv[1], "sniff") == 0) return Sniff(argc - 2, argv + 2);
   fprintf(stderr,
           "usage: netpol_agent serve [--name NAME] [--tcp P,..] [--udp P,..] [--sctp P,..]\n"
-          "       netpol_agent probe [--timeout-ms N] [--source IP] [--resend-ms N] tcp|udp|sctp:IP:PORT...\n");
+          "       netpol_agent probe [--timeout-ms N] [--source IP] [--resend-ms N] tcp|udp|sctp:IP:PORT...\n"
+          "       netpol_agent echo [--tcp P,..]\n"
+          "       netpol_agent stream [--interval-ms N] [--duration-ms N] tcp|udp:IP:PORT...\n"
+          "       netpol_agent tcpraw DST_IP:PORT SPORT:FLAGS...\n"
+          "       netpol_agent sniff --port P\n");
   return 2;
 }

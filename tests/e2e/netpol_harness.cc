@@ -176,10 +176,12 @@ NetpolPod& NetpolCluster::pod(const std::string& key) {
   throw std::out_of_range("no pod " + key);
 }
 
-void NetpolCluster::StartWeftd(int i) {
+void NetpolCluster::StartWeftd(int i, const std::vector<std::string>& extra_flags) {
   WeftNode& n = *nodes_.at(i);
-  n.StartWeftd({"--control-plane", "kubernetes", "--kubeconfig", api_->kubeconfig(), "--cluster-cidr",
-                "10.245.0.0/16", "--backend", "vxlan", "--network-policy", "true"});
+  std::vector<std::string> flags = {"--control-plane", "kubernetes", "--kubeconfig", api_->kubeconfig(), "--cluster-cidr",
+                                    "10.245.0.0/16", "--backend", "vxlan", "--network-policy", "true"};
+  flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
+  n.StartWeftd(flags);
 }
 
 std::string NetpolCluster::Setup() {

@@ -196,8 +196,9 @@ class NetpolCluster {
   // True when both weftd processes are still running.
   bool Healthy();
 
-  // Starts weftd on node i with the suite's flags.
-  void StartWeftd(int i);
+  // Starts weftd on node i with the suite's flags, then `extra_flags`
+  // (e.g. {"--netpol-conntrack-flush=false"}).
+  void StartWeftd(int i, const std::vector<std::string>& extra_flags = {});
 
  private:
   std::string Setup();

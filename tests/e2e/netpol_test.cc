@@ -4,7 +4,9 @@
 // stand-in API server, and the full reachability matrix probed per case
 // until it matches the expected one (enforcement is asynchronous). Then the
 // guarantees of issue 12: a new pod under deny, node -> pod, a ClusterIP
-// behind a kube-proxy-like DNAT, hostPort, and weftd restarting under deny.
+// behind a kube-proxy-like DNAT, hostPort, weftd restarting under deny,
+// established connections (cut by a policy, or not with
+// --netpol-conntrack-flush=false) and invalid packets.
 //
 // One cluster serves every case. After each case the policies are deleted,
 // the canonical Namespace and Pod objects restored, and the full matrix must
@@ -13,11 +15,16 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -740,6 +747,331 @@ TEST_F(NetpolTest, WeftdRestartUnderDeny) {
   EXPECT_TRUE(picked_up) << Probes("x/e after the restart", reconciled).message();
   EXPECT_TRUE(Matrix("after the restart", AllPorts(r)));
   std::cout << "[netpol] restart sampled " << samples << " times\n";
+}
+
+// ---- Established connections (docs/networkpolicy.md) ----
+
+long long MonotonicMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // netpol_agent stream's clock
+  return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+std::string ReadLog(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// One flow of `netpol_agent stream`, as its last line says.
+struct Flow {
+  std::string from;
+  std::string target;
+  bool reported = false;
+  long long sent = 0, replies = 0, first = 0, last = 0, maxgap = 0, maxgap_end = 0;
+  std::string error;
+  std::string Describe(long long t0) const {
+    std::ostringstream o;
+    auto rel = [&](long long t) { return t == 0 ? std::string("never") : std::to_string(t - t0); };
+    o << from << " -> " << target << ": sent " << sent << ", replies " << replies << ", first " << rel(first)
+      << " ms, last " << rel(last) << " ms, longest silence " << maxgap << " ms (ending at " << rel(maxgap_end)
+      << " ms), error " << error << " (times from the POST)";
+    return o.str();
+  }
+};
+
+// Runs `netpol_agent stream` in several pods at once, each with its own
+// targets, and collects one Flow per target.
+class Streams {
+ public:
+  Streams(NetpolCluster& c, int duration_ms) : c_(c), duration_ms_(duration_ms) {}
+  ~Streams() {
+    for (auto& s : sources_) s.child.reset();
+  }
+  void Add(const std::string& from, const std::vector<std::string>& targets) {
+    Source s{from, targets, c_.root() + "/stream-" + std::to_string(++serial_) + ".log", nullptr};
+    std::remove(s.log.c_str());
+    std::vector<std::string> argv = {AgentPath(), "stream", "--interval-ms", "5", "--duration-ms",
+                                     std::to_string(duration_ms_)};
+    argv.insert(argv.end(), targets.begin(), targets.end());
+    s.child = std::make_unique<Child>(c_.pod(from).pod->ns.name(), argv, s.log);
+    sources_.push_back(std::move(s));
+  }
+  // True once every flow has had a reply.
+  bool WaitFlowing(int timeout_ms) {
+    return WaitFor(
+        [&] {
+          for (auto& s : sources_)
+            if (ReadLog(s.log).find("flowing\n") == std::string::npos) return false;
+          return true;
+        },
+        timeout_ms, 10);
+  }
+  // Waits for every stream to end; the flows in the order they were added.
+  std::vector<Flow> Finish() {
+    std::vector<Flow> out;
+    for (auto& s : sources_) {
+      WaitFor([&] { return !s.child->Running(); }, duration_ms_ + 5000, 20);
+      std::string log = ReadLog(s.log);
+      for (const auto& t : s.targets) {
+        Flow f{s.from, t};
+        std::istringstream in(log);
+        for (std::string line; std::getline(in, line);) {
+          if (line.rfind(t + " sent ", 0) != 0) continue;
+          std::istringstream l(line.substr(t.size()));
+          std::string k;
+          l >> k >> f.sent >> k >> f.replies >> k >> f.first >> k >> f.last >> k >> f.maxgap >> k >> f.maxgap_end >> k >>
+              f.error;
+          f.reported = !l.fail();
+        }
+        if (!f.reported) f.error = "no report; stream log: " + log;
+        out.push_back(f);
+      }
+    }
+    return out;
+  }
+
+ private:
+  struct Source {
+    std::string from;
+    std::vector<std::string> targets;
+    std::string log;
+    std::unique_ptr<Child> child;
+  };
+  NetpolCluster& c_;
+  int duration_ms_;
+  int serial_ = 0;
+  std::vector<Source> sources_;
+};
+
+// What EstablishedFlows saw.
+struct EstablishedOutcome {
+  long long posted = 0;        // CLOCK_MONOTONIC ms just before the POST
+  long long end = 0;           // ... when the streams ended
+  long new_denied_ms = -1;     // POST to a new y/a -> x/a connection being refused
+  double flushed_before = -1;  // n1's weft_netpol_conntrack_flushed_addresses_total
+  double flushed_after = -1;
+  std::vector<Flow> denied;   // y/a and x/c -> x/a: the policy denies them
+  std::vector<Flow> allowed;  // x/b and y/b -> x/a: the policy still allows them
+  std::string conntrack;      // n1's conntrack entries of x/a at the end
+};
+
+constexpr int kEchoPort = 82;
+constexpr int kStreamMs = 2400;  // ~200 ms before the POST, ~2.2 s after
+
+// Long-lived flows into x/a (on n1) from y/a (n2) and x/c (n1), which the
+// policy will deny, and from x/b (n2) and y/b (n1), which it will still
+// allow: each a UDP socket to port 80 and a TCP connection to an echo
+// server on port 82, a few bytes every 5 ms and their echo back. Once every
+// flow carries replies, x/a is isolated for ingress by one policy admitting
+// only pods labelled b (from any namespace) — a change that narrows what
+// x/a may receive, so weftd on n1 flushes x/a's conntrack entries (unless
+// told not to). `cleanups` gets what the case's TearDown must stop.
+EstablishedOutcome EstablishedFlows(NetpolCluster& c, std::vector<std::function<void()>>& cleanups) {
+  EstablishedOutcome o;
+  const std::string xa = c.pod("x/a").ip();
+  const std::string echo_log = c.root() + "/echo-x-a.log";
+  std::remove(echo_log.c_str());
+  auto echo = std::make_shared<Child>(c.pod("x/a").pod->ns.name(),
+                                      std::vector<std::string>{AgentPath(), "echo", "--tcp", std::to_string(kEchoPort)},
+                                      echo_log);
+  cleanups.push_back([echo] { echo->Stop(SIGKILL); });
+  if (!WaitFor([&] { return ReadLog(echo_log).find("echoing\n") != std::string::npos; }, 3000, 10)) {
+    ADD_FAILURE() << "the echo server in x/a did not start: " << ReadLog(echo_log);
+    return o;
+  }
+  const std::vector<std::string> targets = {Udp(80).Target(xa), Tcp(kEchoPort).Target(xa)};
+  Streams streams(c, kStreamMs);
+  const std::vector<std::string> denied = {"y/a", "x/c"}, allowed = {"x/b", "y/b"};
+  for (const auto& k : denied) streams.Add(k, targets);
+  for (const auto& k : allowed) streams.Add(k, targets);
+  if (!streams.WaitFlowing(1500)) {
+    for (const auto& f : streams.Finish()) ADD_FAILURE() << "not flowing before the policy: " << f.Describe(0);
+    return o;
+  }
+  o.flushed_before = c.node(0).Metric("weft_netpol_conntrack_flushed_addresses_total");
+  o.posted = MonotonicMs();
+  c.ApplyPolicy(R"({"metadata": {"namespace": "x", "name": "ingress-only-from-b"},
+                    "spec": {"podSelector": {}, "policyTypes": ["Ingress"],
+                             "ingress": [{"from": [{"namespaceSelector": {},
+                                                    "podSelector": {"matchLabels": {"pod": "b"}}}]}]}})"_json);
+  // The policy is in force once a new connection from y/a is refused (20 ms
+  // probes back to back, confirmed with a 1 s one), while the streams run.
+  o.new_denied_ms = c.WaitProbe(c.pod("y/a").pod->ns, Tcp(80).Target(xa), false, 2000);
+  auto flows = streams.Finish();
+  o.end = MonotonicMs();
+  o.flushed_after = c.node(0).Metric("weft_netpol_conntrack_flushed_addresses_total");
+  for (const char* dir : {"-s", "-d"}) {
+    std::string out;
+    c.node(0).ns.Exec({"conntrack", "-L", dir, xa}, &out);
+    o.conntrack += "---- n1: conntrack -L " + std::string(dir) + " " + xa + " (x/a) ----\n" + out;
+  }
+  for (auto& f : flows) {
+    bool is_denied = std::find(denied.begin(), denied.end(), f.from) != denied.end();
+    (is_denied ? o.denied : o.allowed).push_back(f);
+  }
+  return o;
+}
+
+// The flows that the policy still allows go on through the change: replies
+// to the end of the stream, never silent for long (a TCP segment lost to the
+// change would show as a retransmission timeout, >= 200 ms).
+void ExpectAllowedFlowsGoOn(const EstablishedOutcome& o) {
+  for (const auto& f : o.allowed) {
+    EXPECT_TRUE(f.reported && f.error == "-" && f.first > 0 && f.first < o.posted && f.last > o.posted + 1500 &&
+                f.maxgap < 190)
+        << "an allowed established flow did not go on through the change: " << f.Describe(o.posted);
+  }
+}
+
+void PrintFlows(const std::string& name, const EstablishedOutcome& o) {
+  for (const auto* group : {&o.denied, &o.allowed})
+    for (const auto& f : *group) std::cerr << "[netpol] " << name << ": " << f.Describe(o.posted) << "\n";
+}
+
+// A flow established before a policy that denies it stops within ~1 s of
+// the POST: weftd deletes the conntrack entries of x/a, and the next packet
+// of the flow is judged as new. A flow the policy still allows goes on.
+// (A TCP flow that comes back ~200 ms after the cut, with n1's conntrack
+// naming x/a as the connection's originator, was picked up again from x/a's
+// retransmission of data its peer had not acknowledged: x/a may send to a
+// peer that is not isolated, and the peer's packets then pass as replies.)
+TEST_F(NetpolTest, EstablishedFlowIsCutWhenAPolicyDeniesIt) {
+  EstablishedOutcome o = EstablishedFlows(*c_, cleanups_);
+  ASSERT_FALSE(o.denied.empty() || o.allowed.empty()) << "the flows did not run";
+  PrintFlows("flush", o);
+  EXPECT_GE(o.new_denied_ms, 0) << "a new connection y/a -> x/a was never refused: the policy is not in force";
+  for (const auto& f : o.denied) {
+    const long long cut = f.last - o.posted;
+    EXPECT_TRUE(f.reported && f.first > 0 && f.first < o.posted && cut < 1000)
+        << "an established flow the policy denies was not cut within 1 s of the POST: " << f.Describe(o.posted) << "\n"
+        << o.conntrack;
+    std::cout << "NETPOL-LATENCY case=EstablishedFlowIsCut flow=" << f.from << "->x/a " << f.target.substr(0, 3)
+              << " post_to_last_reply_ms=" << cut << " (a message every 5 ms; " << (o.end - o.posted)
+              << " ms watched after the POST)\n";
+  }
+  ExpectAllowedFlowsGoOn(o);
+  EXPECT_GT(o.flushed_after, o.flushed_before) << "weft_netpol_conntrack_flushed_addresses_total on n1 did not grow";
+}
+
+// With --netpol-conntrack-flush=false (weftd on n1, x/a's node) the same
+// flows go on after the policy: conntrack keeps accepting the packets of
+// established connections, while a new connection is refused.
+TEST_F(NetpolTest, EstablishedFlowGoesOnWithoutConntrackFlush) {
+  WeftNode& n1 = c_->node(0);
+  auto ready = [&n1] {
+    return WaitFor([&] { int code = 0; n1.Http("/readyz", &code); return code == 200; }, 15000, 20);
+  };
+  n1.StopWeftd(SIGTERM);
+  c_->StartWeftd(0, {"--netpol-conntrack-flush=false"});
+  cleanups_.push_back([this, ready] {
+    c_->node(0).StopWeftd(SIGTERM);
+    c_->StartWeftd(0);
+    EXPECT_TRUE(ready()) << "weftd on n1 not ready again with the suite's flags";
+  });
+  ASSERT_TRUE(ready()) << "weftd on n1 not ready with --netpol-conntrack-flush=false";
+
+  EstablishedOutcome o = EstablishedFlows(*c_, cleanups_);
+  ASSERT_FALSE(o.denied.empty() || o.allowed.empty()) << "the flows did not run";
+  PrintFlows("no flush", o);
+  ASSERT_GE(o.new_denied_ms, 0) << "a new connection y/a -> x/a was never refused: the policy is not in force";
+  for (const auto& f : o.denied) {
+    EXPECT_TRUE(f.reported && f.error == "-" && f.first > 0 && f.first < o.posted &&
+                f.last > o.posted + o.new_denied_ms + 500 && f.maxgap < 190)
+        << "with --netpol-conntrack-flush=false, an established flow stopped after the policy (new connections were "
+           "refused from "
+        << o.new_denied_ms << " ms): " << f.Describe(o.posted) << "\n"
+        << o.conntrack;
+  }
+  ExpectAllowedFlowsGoOn(o);
+  EXPECT_EQ(o.flushed_after, 0) << "weft_netpol_conntrack_flushed_addresses_total on n1";
+  std::cout << "NETPOL-LATENCY case=EstablishedFlowGoesOnWithoutConntrackFlush post_to_new_denied_ms="
+            << o.new_denied_ms << " established_flows_answered_until_ms_after_post=";
+  for (size_t i = 0; i < o.denied.size(); ++i)
+    std::cout << (i ? "," : "") << o.denied[i].from << "/" << o.denied[i].target.substr(0, 3) << ":"
+              << o.denied[i].last - o.posted;
+  std::cout << "\n";
+}
+
+// `ct state invalid` is dropped for isolated pods, in both directions, also
+// from and to the peers their rules allow: TCP segments that belong to no
+// connection (SYN+ACK, FIN+ACK, RST), sent through a raw socket and watched
+// for with a packet socket at the destination. A SYN sent after them on the
+// same path shows the path works; the same segments to and from a pod that
+// is not isolated arrive (the kernel alone does not drop them).
+TEST_F(NetpolTest, InvalidPacketsAreDroppedForIsolatedPods) {
+  Apply(R"({"metadata": {"namespace": "x", "name": "a-with-y-only"},
+            "spec": {"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Ingress", "Egress"],
+                     "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}]}],
+                     "egress": [{"to": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}]}]}})"_json);
+  WeftNode& n1 = c_->node(0);  // x/a, x/c and y/b; y/a is on n2
+  const std::string xa = Ip("x/a"), xc = Ip("x/c"), yb = Ip("y/b"), ya = Ip("y/a");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::string in, eg;
+        n1.ns.Exec({"nft", "list", "map", "inet", "weft-netpol", "ingress4"}, &in);
+        n1.ns.Exec({"nft", "list", "map", "inet", "weft-netpol", "egress4"}, &eg);
+        return in.find(xa + " : jump") != std::string::npos && eg.find(xa + " : jump") != std::string::npos;
+      },
+      5000, 20))
+      << "x/a never became isolated on n1";
+
+  std::map<std::string, std::string> logs;
+  std::vector<std::unique_ptr<Child>> sniffers;
+  for (const std::string k : {"x/a", "x/c", "y/b"}) {
+    logs[k] = c_->root() + "/sniff-" + k.substr(0, 1) + "-" + k.substr(2) + ".log";
+    std::remove(logs[k].c_str());
+    sniffers.push_back(
+        std::make_unique<Child>(Ns(k).name(), std::vector<std::string>{AgentPath(), "sniff", "--port", "80"}, logs[k]));
+  }
+  for (const auto& [k, log] : logs)
+    ASSERT_TRUE(WaitFor([&] { return ReadLog(log).find("sniffing\n") != std::string::npos; }, 3000, 10))
+        << "the sniffer in " << k << " did not start: " << ReadLog(log);
+
+  // Three invalid segments, then the SYN that shows the path works.
+  auto send = [&](const std::string& from, const std::string& to_ip, int base) {
+    std::string out, err;
+    int rc = Cmd({"ip", "netns", "exec", Ns(from).name(), AgentPath(), "tcpraw", to_ip + ":80",
+                  std::to_string(base + 1) + ":SA", std::to_string(base + 2) + ":FA", std::to_string(base + 3) + ":R",
+                  std::to_string(base + 9) + ":S"},
+                 &out, &err);
+    EXPECT_EQ(rc, 0) << "tcpraw from " << from << ": " << out << err;
+  };
+  send("y/a", xa, 41000);  // into isolated x/a, from an allowed peer
+  send("y/a", xc, 41000);  // into x/c, not isolated
+  send("x/a", yb, 42000);  // out of isolated x/a, to an allowed peer
+  send("x/c", yb, 43000);  // out of x/c, not isolated
+  auto seen = [&](const std::string& at, const std::string& src, int sport, const std::string& flags) {
+    return ReadLog(logs[at]).find("seen " + src + ":" + std::to_string(sport) + " " + flags + "\n") != std::string::npos;
+  };
+  bool paths = WaitFor(
+      [&] { return seen("x/a", ya, 41009, "S") && seen("x/c", ya, 41009, "S") && seen("y/b", xa, 42009, "S") &&
+                   seen("y/b", xc, 43009, "S"); },
+      2000, 10);
+  sniffers.clear();
+  std::string all;
+  for (const auto& [k, log] : logs) all += "---- sniffer in " + k + " ----\n" + ReadLog(log);
+  ASSERT_TRUE(paths) << "a SYN from an allowed peer did not arrive:\n" << all;
+  struct Case {
+    std::string at, src;
+    int base;
+    bool arrives;
+    std::string what;
+  };
+  const std::vector<Case> cases = {{"x/a", ya, 41000, false, "y/a -> isolated x/a (ingress)"},
+                                   {"x/c", ya, 41000, true, "y/a -> x/c, not isolated"},
+                                   {"y/b", xa, 42000, false, "isolated x/a -> y/b (egress)"},
+                                   {"y/b", xc, 43000, true, "x/c, not isolated -> y/b"}};
+  for (const auto& cs : cases) {
+    for (auto [off, flags] : std::vector<std::pair<int, std::string>>{{1, "SA"}, {2, "FA"}, {3, "R"}}) {
+      EXPECT_EQ(seen(cs.at, cs.src, cs.base + off, flags), cs.arrives)
+          << cs.what << ": a " << flags << " segment without a connection "
+          << (cs.arrives ? "did not arrive" : "arrived") << "\n"
+          << all;
+    }
+  }
+  std::cerr << "[netpol] " << all;
 }
 
 }  // namespace

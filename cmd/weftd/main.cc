@@ -40,7 +40,7 @@ int RealMain(int argc, char** argv) {
   std::string log_level = "info", log_file, sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
   int64_t lease_ttl = 60, watch_timeout = 300;
   int subnet_len = 24, subnet_len6 = 64;
-  double resync_seconds = 30;
+  double resync_seconds = 30, auth_failure_timeout = 120;
   bool leave = false;
   std::string network_policy;  // "" = on with kubernetes, off with etcd
   bool netpol_flush_conntrack = true;
@@ -102,6 +102,11 @@ int RealMain(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--metrics-addr", o.metrics_addr, "host:port for /metrics, /healthz, /readyz (\"\" = off)")
       ->capture_default_str();
+  app.add_option("--auth-failure-timeout", auth_failure_timeout,
+                 "Seconds of nothing but refused control-plane requests (401/403, a rejected certificate) "
+                 "after which /healthz fails")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "debug, info, warn, error")->capture_default_str();
   app.add_option("--log-file", log_file, "Log to this file instead of stderr");
   app.add_option("--network-policy", network_policy,
@@ -147,6 +152,7 @@ int RealMain(int argc, char** argv) {
   if (!o.node_ip.empty())
     if (auto ips = agent::ParseIpPerFamily("--node-ip", o.node_ip); !ips.ok()) return Fail(ips.status());
   o.resync = std::chrono::milliseconds(static_cast<int64_t>(resync_seconds * 1000));
+  o.auth_failure_timeout = std::chrono::milliseconds(static_cast<int64_t>(auth_failure_timeout * 1000));
   o.control_plane_name = control_plane;
   if (control_plane == "etcd" && network_policy == "true")
     return Fail(Status::Error(weft::Code::kInvalidConfig,

@@ -54,7 +54,8 @@ void Agent::RequestStop() {
 
 HttpAnswer Agent::Serve(const std::string& path) {
   if (path == "/metrics") {
-    std::string body = RenderMetrics(metrics_, cp_->stats(), opts_.control_plane_name);
+    std::string body = RenderMetrics(metrics_, cp_->stats(), opts_.control_plane_name, cp_->auth_health(),
+                                     opts_.auth_failure_timeout);
     if (netpol_) {
       netpol_->RefreshCounters();
       body += RenderNetpolMetrics(netpol_->metrics());
@@ -73,8 +74,12 @@ HttpAnswer Agent::Serve(const std::string& path) {
     // Alive while the reconcile loop wakes up at least every resync period.
     int64_t age = NowMs() - metrics_.heartbeat_unix_ms.load();
     int64_t limit = 3 * opts_.resync.count() + 10000;
-    if (age <= limit) return {200, "text/plain", "ok\n"};
-    return {503, "text/plain", "reconcile loop stalled for " + std::to_string(age) + " ms\n"};
+    if (age > limit) return {503, "text/plain", "reconcile loop stalled for " + std::to_string(age) + " ms\n"};
+    // Refused credentials do not heal by themselves: a restart re-reads
+    // everything, and the reason is what the operator needs to see.
+    if (const AuthHealth* auth = cp_->auth_health())
+      if (auto why = auth->Failing(opts_.auth_failure_timeout)) return {503, "text/plain", *why + "\n"};
+    return {200, "text/plain", "ok\n"};
   }
   if (path == "/readyz") {
     if (netpol_ && !netpol_->metrics().ready.load())

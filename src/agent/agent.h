@@ -40,6 +40,9 @@ struct AgentOptions {
   std::string masquerade_backend = "nftables";
   std::chrono::milliseconds resync{std::chrono::seconds(30)};
   std::string metrics_addr = "0.0.0.0:9641";  // "" = no server
+  // /healthz fails once the control plane refused every request (401/403,
+  // a rejected certificate) for this long (auth_health.h).
+  std::chrono::milliseconds auth_failure_timeout{std::chrono::minutes(2)};
   // NetworkPolicy: the conflist tells the plugin where the namespaces file
   // is and which interface group pending pods' host veths get; the file must
   // be the node's (weftd's state dir is a hostPath in deploy/weftd.yaml).

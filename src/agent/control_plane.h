@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "agent/auth_health.h"
 #include "agent/types.h"
 #include "base/ip.h"
 #include "base/status.h"
@@ -79,6 +80,10 @@ class ControlPlane {
   virtual Status Leave() = 0;
 
   virtual ControlPlaneStats& stats() = 0;
+
+  // Whether the control plane still accepts this node's credentials
+  // (auth_health.h); null when it does not say.
+  virtual const AuthHealth* auth_health() const { return nullptr; }
 };
 
 // Sleeps up to `d` in small steps, returning early when `stop` is set.

@@ -418,8 +418,8 @@ PeerMap SubnetRecords::Peers(const std::string& except) const {
 
 // --- EtcdClient ---------------------------------------------------------------
 
-EtcdClient::EtcdClient(std::vector<std::string> endpoints, TlsOptions tls)
-    : endpoints_(std::move(endpoints)), http_(std::move(tls)) {
+EtcdClient::EtcdClient(std::vector<std::string> endpoints, TlsOptions tls, AuthHealth* health)
+    : endpoints_(std::move(endpoints)), http_(std::move(tls)), health_(health) {
   for (auto& e : endpoints_)
     while (!e.empty() && e.back() == '/') e.pop_back();
 }
@@ -427,6 +427,7 @@ EtcdClient::EtcdClient(std::vector<std::string> endpoints, TlsOptions tls)
 Result<std::string> EtcdClient::Post(const std::string& path, const std::string& body) {
   if (endpoints_.empty()) return Status::Error(Code::kInvalidConfig, "no etcd endpoints");
   Status last;
+  bool tls_retried = false;
   for (size_t attempt = 0; attempt < endpoints_.size(); ++attempt) {
     HttpRequest req;
     req.method = "POST";
@@ -436,8 +437,25 @@ Result<std::string> EtcdClient::Post(const std::string& path, const std::string&
     auto r = http_.Do(req);
     if (!r.ok()) {
       last = r.status();
+      if (IsTlsFailure(r.status())) {
+        if (health_) health_->RecordRefusal("POST " + req.url + ": " + r.status().details());
+        // The client dropped its connection: the retry reads the TLS files again.
+        if (!tls_retried) {
+          tls_retried = true;
+          --attempt;
+          continue;
+        }
+      }
       current_ = (current_ + 1) % endpoints_.size();
       continue;
+    }
+    if (health_) {
+      if (r->status == 401 || r->status == 403) {
+        health_->RecordRefusal("POST " + req.url + ": HTTP " + std::to_string(r->status) + " " +
+                               r->body.substr(0, 200));
+      } else {
+        health_->RecordSuccess();
+      }
     }
     if (r->status >= 500 && r->status != 503 && r->body.empty()) {
       last = Status::Error(Code::kControlPlane, "POST " + req.url + ": HTTP " + std::to_string(r->status));
@@ -513,6 +531,7 @@ Status EtcdClient::Watch(const std::string& key, const std::string& range_end, i
   auto r = http_.Stream(
       req,
       [&](std::string_view line) {
+        if (health_) health_->RecordSuccess();
         auto m = ParseWatchLine(line);
         if (!m.ok()) {
           parse_error = m.status();
@@ -522,6 +541,8 @@ Status EtcdClient::Watch(const std::string& key, const std::string& range_end, i
       },
       stop, std::chrono::seconds(0));
   if (!r.ok()) {
+    if (health_ && IsTlsFailure(r.status()))
+      health_->RecordRefusal("POST " + req.url + ": " + r.status().details());
     current_ = (current_ + 1) % endpoints_.size();
     return r.status();
   }
@@ -540,7 +561,7 @@ constexpr auto kRelistPeriod = std::chrono::minutes(10);
 class EtcdControlPlane : public ControlPlane {
  public:
   explicit EtcdControlPlane(EtcdOptions opts)
-      : opts_(std::move(opts)), client_(opts_.endpoints, opts_.tls) {}
+      : opts_(std::move(opts)), client_(opts_.endpoints, opts_.tls, &health_) {}
 
   ~EtcdControlPlane() override = default;
 
@@ -614,6 +635,7 @@ class EtcdControlPlane : public ControlPlane {
   }
 
   ControlPlaneStats& stats() override { return stats_; }
+  const AuthHealth* auth_health() const override { return &health_; }
 
  private:
   const std::string& self_name() const { return self_.name.empty() ? opts_.node_name : self_.name; }
@@ -752,7 +774,7 @@ class EtcdControlPlane : public ControlPlane {
   }
 
   Status KeepAliveLoop(const std::atomic<bool>& stop, const std::atomic<bool>& local_stop) {
-    EtcdClient c(opts_.endpoints, opts_.tls);
+    EtcdClient c(opts_.endpoints, opts_.tls, &health_);
     auto interval = std::chrono::milliseconds(std::max<int64_t>(opts_.lease_ttl * 1000 / 3, 300));
     auto stopped = [&] { return stop.load() || local_stop.load(); };
     auto sleep = [&](std::chrono::milliseconds d) {
@@ -793,7 +815,7 @@ class EtcdControlPlane : public ControlPlane {
   }
 
   void WatchLoop(PeerStore& store, const std::atomic<bool>& stop, const std::atomic<bool>& fatal) {
-    EtcdClient c(opts_.endpoints, opts_.tls);
+    EtcdClient c(opts_.endpoints, opts_.tls, &health_);
     const std::string prefix = SubnetsKeyPrefix(opts_.prefix);
     const std::string end = PrefixRangeEnd(prefix);
     bool need_list = true;
@@ -896,6 +918,7 @@ class EtcdControlPlane : public ControlPlane {
   }
 
   EtcdOptions opts_;
+  AuthHealth health_;  // before the clients that record into it
   EtcdClient client_;  // Register/Leave (main thread)
   LocalNode self_;
   std::atomic<int64_t> lease_{0};

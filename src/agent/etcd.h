@@ -136,10 +136,13 @@ class SubnetRecords {
 // --- The client ---------------------------------------------------------------
 
 // Requests against a list of gateway endpoints, moving to the next endpoint
-// after a transport failure. One per thread.
+// after a transport failure. One per thread. A TLS failure (a rotated client
+// certificate or CA) is retried once on a new connection, which reads the
+// TLS files again. Outcomes go to `health` when it is not null (it must
+// outlive the client).
 class EtcdClient {
  public:
-  EtcdClient(std::vector<std::string> endpoints, TlsOptions tls);
+  EtcdClient(std::vector<std::string> endpoints, TlsOptions tls, AuthHealth* health = nullptr);
 
   Result<EtcdRange> Range(const std::string& key, const std::string& range_end, int64_t revision = 0);
   Result<bool> Txn(const std::string& body_json, int64_t* revision = nullptr);
@@ -159,6 +162,7 @@ class EtcdClient {
   std::vector<std::string> endpoints_;
   size_t current_ = 0;
   HttpClient http_;
+  AuthHealth* health_;
 };
 
 struct EtcdOptions {

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cstdio>
 
+#include "agent/kube_client.h"
 #include "base/log.h"
 
 namespace weft::agent {
@@ -46,33 +47,24 @@ Status HttpError(const std::string& what, long status, const std::string& body) 
 
 class HttpKubeApi : public KubeApi {
  public:
-  explicit HttpKubeApi(const KubeEndpoint& ep) : server_(ep.server), http_(ep.tls) {
-    headers_ = {"Accept: application/json", "User-Agent: weftd"};
-    if (!ep.token.empty()) headers_.push_back("Authorization: Bearer " + ep.token);
-  }
+  explicit HttpKubeApi(const KubeEndpoint& ep) : client_(ep) {}
 
   Result<HttpResponse> Get(const std::string& path) override {
-    HttpRequest req = Request(path);
+    HttpRequest req;
+    req.url = path;
     req.timeout = std::chrono::seconds(30);
-    return http_.Do(req);
+    return client_.Do(std::move(req));
   }
 
   Result<HttpResponse> Watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
                              const std::atomic<bool>& stop, std::chrono::milliseconds idle_timeout) override {
-    return http_.Stream(Request(path), on_line, stop, idle_timeout);
+    HttpRequest req;
+    req.url = path;
+    return client_.Stream(std::move(req), on_line, stop, idle_timeout);
   }
 
  private:
-  HttpRequest Request(const std::string& path) const {
-    HttpRequest r;
-    r.url = server_ + path;
-    r.headers = headers_;
-    return r;
-  }
-
-  std::string server_;
-  std::vector<std::string> headers_;
-  HttpClient http_;
+  KubeClient client_;
 };
 
 }  // namespace

@@ -42,7 +42,7 @@ class KubeApi {
   virtual Result<HttpResponse> Watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
                                      const std::atomic<bool>& stop, std::chrono::milliseconds idle_timeout) = 0;
 };
-// The real one: HttpClient + bearer token of `endpoint` (Accept: application/json, User-Agent: weftd).
+// The real one: a KubeClient of `endpoint` (its shared, re-read credentials; a 401 retried once with new ones).
 // A Get times out after 30 s.
 std::unique_ptr<KubeApi> NewKubeApi(const KubeEndpoint& endpoint);
 

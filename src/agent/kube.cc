@@ -7,6 +7,7 @@
 
 #include "agent/etcd.h"  // Base64Decode
 #include "agent/informer.h"
+#include "agent/kube_client.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "sys/files.h"
@@ -158,9 +159,9 @@ Result<KubeEndpoint> InClusterEndpoint(const std::vector<std::string>& env, cons
                          "not in a cluster: KUBERNETES_SERVICE_HOST/PORT are unset (use --kubeconfig)");
   KubeEndpoint e;
   e.server = "https://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + port;
-  WEFT_ASSIGN_OR_RETURN(std::string token, sys::ReadFile(sa_dir + "/token", 64 * 1024));
-  e.token = std::string(Trim(token));
-  e.tls.ca_file = sa_dir + "/ca.crt";
+  e.files.token_file = sa_dir + "/token";
+  e.files.tls.ca_file = sa_dir + "/ca.crt";
+  WEFT_ASSIGN_OR_RETURN(e.credentials, KubeCredentials::Load(e.files));
   return e;
 }
 
@@ -180,20 +181,22 @@ Result<KubeEndpoint> ParseKubeconfig(std::string_view text, const std::string& s
   e.server = Str(*cluster, "server");
   while (!e.server.empty() && e.server.back() == '/') e.server.pop_back();
   if (e.server.empty()) return Status::Error(Code::kInvalidConfig, "kubeconfig: the cluster has no server");
-  WEFT_ASSIGN_OR_RETURN(e.tls.ca_file, FileOrData(*cluster, "certificate-authority", "certificate-authority-data",
-                                                  base_dir, scratch_dir, "ca.crt"));
-  e.tls.insecure = Str(*cluster, "insecure-skip-tls-verify") == "true";
+  TlsOptions& tls = e.files.tls;
+  WEFT_ASSIGN_OR_RETURN(tls.ca_file, FileOrData(*cluster, "certificate-authority", "certificate-authority-data",
+                                                base_dir, scratch_dir, "ca.crt"));
+  tls.insecure = Str(*cluster, "insecure-skip-tls-verify") == "true";
   std::string user_name = Str(*ctx, "user");
   if (const json* user = Named(Field(cfg, "users"), user_name, "user")) {
-    e.token = Str(*user, "token");
-    if (e.token.empty() && !Str(*user, "tokenFile").empty()) {
+    // client-go: an inline token wins over tokenFile. The file is read (and
+    // re-read as it rotates) by KubeCredentials.
+    e.files.token = Str(*user, "token");
+    if (e.files.token.empty() && !Str(*user, "tokenFile").empty()) {
       std::string tf = Str(*user, "tokenFile");
-      WEFT_ASSIGN_OR_RETURN(std::string t, sys::ReadFile(tf[0] == '/' ? tf : base_dir + "/" + tf, 64 * 1024));
-      e.token = std::string(Trim(t));
+      e.files.token_file = tf[0] == '/' ? tf : base_dir + "/" + tf;
     }
-    WEFT_ASSIGN_OR_RETURN(e.tls.cert_file, FileOrData(*user, "client-certificate", "client-certificate-data",
-                                                      base_dir, scratch_dir, "client.crt"));
-    WEFT_ASSIGN_OR_RETURN(e.tls.key_file,
+    WEFT_ASSIGN_OR_RETURN(tls.cert_file, FileOrData(*user, "client-certificate", "client-certificate-data",
+                                                    base_dir, scratch_dir, "client.crt"));
+    WEFT_ASSIGN_OR_RETURN(tls.key_file,
                           FileOrData(*user, "client-key", "client-key-data", base_dir, scratch_dir, "client.key"));
   }
   return e;
@@ -204,6 +207,9 @@ Result<KubeEndpoint> KubeconfigEndpoint(const std::string& path, const std::stri
   std::string base = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/'));
   auto e = ParseKubeconfig(text, scratch_dir, base);
   if (!e.ok()) return e.status().WithPrefix(path);
+  auto creds = KubeCredentials::Load(e->files);
+  if (!creds.ok()) return creds.status().WithPrefix(path);
+  e->credentials = std::move(creds).value();
   return e;
 }
 
@@ -308,7 +314,7 @@ class NodeHandler : public InformerHandler {
 
 class KubeControlPlane : public ControlPlane {
  public:
-  explicit KubeControlPlane(KubeOptions opts) : opts_(std::move(opts)), http_(opts_.endpoint.tls) {}
+  explicit KubeControlPlane(KubeOptions opts) : opts_(std::move(opts)), http_(opts_.endpoint) {}
 
   Result<std::vector<IpPrefix>> Register(const LocalNode& self, const std::atomic<bool>& stop) override {
     self_ = self;
@@ -330,7 +336,7 @@ class KubeControlPlane : public ControlPlane {
   std::vector<IpPrefix> ClusterCidrs() const override { return {}; }
 
   Status Run(PeerStore& store, const std::atomic<bool>& stop) override {
-    HttpClient patch_http(opts_.endpoint.tls);
+    KubeClient patch_http(opts_.endpoint);
     NodeHandler handler(store, self_.name, [&](const KubeNode& node) { EnsureAnnotations(patch_http, node); });
     ResourceSpec spec;
     spec.what = "nodes";
@@ -349,17 +355,19 @@ class KubeControlPlane : public ControlPlane {
 
   ControlPlaneStats& stats() override { return stats_; }
 
+  const AuthHealth* auth_health() const override {
+    return opts_.endpoint.credentials ? &opts_.endpoint.credentials->health() : nullptr;
+  }
+
  private:
-  HttpRequest Request(const std::string& method, const std::string& path) const {
+  static HttpRequest Request(const std::string& method, const std::string& path) {
     HttpRequest r;
     r.method = method;
-    r.url = opts_.endpoint.server + path;
-    r.headers = {"Accept: application/json", "User-Agent: weftd"};
-    if (!opts_.endpoint.token.empty()) r.headers.push_back("Authorization: Bearer " + opts_.endpoint.token);
+    r.url = path;
     return r;
   }
 
-  Result<std::vector<IpPrefix>> TryRegister(HttpClient& http) {
+  Result<std::vector<IpPrefix>> TryRegister(KubeClient& http) {
     WEFT_ASSIGN_OR_RETURN(auto resp, http.Do(Request("GET", "/api/v1/nodes/" + QueryEscape(self_.name))));
     if (resp.status == 404) return Status::Error(Code::kControlPlane, "node " + self_.name + " does not exist");
     if (resp.status != 200)
@@ -371,7 +379,7 @@ class KubeControlPlane : public ControlPlane {
     return node.info.pod_cidrs;
   }
 
-  Status Patch(HttpClient& http) {
+  Status Patch(KubeClient& http) {
     HttpRequest req = Request("PATCH", "/api/v1/nodes/" + QueryEscape(self_.name));
     req.headers.push_back("Content-Type: application/merge-patch+json");
     req.body = AnnotationPatch(self_);
@@ -383,7 +391,7 @@ class KubeControlPlane : public ControlPlane {
     return Status::Ok();
   }
 
-  void EnsureAnnotations(HttpClient& http, const KubeNode& node) {
+  void EnsureAnnotations(KubeClient& http, const KubeNode& node) {
     if (AnnotationsMatch(node, self_)) return;
     Status st = Patch(http);
     if (!st.ok()) {
@@ -393,7 +401,7 @@ class KubeControlPlane : public ControlPlane {
   }
 
   KubeOptions opts_;
-  HttpClient http_;  // Register (main thread)
+  KubeClient http_;  // Register (main thread)
   LocalNode self_;
   ControlPlaneStats stats_;
 };

@@ -76,9 +76,9 @@ users:
   auto e = ParseKubeconfig(yaml, dir, "/etc/kube");
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   EXPECT_EQ(e->server, "https://10.96.0.1:443");
-  EXPECT_EQ(e->token, "abc.def");
-  EXPECT_EQ(e->tls.cert_file, "/etc/kube/certs/client.crt");
-  ASSERT_FALSE(e->tls.ca_file.empty());
+  EXPECT_EQ(e->files.token, "abc.def");
+  EXPECT_EQ(e->files.tls.cert_file, "/etc/kube/certs/client.crt");
+  ASSERT_FALSE(e->files.tls.ca_file.empty());
   EXPECT_FALSE(ParseKubeconfig("current-context: nope\ncontexts: []\n", dir, "/").ok());
   EXPECT_FALSE(ParseKubeconfig("a: [b", dir, "/").ok());
   // JSON is YAML too.
@@ -88,7 +88,7 @@ users:
                            dir, "/");
   ASSERT_TRUE(j.ok()) << j.status().ToString();
   EXPECT_EQ(j->server, "http://192.0.2.250:8080");
-  EXPECT_TRUE(j->tls.insecure);
+  EXPECT_TRUE(j->files.tls.insecure);
 }
 
 TEST(InCluster, NeedsServiceEnv) {

@@ -14,7 +14,8 @@
 
 namespace weft::agent {
 
-std::string RenderMetrics(const AgentMetrics& m, const ControlPlaneStats& cp, const std::string& control_plane) {
+std::string RenderMetrics(const AgentMetrics& m, const ControlPlaneStats& cp, const std::string& control_plane,
+                          const AuthHealth* auth, std::chrono::milliseconds auth_bound) {
   std::string out;
   auto metric = [&](const char* name, const char* type, const char* help, const std::string& value,
                     const std::string& labels = "") {
@@ -28,6 +29,8 @@ std::string RenderMetrics(const AgentMetrics& m, const ControlPlaneStats& cp, co
     return std::string(buf);
   };
   metric("weft_peers", "gauge", "Peers the node routes to.", u(m.peers.load()));
+  out += "# HELP weft_peers_by_mode Peers the node routes to, by how: over VXLAN or directly (host-gw).\n"
+         "# TYPE weft_peers_by_mode gauge\n";
   out += "weft_peers_by_mode{mode=\"vxlan\"} " + u(m.vxlan_peers.load()) + "\n";
   out += "weft_peers_by_mode{mode=\"direct\"} " + u(m.direct_peers.load()) + "\n";
   out += "# HELP weft_peers_by_family Peers whose pod CIDR of the family the node routes to.\n"
@@ -58,6 +61,20 @@ std::string RenderMetrics(const AgentMetrics& m, const ControlPlaneStats& cp, co
          "{backend=\"" + control_plane + "\"}");
   metric("weft_controlplane_errors_total", "counter", "Failed control-plane requests.", u(cp.errors.load()),
          "{backend=\"" + control_plane + "\"}");
+  if (auth) {
+    char since[32];
+    std::snprintf(since, sizeof since, "%.3f", auth->SecondsSinceSuccess());
+    metric("weft_controlplane_auth_failures_total", "counter",
+           "Control-plane requests refused: HTTP 401/403 or a rejected TLS certificate.", u(auth->refusals()),
+           "{backend=\"" + control_plane + "\"}");
+    metric("weft_controlplane_seconds_since_success", "gauge",
+           "Seconds since a control-plane request was last answered with anything but a refusal (or a watch "
+           "delivered a line).",
+           since, "{backend=\"" + control_plane + "\"}");
+    metric("weft_controlplane_auth_failing", "gauge",
+           "1 while every request has been refused for longer than --auth-failure-timeout (/healthz fails).",
+           auth->Failing(auth_bound) ? "1" : "0", "{backend=\"" + control_plane + "\"}");
+  }
   metric("weft_ready", "gauge", "1 once the first reconcile after a complete list succeeded.",
          m.ready.load() ? "1" : "0");
   return out;

@@ -9,6 +9,7 @@
 // (the integration tests scrape it).
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -40,7 +41,11 @@ struct AgentMetrics {
   std::atomic<bool> ready{false};
 };
 
-std::string RenderMetrics(const AgentMetrics& m, const ControlPlaneStats& cp, const std::string& control_plane);
+// `auth` (may be null): the control plane's credential health; `auth_bound`
+// is the time after which refusals fail /healthz (weft_controlplane_auth_failing).
+std::string RenderMetrics(const AgentMetrics& m, const ControlPlaneStats& cp, const std::string& control_plane,
+                          const AuthHealth* auth = nullptr,
+                          std::chrono::milliseconds auth_bound = std::chrono::minutes(2));
 
 struct HttpAnswer {
   int code = 200;

@@ -3,6 +3,7 @@
 #include <linux/rtnetlink.h>
 #include <sys/socket.h>
 
+#include "base/crash_point.h"
 #include "sys/sysctl.h"
 
 namespace weft::plugin {
@@ -100,56 +101,12 @@ Result<sys::LinkInfo> ConfigureBridgePodSide(sys::Netlink& pod, const std::strin
   return *link;
 }
 
-Status CheckBridge(sys::Netlink& host, sys::Netlink& pod, const std::string& bridge, const std::string& host_ifname,
-                   const std::string& ifname, const BridgeAddrs& a) {
-  WEFT_ASSIGN_OR_RETURN(auto br, host.GetLink(bridge));
-  if (!br) return CheckFailed("bridge " + bridge + " is missing");
-  if (!br->up) return CheckFailed("bridge " + bridge + " is down");
-  WEFT_ASSIGN_OR_RETURN(auto h, host.GetLink(host_ifname));
-  if (!h) return CheckFailed("host interface " + host_ifname + " is missing");
-  if (!h->up) return CheckFailed("host interface " + host_ifname + " is down");
-  if (h->master != br->index) return CheckFailed("host interface " + host_ifname + " is not a port of " + bridge);
-  WEFT_ASSIGN_OR_RETURN(auto p, pod.GetLink(ifname));
-  if (!p) return CheckFailed("interface " + ifname + " is missing in the pod netns");
-  if (!p->up) return CheckFailed("interface " + ifname + " is down in the pod netns");
-  for (int fam : {AF_INET, AF_INET6}) {
-    const auto& want = fam == AF_INET ? a.v4 : a.v6;
-    if (!want) continue;
-    WEFT_ASSIGN_OR_RETURN(auto addrs, pod.ListAddresses(fam));
-    bool found = false;
-    for (const auto& ad : addrs)
-      if (ad.index == p->index && ad.prefix == *want) found = true;
-    if (!found) return CheckFailed("pod address " + want->ToString() + " is not on " + ifname);
-    const auto& gw = fam == AF_INET ? a.gw4 : a.gw6;
-    if (gw) {
-      WEFT_ASSIGN_OR_RETURN(auto host_addrs, host.ListAddresses(fam));
-      bool on_bridge = false;
-      for (const auto& ad : host_addrs)
-        if (ad.index == br->index && ad.prefix.addr() == *gw) on_bridge = true;
-      if (!on_bridge) return CheckFailed("gateway " + gw->ToString() + " is not on bridge " + bridge);
-    }
-    WEFT_ASSIGN_OR_RETURN(auto routes, pod.ListRoutes(fam));
-    for (const auto& r : a.routes) {
-      if (r.dst.is_v4() != (fam == AF_INET)) continue;
-      auto via = GatewayFor(a, r);
-      bool have = false;
-      for (const auto& pr : routes)
-        if (pr.dst == r.dst.Masked() && pr.gw == via && pr.oif == p->index) have = true;
-      if (!have)
-        return CheckFailed(std::string(r.dst.len() == 0 ? "the pod has no default route" : "the pod has no route to " +
-                                                                                             r.dst.ToString()) +
-                           (via ? " via " + via->ToString() : "") + " dev " + ifname);
-    }
-  }
-  return Status::Ok();
-}
-
 cni::CniResult BridgeResult(const sys::LinkInfo& bridge, const sys::LinkInfo& host, const sys::LinkInfo& pod,
                             const std::string& netns, const BridgeAddrs& a) {
   cni::CniResult r;
-  r.interfaces.push_back({bridge.name, bridge.mac, bridge.mtu, "", "", ""});
-  r.interfaces.push_back({host.name, host.mac, host.mtu, "", "", ""});
-  r.interfaces.push_back({pod.name, pod.mac, pod.mtu, netns, "", ""});
+  r.interfaces.push_back(ResultInterface(bridge));
+  r.interfaces.push_back(ResultInterface(host));
+  r.interfaces.push_back(ResultInterface(pod, netns));
   if (a.v4) r.ips.push_back({*a.v4, a.gw4, 2});
   if (a.v6) r.ips.push_back({*a.v6, a.gw6, 2});
   for (const auto& rt : a.routes) {
@@ -160,6 +117,102 @@ cni::CniResult BridgeResult(const sys::LinkInfo& bridge, const sys::LinkInfo& ho
     r.routes.push_back(out);
   }
   return r;
+}
+
+std::optional<IpAddress> BridgeGateway(const Config& cfg, const IpPrefix& addr) {
+  for (const auto& g : cfg.gateways)
+    if (g.is_v4() == addr.is_v4()) return g;
+  for (const auto& r : cfg.ranges)
+    if (r.Contains(addr.addr())) return FirstUsable(r);
+  return std::nullopt;
+}
+
+BridgeAddrs BridgePlan(const Config& cfg, const ipam::PodRecord& rec,
+                       const std::optional<std::vector<cni::Route>>& ipam_routes) {
+  BridgeAddrs a;
+  a.v4 = rec.ip_v4;
+  a.v6 = rec.ip_v6;
+  a.gw4 = rec.gateway_v4;
+  a.gw6 = rec.gateway_v6;
+  if (a.v4 && !a.gw4) a.gw4 = BridgeGateway(cfg, *a.v4);
+  if (a.v6 && !a.gw6) a.gw6 = BridgeGateway(cfg, *a.v6);
+  if (ipam_routes) {
+    a.routes = *ipam_routes;
+  } else {
+    if (a.v4) a.routes.push_back({*IpPrefix::Parse("0.0.0.0/0"), std::nullopt});
+    if (a.v6) a.routes.push_back({*IpPrefix::Parse("::/0"), std::nullopt});
+  }
+  for (const auto& p : cfg.route_via_host) a.routes.push_back({p, std::nullopt});
+  return a;
+}
+
+Status BridgeDatapath::Attach(const ipam::PodRecord& rec, const std::optional<std::vector<cni::Route>>& ipam_routes) {
+  sys::Netlink& host = ctx_.host;
+  WEFT_ASSIGN_OR_RETURN(sys::LinkInfo host_link, ReadHostLink());
+  plan_ = BridgePlan(cfg_, rec, ipam_routes);
+  auto br = EnsureBridge(host, cfg_.bridge, ctx_.mtu);
+  if (!br.ok()) return br.status().WithPrefix("bridge " + cfg_.bridge);
+  for (const auto& [addr, gw] : {std::pair{plan_.v4, plan_.gw4}, std::pair{plan_.v6, plan_.gw6}})
+    if (addr && gw) WEFT_RETURN_IF_ERROR(EnsureBridgeAddress(host, *br, IpPrefix(*gw, addr->len())));
+  WEFT_RETURN_IF_ERROR(sys::EnsureSysctl("net/ipv4/ip_forward", "1"));
+  if (plan_.v6) WEFT_RETURN_IF_ERROR(sys::EnsureSysctl("net/ipv6/conf/all/forwarding", "1"));
+  auto port = ConfigureBridgePort(host, std::move(host_link), *br);
+  if (!port.ok()) return port.status().WithPrefix("attach " + ctx_.host_ifname + " to " + cfg_.bridge);
+  WEFT_CRASH_POINT("add-after-host-side");
+  auto pod_link = ConfigureBridgePodSide(ctx_.pod, ctx_.ifname, plan_);
+  if (!pod_link.ok()) return pod_link.status().WithPrefix("configure " + ctx_.ifname + " in the pod");
+  WEFT_CRASH_POINT("add-after-pod-side");
+  auto br_now = host.GetLink(br->index);  // its MAC follows its ports
+  bridge_link_ = br_now.ok() && br_now->has_value() ? **br_now : *br;
+  host_link_ = std::move(*port);
+  pod_link_ = std::move(*pod_link);
+  return Status::Ok();
+}
+
+cni::CniResult BridgeDatapath::Result() const {
+  return BridgeResult(bridge_link_, host_link_, pod_link_, ctx_.netns, plan_);
+}
+
+Status BridgeDatapath::Check(const ipam::PodRecord& rec) {
+  // Delegated routes are not recorded: check the default routes only when
+  // weft chose them.
+  std::optional<std::vector<cni::Route>> routes;
+  if (!cfg_.delegated_ipam.empty()) routes.emplace();
+  const BridgeAddrs a = BridgePlan(cfg_, rec, routes);
+  const std::string& bridge = cfg_.bridge;
+  const std::string& host_ifname = ctx_.host_ifname;
+  const std::string& ifname = ctx_.ifname;
+  sys::Netlink& host = ctx_.host;
+  WEFT_ASSIGN_OR_RETURN(auto br, RequireLinkUp(host, bridge, "bridge " + bridge));
+  WEFT_ASSIGN_OR_RETURN(auto h, RequireLinkUp(host, host_ifname, "host interface " + host_ifname));
+  if (h.master != br.index) return CheckFailed("host interface " + host_ifname + " is not a port of " + bridge);
+  WEFT_ASSIGN_OR_RETURN(auto p, RequireLinkUp(ctx_.pod, ifname, "interface " + ifname, " in the pod netns"));
+  for (int fam : {AF_INET, AF_INET6}) {
+    const auto& want = fam == AF_INET ? a.v4 : a.v6;
+    if (!want) continue;
+    WEFT_RETURN_IF_ERROR(RequirePodAddress(p, *want, /*exact_prefix=*/true));
+    const auto& gw = fam == AF_INET ? a.gw4 : a.gw6;
+    if (gw) {
+      WEFT_ASSIGN_OR_RETURN(auto host_addrs, host.ListAddresses(fam));
+      bool on_bridge = false;
+      for (const auto& ad : host_addrs)
+        if (ad.index == br.index && ad.prefix.addr() == *gw) on_bridge = true;
+      if (!on_bridge) return CheckFailed("gateway " + gw->ToString() + " is not on bridge " + bridge);
+    }
+    WEFT_ASSIGN_OR_RETURN(auto routes, ctx_.pod.ListRoutes(fam));
+    for (const auto& r : a.routes) {
+      if (r.dst.is_v4() != (fam == AF_INET)) continue;
+      auto via = GatewayFor(a, r);
+      bool have = false;
+      for (const auto& pr : routes)
+        if (pr.dst == r.dst.Masked() && pr.gw == via && pr.oif == p.index) have = true;
+      if (!have)
+        return CheckFailed(std::string(r.dst.len() == 0 ? "the pod has no default route" : "the pod has no route to " +
+                                                                                             r.dst.ToString()) +
+                           (via ? " via " + via->ToString() : "") + " dev " + ifname);
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace weft::plugin

@@ -3,8 +3,7 @@
 #include <linux/rtnetlink.h>
 #include <sys/socket.h>
 
-#include "base/strings.h"
-#include "sys/files.h"
+#include "base/crash_point.h"
 #include "sys/sysctl.h"
 
 namespace weft::plugin {
@@ -17,26 +16,6 @@ IpPrefix Default(bool v6) { return *IpPrefix::Parse(v6 ? "::/0" : "0.0.0.0/0"); 
 IpPrefix Host(const IpAddress& a) { return IpPrefix(a, a.family_bits()); }
 
 Status CheckFailed(const std::string& what) { return Status::Error(Code::kCheckFailed, what); }
-
-}  // namespace
-
-Status CreateVethPair(sys::Netlink& host, sys::Netlink& pod, const sys::Netns& pod_ns,
-                      const std::string& host_ifname, const std::string& ifname, int mtu,
-                      uint32_t host_group) {
-  Status st = host.CreateVeth(host_ifname, ifname, pod_ns.fd(), mtu, host_group);
-  if (st.ok() || !sys::IsExists(st)) return st;
-  auto h = host.GetLink(host_ifname);
-  if (h.ok() && h->has_value())
-    return Status::Error(Code::kNameTaken, "host interface " + host_ifname + " already exists",
-                         "a link with this container's deterministic name is present; run DEL for the "
-                         "container or `weftctl doctor --fix`");
-  auto p = pod.GetLink(ifname);
-  if (p.ok() && p->has_value())
-    return Status::Error(Code::kNameTaken, "interface " + ifname + " already exists in netns " + pod_ns.path());
-  return st;
-}
-
-namespace {
 
 // A second weft attachment in the same netns would need the same gateway
 // and default routes: say so instead of a bare EEXIST.
@@ -108,48 +87,11 @@ Result<sys::LinkInfo> ConfigureHostSide(sys::Netlink& host, sys::LinkInfo h, con
   return h;
 }
 
-Status CheckRouted(sys::Netlink& host, sys::Netlink& pod, const std::string& host_ifname,
-                   const std::string& ifname, const PodAddrs& a) {
-  WEFT_ASSIGN_OR_RETURN(auto h, host.GetLink(host_ifname));
-  if (!h) return CheckFailed("host interface " + host_ifname + " is missing");
-  if (!h->up) return CheckFailed("host interface " + host_ifname + " is down");
-  if (h->kind != "veth") return CheckFailed("host interface " + host_ifname + " is a " + h->kind + ", not a veth");
-  WEFT_ASSIGN_OR_RETURN(auto p, pod.GetLink(ifname));
-  if (!p) return CheckFailed("interface " + ifname + " is missing in the pod netns");
-  if (!p->up) return CheckFailed("interface " + ifname + " is down in the pod netns");
-
-  for (int fam : {AF_INET, AF_INET6}) {
-    const auto& want = fam == AF_INET ? a.v4 : a.v6;
-    if (!want) continue;
-    WEFT_ASSIGN_OR_RETURN(auto addrs, pod.ListAddresses(fam));
-    bool found = false;
-    for (const auto& ad : addrs)
-      if (ad.index == p->index && ad.prefix.addr() == *want) found = true;
-    if (!found) return CheckFailed("pod address " + want->ToString() + " is not on " + ifname);
-    WEFT_ASSIGN_OR_RETURN(auto pod_routes, pod.ListRoutes(fam));
-    bool def = false;
-    IpAddress gw = fam == AF_INET ? Gw4() : Gw6();
-    for (const auto& r : pod_routes)
-      if (r.dst.len() == 0 && r.gw == gw && r.oif == p->index) def = true;
-    if (!def) return CheckFailed("the pod has no default route via " + gw.ToString() + " dev " + ifname);
-    WEFT_ASSIGN_OR_RETURN(auto host_routes, host.ListRoutes(fam));
-    bool hr = false;
-    for (const auto& r : host_routes)
-      if (r.dst == Host(*want) && r.oif == h->index) hr = true;
-    if (!hr) return CheckFailed("the host has no route to " + want->ToString() + " via " + host_ifname);
-  }
-  if (a.v4) {
-    auto pa = sys::ReadSysctl("net/ipv4/conf/" + host_ifname + "/proxy_arp");
-    if (!pa.ok() || *pa != "1") return CheckFailed("proxy ARP is off on " + host_ifname);
-  }
-  return Status::Ok();
-}
-
 cni::CniResult RoutedResult(const sys::LinkInfo& host, const sys::LinkInfo& pod, const std::string& netns,
                             const PodAddrs& a) {
   cni::CniResult r;
-  r.interfaces.push_back({host.name, host.mac, host.mtu, "", "", ""});
-  r.interfaces.push_back({pod.name, pod.mac, pod.mtu, netns, "", ""});
+  r.interfaces.push_back(ResultInterface(host));
+  r.interfaces.push_back(ResultInterface(pod, netns));
   if (a.v4) {
     r.ips.push_back({Host(*a.v4), Gw4(), 1});
     r.routes.push_back({Default(false), Gw4()});
@@ -163,22 +105,61 @@ cni::CniResult RoutedResult(const sys::LinkInfo& host, const sys::LinkInfo& pod,
   return r;
 }
 
-int DeriveMtu(sys::Netlink& host) {
-  // /proc/net/route walks the FIB trie in order, so a default route is on
-  // the first lines: this stays cheap however many pod routes the node has.
-  auto f = sys::ReadFile("/proc/net/route", 8192);
-  if (f.ok()) {
-    auto lines = Split(*f, '\n');
-    for (size_t i = 1; i < lines.size() && i < 64; ++i) {
-      auto cols = Split(lines[i], '\t');
-      if (cols.size() < 8) continue;
-      if (Trim(cols[1]) == "00000000" && Trim(cols[7]) == "00000000") {
-        auto l = host.GetLink(std::string(Trim(cols[0])));
-        if (l.ok() && l->has_value() && (*l)->mtu > 0) return (*l)->mtu;
-      }
-    }
+PodAddrs RoutedPlan(const Config& cfg, const ipam::PodRecord& rec, const std::vector<cni::Route>& ipam_routes) {
+  PodAddrs a;
+  if (rec.ip_v4) a.v4 = rec.ip_v4->addr();
+  if (rec.ip_v6) a.v6 = rec.ip_v6->addr();
+  for (const auto& r : ipam_routes)
+    if (r.dst.len() > 0) a.extra_routes.push_back(r.dst.Masked());
+  for (const auto& p : cfg.route_via_host) a.extra_routes.push_back(p);
+  return a;
+}
+
+Status RoutedDatapath::Attach(const ipam::PodRecord& rec, const std::optional<std::vector<cni::Route>>& ipam_routes) {
+  WEFT_ASSIGN_OR_RETURN(sys::LinkInfo host_link, ReadHostLink());
+  plan_ = RoutedPlan(cfg_, rec, ipam_routes.value_or(std::vector<cni::Route>{}));
+  auto pod_link = ConfigurePodSide(ctx_.pod, ctx_.ifname, plan_, host_link.mac);
+  if (!pod_link.ok()) return pod_link.status().WithPrefix("configure " + ctx_.ifname + " in the pod");
+  WEFT_CRASH_POINT("add-after-pod-side");
+  auto configured = ConfigureHostSide(ctx_.host, std::move(host_link), plan_);
+  if (!configured.ok()) return configured.status().WithPrefix("configure host side " + ctx_.host_ifname);
+  WEFT_CRASH_POINT("add-after-host-side");
+  host_link_ = std::move(*configured);
+  pod_link_ = std::move(*pod_link);
+  return Status::Ok();
+}
+
+cni::CniResult RoutedDatapath::Result() const { return RoutedResult(host_link_, pod_link_, ctx_.netns, plan_); }
+
+Status RoutedDatapath::Check(const ipam::PodRecord& rec) {
+  const PodAddrs a = RoutedPlan(cfg_, rec, {});
+  const std::string& host_ifname = ctx_.host_ifname;
+  const std::string& ifname = ctx_.ifname;
+  WEFT_ASSIGN_OR_RETURN(auto h, RequireLinkUp(ctx_.host, host_ifname, "host interface " + host_ifname));
+  if (h.kind != "veth") return CheckFailed("host interface " + host_ifname + " is a " + h.kind + ", not a veth");
+  WEFT_ASSIGN_OR_RETURN(auto p, RequireLinkUp(ctx_.pod, ifname, "interface " + ifname, " in the pod netns"));
+
+  for (int fam : {AF_INET, AF_INET6}) {
+    const auto& want = fam == AF_INET ? a.v4 : a.v6;
+    if (!want) continue;
+    WEFT_RETURN_IF_ERROR(RequirePodAddress(p, Host(*want), /*exact_prefix=*/false));
+    WEFT_ASSIGN_OR_RETURN(auto pod_routes, ctx_.pod.ListRoutes(fam));
+    bool def = false;
+    IpAddress gw = fam == AF_INET ? Gw4() : Gw6();
+    for (const auto& r : pod_routes)
+      if (r.dst.len() == 0 && r.gw == gw && r.oif == p.index) def = true;
+    if (!def) return CheckFailed("the pod has no default route via " + gw.ToString() + " dev " + ifname);
+    WEFT_ASSIGN_OR_RETURN(auto host_routes, ctx_.host.ListRoutes(fam));
+    bool hr = false;
+    for (const auto& r : host_routes)
+      if (r.dst == Host(*want) && r.oif == h.index) hr = true;
+    if (!hr) return CheckFailed("the host has no route to " + want->ToString() + " via " + host_ifname);
   }
-  return 1500;
+  if (a.v4) {
+    auto pa = sys::ReadSysctl("net/ipv4/conf/" + host_ifname + "/proxy_arp");
+    if (!pa.ok() || *pa != "1") return CheckFailed("proxy ARP is off on " + host_ifname);
+  }
+  return Status::Ok();
 }
 
 }  // namespace weft::plugin

@@ -11,8 +11,10 @@
 #include "base/ip.h"
 #include "base/status.h"
 #include "cni/result.h"
+#include "ipam/store.h"
+#include "plugin/config.h"
+#include "plugin/datapath.h"
 #include "sys/netlink.h"
-#include "sys/netns.h"
 
 namespace weft::plugin {
 
@@ -26,13 +28,6 @@ struct PodAddrs {
   std::vector<IpPrefix> extra_routes;
 };
 
-// Creates the veth pair with the peer directly inside the pod netns, the
-// host end in interface group `host_group` (0: the default group) from its
-// creation on. EEXIST on either end becomes kNameTaken naming which end.
-Status CreateVethPair(sys::Netlink& host, sys::Netlink& pod, const sys::Netns& pod_ns,
-                      const std::string& host_ifname, const std::string& ifname, int mtu,
-                      uint32_t host_group = 0);
-
 // Pod side: up, address(es), gateway and default routes, and a permanent
 // neighbour entry for the gateway pointing at the host end's MAC (no ARP
 // round trip, and no dependency on the node having a route to 169.254.1.1).
@@ -44,16 +39,27 @@ Result<sys::LinkInfo> ConfigurePodSide(sys::Netlink& pod, const std::string& ifn
 // REQUIRES: `host_link` was just read from the kernel.
 Result<sys::LinkInfo> ConfigureHostSide(sys::Netlink& host, sys::LinkInfo host_link, const PodAddrs& a);
 
-// Verifies both ends against what ADD built. kCheckFailed describes the
-// first difference.
-Status CheckRouted(sys::Netlink& host, sys::Netlink& pod, const std::string& host_ifname,
-                   const std::string& ifname, const PodAddrs& a);
-
 // The interfaces/ips/routes part of the result.
 cni::CniResult RoutedResult(const sys::LinkInfo& host, const sys::LinkInfo& pod, const std::string& netns,
                             const PodAddrs& a);
 
-// The MTU of the host's default-route interface, or 1500.
-int DeriveMtu(sys::Netlink& host);
+// Routed mode's plan for `rec`: its addresses and, besides the default
+// routes, `ipsToRouteViaHost` and the IPAM plugin's non-default routes.
+PodAddrs RoutedPlan(const Config& cfg, const ipam::PodRecord& rec, const std::vector<cni::Route>& ipam_routes);
+
+class RoutedDatapath : public VethDatapath {
+ public:
+  RoutedDatapath(const Config& cfg, const DatapathContext& ctx) : VethDatapath(cfg, ctx) {}
+  // Pod side (crash point add-after-pod-side), then host side
+  // (add-after-host-side).
+  Status Attach(const ipam::PodRecord& rec, const std::optional<std::vector<cni::Route>>& ipam_routes) override;
+  cni::CniResult Result() const override;
+  std::string LocalnetDevice() const override { return ctx_.host_ifname; }
+  Status Check(const ipam::PodRecord& rec) override;
+
+ private:
+  PodAddrs plan_;
+  sys::LinkInfo host_link_, pod_link_;
+};
 
 }  // namespace weft::plugin

@@ -1,0 +1,41 @@
+#include "plugin/node_firewall.h"
+
+#include <algorithm>
+
+#include "fw/hostport.h"
+#include "fw/masquerade.h"
+#include "plugin/teardown.h"
+#include "sys/sysctl.h"
+
+namespace weft::plugin {
+
+fw::MasqueradeSpec MasqSpec(const Config& cfg, const ipam::PodRecord& rec) {
+  std::vector<IpPrefix> sources = cfg.delegated_ipam.empty() ? cfg.ranges : cfg.ipam_subnets;
+  if (sources.empty()) {
+    if (rec.ip_v4) sources.push_back(rec.ip_v4->Masked());
+    if (rec.ip_v6) sources.push_back(rec.ip_v6->Masked());
+  }
+  return {cfg.net.name, sources, cfg.cluster_cidrs};
+}
+
+Status NodeFirewall::EnsureMasquerade(const ipam::PodRecord& rec) {
+  auto fw = cfg_.masquerade_backend == FwBackend::kIptables ? fw::NewIptablesFirewall(cfg_.data_dir)
+                                                            : fw::NewNftFirewall(cfg_.data_dir);
+  Status st = RetryInterruptedDump([&] { return fw->EnsureMasquerade(MasqSpec(cfg_, rec)); });
+  return st.Prefix("masquerade");
+}
+
+Status NodeFirewall::SyncHostPorts(const ipam::PodRecord& rec, const std::string& localnet_dev) {
+  if (rec.ip_v4) WEFT_RETURN_IF_ERROR(sys::EnsureSysctl("net/ipv4/conf/" + localnet_dev + "/route_localnet", "1"));
+  return plugin::SyncHostPorts(cfg_.masquerade_backend, cfg_.data_dir, store_);
+}
+
+Status NodeFirewall::FlushUdpConntrack(const ipam::PodRecord& rec) {
+  WEFT_ASSIGN_OR_RETURN(auto mine, DesiredHostPorts(store_));
+  std::erase_if(mine, [&](const fw::HostPortRule& r) {
+    return !((rec.ip_v4 && r.container == *rec.ip_v4) || (rec.ip_v6 && r.container == *rec.ip_v6));
+  });
+  return fw::FlushUdpConntrack(mine);
+}
+
+}  // namespace weft::plugin

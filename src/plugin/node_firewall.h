@@ -1,0 +1,33 @@
+#pragma once
+// ADD's firewall steps on the node (AddFirewall, add.h): the masquerade
+// through the configured backend, the hostPort ruleset rendered from the
+// database, and the UDP conntrack flush for the pod's mappings.
+
+#include <string>
+
+#include "fw/masquerade.h"
+#include "ipam/store.h"
+#include "plugin/add.h"
+#include "plugin/config.h"
+
+namespace weft::plugin {
+
+class NodeFirewall : public AddFirewall {
+ public:
+  // `cfg` and `store` outlive this object.
+  NodeFirewall(const Config& cfg, ipam::Store& store) : cfg_(cfg), store_(store) {}
+
+  Status EnsureMasquerade(const ipam::PodRecord& rec) override;
+  Status SyncHostPorts(const ipam::PodRecord& rec, const std::string& localnet_dev) override;
+  Status FlushUdpConntrack(const ipam::PodRecord& rec) override;
+
+ private:
+  const Config& cfg_;
+  ipam::Store& store_;
+};
+
+// The masquerade's sources: the configured ranges, the delegated IPAM's
+// subnets, or (for an IPAM plugin whose config names none) the pod's subnet.
+fw::MasqueradeSpec MasqSpec(const Config& cfg, const ipam::PodRecord& rec);
+
+}  // namespace weft::plugin

@@ -1,6 +1,7 @@
 #include "agent/http.h"
 
 #include <curl/curl.h>
+#include <strings.h>
 
 #include <cstring>
 
@@ -79,8 +80,11 @@ size_t StreamWrite(char* data, size_t size, size_t n, void* user) {
 
 // The handshake or the certificates failed. With TLS 1.3 a server that
 // rejects the client certificate says so in an alert the client reads only
-// after its side of the handshake finished: a receive error naming an alert.
-bool TlsCode(CURLcode rc, const char* errbuf) {
+// after its side of the handshake finished: a receive (or send) error naming
+// the alert, or, when the server closed at once, one on a connection made for
+// this request that never got an HTTP status (libcurl's error buffer then
+// keeps its first complaint, e.g. "getpeername() failed ... errno 107").
+bool TlsCode(CURLcode rc, const char* errbuf, bool fresh_tls_connection_without_status) {
   switch (rc) {
     case CURLE_SSL_CONNECT_ERROR:
     case CURLE_SSL_CERTPROBLEM:
@@ -95,7 +99,7 @@ bool TlsCode(CURLcode rc, const char* errbuf) {
       return true;
     case CURLE_RECV_ERROR:
     case CURLE_SEND_ERROR:
-      return std::strstr(errbuf, "alert") != nullptr;
+      return std::strstr(errbuf, "alert") != nullptr || fresh_tls_connection_without_status;
     default:
       return false;
   }
@@ -117,7 +121,15 @@ struct HttpClient::Impl {
   // the next request reads the CA, certificate and key files again.
   Status Failure(const std::string& what, CURLcode rc) {
     std::string why = errbuf[0] ? std::string(errbuf) : std::string(curl_easy_strerror(rc));
-    if (TlsCode(rc, errbuf)) {
+    long connects = 0, status = 0;
+    const char* scheme = nullptr;
+    curl_easy_getinfo(curl.get(), CURLINFO_NUM_CONNECTS, &connects);
+    curl_easy_getinfo(curl.get(), CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(curl.get(), CURLINFO_SCHEME, &scheme);
+    bool fresh_tls = connects > 0 && status == 0 && scheme && strcasecmp(scheme, "https") == 0;
+    if (TlsCode(rc, errbuf, fresh_tls)) {
+      if (!std::strstr(errbuf, "SSL"))
+        why = "the server closed a new TLS connection before answering (a rejected client certificate?): " + why;
       curl.reset();
       return TlsFailure(what, why);
     }

@@ -6,81 +6,24 @@
 #include <set>
 
 #include "cni/version.h"
-#include "ipam/store.h"
-#include "testutil/netns_fixture.h"
+#include "plugin_fixture.h"
 
 namespace weft::testing {
 namespace {
 
-using nlohmann::json;
-
-class RoutedTest : public ::testing::Test {
+class RoutedTest : public PluginTest {
  protected:
-  void SetUp() override {
-    node_ = std::make_unique<TestNode>("node");
-    data_dir_ = TempDir("data");
-  }
-  void TearDown() override {
-    pods_.clear();
-    node_.reset();
-    RemoveTree(data_dir_);
-  }
-
-  json Conf(const std::string& version = "1.1.0", json extra = json::object()) {
-    json c = {{"cniVersion", version}, {"name", "weftnet"}, {"type", "weft"},    {"mode", "routed"},
-              {"mtu", 1450},           {"dataDir", data_dir_}, {"ranges", {"10.244.2.0/24"}}};
-    for (auto& [k, v] : extra.items()) c[k] = v;
-    return c;
-  }
-  const TestNetns& Pod(const std::string& name) {
-    auto it = pods_.find(name);
-    if (it == pods_.end()) it = pods_.emplace(name, std::make_unique<TestNetns>(name)).first;
-    return *it->second;
-  }
-  PluginRun Cni(const std::string& cmd, const std::string& cid, const std::string& netns, const json& conf,
-                const std::string& ifname = "eth0", std::map<std::string, std::string> extra_env = {}) {
-    auto env = CniEnv(cmd, cid, netns, ifname);
-    for (auto& [k, v] : extra_env) env[k] = v;
-    return RunPlugin(BinaryPath("weft"), *node_, env, conf.dump());
-  }
-  PluginRun Add(const std::string& cid, const json& conf) { return Cni("ADD", cid, Pod(cid).path(), conf); }
-
-  // Weft's footprint on the node: host veths and routes, and database rows.
-  std::vector<std::string> HostVeths() {
-    std::vector<std::string> out;
-    for (auto& l : node_->IpJson({"link", "show"}))
-      if (l.value("ifname", "").rfind("wft", 0) == 0) out.push_back(l["ifname"]);
-    return out;
-  }
+  // Host routes weft made (proto 201), besides the fixture's host veths and
+  // database rows.
   int WeftRoutes() {
     int n = 0;
     for (auto& r : node_->IpJson({"route", "show", "proto", "201"})) (void)r, ++n;
     return n;
   }
-  size_t DbRows() {
-    auto s = ipam::Store::Open(data_dir_);
-    if (!s.ok()) return 0;
-    auto rows = s->ListPods("");
-    return rows.ok() ? rows->size() : 0;
-  }
   void ExpectNothingLeft() {
-    EXPECT_TRUE(HostVeths().empty()) << json(HostVeths()).dump();
+    ExpectNoPodsLeft();
     EXPECT_EQ(WeftRoutes(), 0);
-    EXPECT_EQ(DbRows(), 0u);
   }
-  static std::string PodIp(const PluginRun& r) {
-    json j = r.Json();
-    if (j.contains("ips")) {
-      std::string a = j["ips"][0]["address"];
-      return a.substr(0, a.find('/'));
-    }
-    std::string a = j["ip4"]["ip"];
-    return a.substr(0, a.find('/'));
-  }
-
-  std::unique_ptr<TestNode> node_;
-  std::map<std::string, std::unique_ptr<TestNetns>> pods_;
-  std::string data_dir_;
 };
 
 TEST_F(RoutedTest, AddBuildsTheCalicoStyleDatapath) {

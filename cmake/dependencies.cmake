@@ -21,6 +21,8 @@ if(PKG_CONFIG_FOUND)
   _weft_need(_weft_nlr_FOUND libnl-route-3-dev "libnl-route-3.0")
   pkg_check_modules(_weft_yaml QUIET yaml-0.1)
   _weft_need(_weft_yaml_FOUND libyaml-dev "yaml-0.1, kubeconfig parsing")
+  pkg_check_modules(_weft_httplib QUIET cpp-httplib)
+  _weft_need(_weft_httplib_FOUND libcpp-httplib-dev "cpp-httplib, weftd's status server")
 endif()
 
 find_package(nlohmann_json QUIET)

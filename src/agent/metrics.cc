@@ -1,16 +1,16 @@
 #include "agent/metrics.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <httplib.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstring>
-
-#include "base/log.h"
+#include <cstdio>
+#include <thread>
 
 namespace weft::agent {
 
@@ -82,118 +82,97 @@ std::string RenderMetrics(const AgentMetrics& m, const ControlPlaneStats& cp, co
 
 namespace {
 
-bool ParseHostPort(const std::string& addr, sockaddr_storage* ss, socklen_t* len) {
+// "host:port" to httplib's host ("" = any IPv4, "[::]" = any) and port.
+bool ParseHostPort(const std::string& addr, std::string* host, int* port) {
   size_t colon = addr.rfind(':');
   if (colon == std::string::npos) return false;
-  std::string host = addr.substr(0, colon);
-  int port = 0;
-  try {
-    port = std::stoi(addr.substr(colon + 1));
-  } catch (...) {
-    return false;
+  *host = addr.substr(0, colon);
+  std::string p = addr.substr(colon + 1);
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) return false;
+  *port = std::stoi(p);
+  if (*port > 65535) return false;
+  if (host->empty()) *host = "0.0.0.0";
+  if (host->front() == '[') {
+    if (host->back() != ']') return false;
+    *host = host->substr(1, host->size() - 2);
+    in6_addr a6;
+    return inet_pton(AF_INET6, host->c_str(), &a6) == 1;
   }
-  if (port < 0 || port > 65535) return false;
-  std::memset(ss, 0, sizeof *ss);
-  if (!host.empty() && host.front() == '[' && host.back() == ']') {
-    auto* s6 = reinterpret_cast<sockaddr_in6*>(ss);
-    s6->sin6_family = AF_INET6;
-    s6->sin6_port = htons(static_cast<uint16_t>(port));
-    if (inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &s6->sin6_addr) != 1) return false;
-    *len = sizeof *s6;
-    return true;
-  }
-  auto* s4 = reinterpret_cast<sockaddr_in*>(ss);
-  s4->sin_family = AF_INET;
-  s4->sin_port = htons(static_cast<uint16_t>(port));
-  if (host.empty()) host = "0.0.0.0";
-  if (inet_pton(AF_INET, host.c_str(), &s4->sin_addr) != 1) return false;
-  *len = sizeof *s4;
-  return true;
-}
-
-const char* Reason(int code) {
-  switch (code) {
-    case 200: return "OK";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    default: return "Service Unavailable";
-  }
+  in_addr a4;
+  return inet_pton(AF_INET, host->c_str(), &a4) == 1;
 }
 
 }  // namespace
 
+struct StatusServer::Impl {
+  httplib::Server server;
+  std::atomic<bool> ended{false};  // the accept loop returned
+  std::thread thread;
+};
+
 Result<std::unique_ptr<StatusServer>> StatusServer::Start(const std::string& addr, Handler handler) {
-  sockaddr_storage ss;
-  socklen_t len = 0;
-  if (!ParseHostPort(addr, &ss, &len))
-    return Status::Error(Code::kInvalidConfig, "metrics address \"" + addr + "\" is not host:port");
-  UniqueFd fd(::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd.valid()) return Status::FromErrno(Code::kIo, "socket for " + addr, errno);
-  int one = 1;
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0)
-    return Status::FromErrno(Code::kIo, "bind " + addr, errno);
-  if (::listen(fd.get(), 16) != 0) return Status::FromErrno(Code::kIo, "listen " + addr, errno);
-  sockaddr_storage bound;
-  socklen_t blen = sizeof bound;
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &blen);
-  int port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                               : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  return std::unique_ptr<StatusServer>(new StatusServer(std::move(fd), port, std::move(handler)));
+  return Start(addr, std::move(handler), Options{});
 }
 
-StatusServer::StatusServer(UniqueFd fd, int port, Handler h)
-    : fd_(std::move(fd)), port_(port), handler_(std::move(h)) {
-  thread_ = std::thread([this] { Serve(); });
+Result<std::unique_ptr<StatusServer>> StatusServer::Start(const std::string& addr, Handler handler, Options opts) {
+  std::string host;
+  int port = 0;
+  if (!ParseHostPort(addr, &host, &port))
+    return Status::Error(Code::kInvalidConfig, "metrics address \"" + addr + "\" is not host:port");
+  auto impl = std::make_unique<Impl>();
+  httplib::Server& svr = impl->server;
+  int threads = std::max(1, opts.threads);
+  svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  svr.set_read_timeout(opts.read_timeout);
+  svr.set_write_timeout(opts.write_timeout);
+  svr.set_keep_alive_timeout(opts.keep_alive.count());
+  svr.set_payload_max_length(64 * 1024);
+  // The listening socket must not leak into the tools weftd runs (nft).
+  svr.set_socket_options([](socket_t sock) {
+    int one = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    ::fcntl(sock, F_SETFD, FD_CLOEXEC);
+  });
+  svr.Get(".*", [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+    HttpAnswer a = handler(req.path);
+    res.status = a.code;
+    res.set_content(a.body, a.content_type.c_str());
+  });
+  auto not_allowed = [](const httplib::Request&, httplib::Response& res) {
+    res.status = 405;
+    res.set_header("Allow", "GET, HEAD");
+    res.set_content("only GET\n", "text/plain");
+  };
+  svr.Post(".*", not_allowed);
+  svr.Put(".*", not_allowed);
+  svr.Patch(".*", not_allowed);
+  svr.Delete(".*", not_allowed);
+  svr.Options(".*", not_allowed);
+  errno = 0;
+  if (port == 0) {
+    port = svr.bind_to_any_port(host);
+    if (port < 0) return Status::FromErrno(Code::kIo, "bind " + addr, errno ? errno : EADDRNOTAVAIL);
+  } else if (!svr.bind_to_port(host, port)) {
+    return Status::FromErrno(Code::kIo, "bind " + addr, errno ? errno : EADDRINUSE);
+  }
+  impl->thread = std::thread([&svr, &ended = impl->ended] {
+    svr.listen_after_bind();
+    ended = true;
+  });
+  // A stop() before the accept loop runs would be lost (and the join hang).
+  while (!svr.is_running() && !impl->ended.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (impl->ended.load()) {
+    impl->thread.join();
+    return Status::Error(Code::kIo, "listen " + addr + ": the server ended at once");
+  }
+  return std::unique_ptr<StatusServer>(new StatusServer(std::move(impl), port));
 }
+
+StatusServer::StatusServer(std::unique_ptr<Impl> impl, int port) : impl_(std::move(impl)), port_(port) {}
 
 StatusServer::~StatusServer() {
-  stop_ = true;
-  if (thread_.joinable()) thread_.join();
-}
-
-void StatusServer::Serve() {
-  while (!stop_.load()) {
-    pollfd p{fd_.get(), POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0) continue;
-    UniqueFd c(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!c.valid()) continue;
-    // One short request at a time; a client gets 2 s to send its headers.
-    std::string req;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (req.find("\r\n\r\n") == std::string::npos && req.size() < 8192) {
-      pollfd cp{c.get(), POLLIN, 0};
-      int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                      deadline - std::chrono::steady_clock::now())
-                                      .count());
-      if (left <= 0 || ::poll(&cp, 1, left) <= 0) break;
-      char buf[2048];
-      ssize_t n = ::read(c.get(), buf, sizeof buf);
-      if (n <= 0) break;
-      req.append(buf, static_cast<size_t>(n));
-    }
-    size_t sp1 = req.find(' ');
-    size_t sp2 = sp1 == std::string::npos ? sp1 : req.find(' ', sp1 + 1);
-    HttpAnswer a;
-    if (sp2 == std::string::npos) {
-      a = {400, "text/plain", "bad request\n"};
-    } else if (req.compare(0, sp1, "GET") != 0) {
-      a = {405, "text/plain", "only GET\n"};
-    } else {
-      std::string path = req.substr(sp1 + 1, sp2 - sp1 - 1);
-      if (size_t q = path.find('?'); q != std::string::npos) path.resize(q);
-      a = handler_(path);
-    }
-    std::string resp = "HTTP/1.1 " + std::to_string(a.code) + " " + Reason(a.code) +
-                       "\r\nContent-Type: " + a.content_type + "\r\nContent-Length: " +
-                       std::to_string(a.body.size()) + "\r\nConnection: close\r\n\r\n" + a.body;
-    size_t off = 0;
-    while (off < resp.size()) {
-      ssize_t n = ::send(c.get(), resp.data() + off, resp.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
-  }
+  impl_->server.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
 }
 
 }  // namespace weft::agent

@@ -1,12 +1,11 @@
 #pragma once
-// Prometheus text exposition for the agent, and the tiny HTTP server that
-// serves /metrics, /healthz and /readyz.
+// Prometheus text exposition for the agent, and the HTTP server that serves
+// /metrics, /healthz, /readyz (and /netpol, /netpol/ruleset).
 //
-// The server opens its own listening socket here rather than in src/sys: it
-// is the agent's only socket besides libcurl's and netlink's, serves three
-// fixed paths on a single thread, and wrapping it behind a sys:: seam would
-// only move ~80 lines without making anything testable that is not already
-// (the integration tests scrape it).
+// The server is cpp-httplib (Debian's libcpp-httplib) with a small thread
+// pool: a client that holds a connection open or sends its request slowly
+// ties up one worker, never the probes behind it. Only weftd links it (the
+// CNI plugin never does).
 
 #include <atomic>
 #include <chrono>
@@ -14,11 +13,10 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
+#include "agent/auth_health.h"
 #include "agent/control_plane.h"
 #include "base/status.h"
-#include "base/unique_fd.h"
 
 namespace weft::agent {
 
@@ -56,20 +54,26 @@ struct HttpAnswer {
 class StatusServer {
  public:
   using Handler = std::function<HttpAnswer(const std::string& path)>;
+  struct Options {
+    int threads = 8;  // connections served at once; more wait for a free worker
+    std::chrono::milliseconds read_timeout{std::chrono::seconds(2)};   // per read of a request
+    std::chrono::milliseconds write_timeout{std::chrono::seconds(2)};  // per write of an answer
+    std::chrono::seconds keep_alive{2};  // an idle kept-alive connection is closed after this
+  };
   // Listens on "host:port" ("0.0.0.0:9641", "127.0.0.1:0", "[::]:9641") and
-  // serves on its own thread until destroyed.
+  // serves GET (and HEAD) of any path through `handler`, which must be
+  // thread-safe: it runs on several workers at once. Other methods get 405.
   static Result<std::unique_ptr<StatusServer>> Start(const std::string& addr, Handler handler);
+  static Result<std::unique_ptr<StatusServer>> Start(const std::string& addr, Handler handler, Options opts);
+  // Stops accepting, then waits for the requests in progress.
   ~StatusServer();
   int port() const { return port_; }
 
  private:
-  StatusServer(UniqueFd fd, int port, Handler h);
-  void Serve();
-  UniqueFd fd_;
+  struct Impl;
+  StatusServer(std::unique_ptr<Impl> impl, int port);
+  std::unique_ptr<Impl> impl_;
   int port_;
-  Handler handler_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
 };
 
 }  // namespace weft::agent

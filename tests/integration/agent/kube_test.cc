@@ -4,10 +4,22 @@
 // BOOKMARK, ERROR 410, a half-written event, short list pages and an
 // expired continue token.
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cstring>
+#include <fstream>
+#include <set>
 #include <sstream>
+#include <thread>
+
+#include "agent/http.h"
+#include "base/unique_fd.h"
+#include "sys/netns.h"
 
 #include "e2e/cluster.h"
 #include "e2e/kube_api.h"
@@ -53,12 +65,28 @@ class KubeTest : public ::testing::Test {
             {{"weft.io/vtep-mac", "0a:00:00:00:01:" + std::to_string(10 + i)}, {"weft.io/host-ip", ip}});
   }
 
-  WeftNode& AddNode(const std::string& name, int octet) {
+  WeftNode& AddNode(const std::string& name, int octet, const std::vector<std::string>& extra = {}) {
     nodes_.push_back(std::make_unique<WeftNode>(*ul_, name, octet, root_));
     WeftNode& n = *nodes_.back();
-    n.StartWeftd({"--control-plane", "kubernetes", "--kubeconfig", api_->kubeconfig(), "--cluster-cidr",
-                  "10.245.0.0/16", "--backend", "vxlan", "--resync-period", "2", "--watch-timeout", "3"});
+    std::vector<std::string> flags = {"--control-plane", "kubernetes", "--kubeconfig", api_->kubeconfig(),
+                                      "--cluster-cidr", "10.245.0.0/16", "--backend", "vxlan", "--resync-period",
+                                      "2", "--watch-timeout", "3"};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    n.StartWeftd(flags);
     return n;
+  }
+
+  // API log lines after the first `skip` characters of the log holding every needle.
+  int CountLogAfter(size_t skip, const std::vector<std::string>& needles) {
+    std::string log = api_->Log();
+    std::istringstream in(log.size() > skip ? log.substr(skip) : "");
+    int c = 0;
+    for (std::string l; std::getline(in, l);) {
+      bool all = true;
+      for (const auto& n : needles) all = all && l.find(n) != std::string::npos;
+      c += all;
+    }
+    return c;
   }
 
   bool Converged(WeftNode& n, size_t routes, int timeout_ms = 10000) {
@@ -245,6 +273,220 @@ TEST_F(KubeTest, ListRestartsOnExpiredContinueToken) {
   EXPECT_GE(CountLog({"GET /api/v1/nodes?", "continue=", "-> 200"}), 2);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(n1.AgentRoutes().size(), 8u);
+}
+
+// Every metric family on /metrics has its HELP and TYPE lines (the samples'
+// names, less a summary's _sum/_count, are the families).
+std::vector<std::string> FamiliesWithoutHelpOrType(const std::string& body) {
+  std::set<std::string> help, type, families;
+  std::istringstream in(body);
+  for (std::string l; std::getline(in, l);) {
+    if (l.rfind("# HELP ", 0) == 0) help.insert(l.substr(7, l.find(' ', 7) - 7));
+    else if (l.rfind("# TYPE ", 0) == 0) type.insert(l.substr(7, l.find(' ', 7) - 7));
+    else if (!l.empty() && l[0] != '#') families.insert(l.substr(0, l.find_first_of("{ ")));
+  }
+  std::vector<std::string> missing;
+  for (std::string f : families) {
+    if (!help.count(f) && !type.count(f))
+      for (const char* suffix : {"_sum", "_count", "_bucket"})
+        if (f.size() > strlen(suffix) && f.compare(f.size() - strlen(suffix), std::string::npos, suffix) == 0)
+          f.resize(f.size() - strlen(suffix));
+    if (!help.count(f) || !type.count(f)) missing.push_back(f);
+  }
+  return missing;
+}
+
+// kubelet rewrites the projected token and the API server refuses the old
+// one from then on: weftd re-reads the file at the first 401 and retries, on
+// every informer (Nodes, Pods, Namespaces, NetworkPolicies) and for its own
+// Node patch, so a node joining afterwards is routed, and /healthz stays
+// green.
+TEST_F(KubeTest, TokenRotatedWhileRunning) {
+  PutNode("n1", "10.245.1.0/24", "192.0.2.11");
+  PutNode("n2", "10.245.2.0/24", "192.0.2.12");
+  WeftNode& n1 = AddNode("n1", 11);
+  WeftNode& n2 = AddNode("n2", 12);
+  ASSERT_TRUE(Converged(n1, 1));
+  ASSERT_TRUE(Converged(n2, 1));
+  ASSERT_TRUE(WaitFor([&] { return n1.Metric("weft_netpol_ready") == 1; }, 10000));
+
+  size_t mark = api_->Log().size();
+  auto t0 = std::chrono::steady_clock::now();
+  api_->RotateToken("rotated-1");
+  // The watches opened before the rotation run on; every informer of both
+  // nodes must open its next one with the new token (a watch ends every 3 s
+  // here) before the new node joins, or the test would prove nothing.
+  for (const char* r : {"/api/v1/nodes?", "/api/v1/pods?", "/api/v1/namespaces?",
+                        "/apis/networking.k8s.io/v1/networkpolicies?"}) {
+    EXPECT_TRUE(WaitFor([&] { return CountLogAfter(mark, {"GET ", r, "watch=", "-> 200"}) >= 2; }, 15000))
+        << r << " never watched again after the rotation";
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "TOKEN-ROTATION: every informer of both nodes watching with the new token " << ms
+            << " ms after the rotation\n";
+  // A node joins after the rotation; both running nodes must route to it.
+  t0 = std::chrono::steady_clock::now();
+  PutPeer(3);
+  ASSERT_TRUE(Converged(n1, 2));
+  ASSERT_TRUE(Converged(n2, 2));
+  ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "TOKEN-ROTATION: both nodes routed the node that joined afterwards in " << ms << " ms\n";
+  // Each refusal was retried at once: a few 401s, not one per watch cycle.
+  int refused = CountLogAfter(mark, {"-> 401"});
+  std::cout << "TOKEN-ROTATION: 401s after the rotation: " << refused << "\n";
+  EXPECT_GE(refused, 1);
+  EXPECT_LE(refused, 16);
+  EXPECT_GE(n1.Metric("weft_controlplane_auth_failures_total{backend=\"kubernetes\"}"), 1);
+  EXPECT_EQ(n1.Metric("weft_controlplane_auth_failing{backend=\"kubernetes\"}"), 0);
+  EXPECT_LT(n1.Metric("weft_controlplane_seconds_since_success{backend=\"kubernetes\"}"), 30);
+
+  // The Node patch path too: n1's annotations are wiped and come back.
+  PutNode("n1", "10.245.1.0/24", "192.0.2.11");
+  EXPECT_TRUE(WaitFor([&] {
+    auto n = api_->Get("Node", "", "n1");
+    return n["metadata"]["annotations"].contains("weft.io/vtep-mac");
+  }, 10000));
+  int code = 0;
+  EXPECT_EQ(n1.Http("/healthz", &code), "ok\n");
+  EXPECT_EQ(code, 200);
+  auto missing = FamiliesWithoutHelpOrType(n1.Http("/metrics"));
+  EXPECT_TRUE(missing.empty()) << "metrics without HELP/TYPE: " << ::testing::PrintToString(missing);
+}
+
+// The token file stays wrong (rotated on the server, never on disk): every
+// request is refused, the metrics say so, and after --auth-failure-timeout
+// /healthz answers 503 with the reason, so kubelet restarts the pod. Once
+// the file is right again the next 401 re-reads it and /healthz recovers.
+TEST_F(KubeTest, HealthzFailsWhileEveryRequestIsRefused) {
+  PutNode("n1", "10.245.1.0/24", "192.0.2.11");
+  PutPeer(1);
+  WeftNode& n1 = AddNode("n1", 11, {"--auth-failure-timeout", "3"});
+  ASSERT_TRUE(Converged(n1, 1));
+  int code = 0;
+  ASSERT_EQ(n1.Http("/healthz", &code), "ok\n");
+
+  api_->RotateToken("only-the-server-knows");
+  {
+    std::ofstream(root_ + "/api/token") << "stale\n";
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  std::string body;
+  ASSERT_TRUE(WaitFor([&] {
+    body = n1.Http("/healthz", &code);
+    return code == 503;
+  }, 20000)) << "last /healthz: " << code << " " << body;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << "AUTH-FAILURE: /healthz 503 " << ms << " ms after the token went stale (bound 3 s, watches end "
+            << "every 3 s): " << body;
+  EXPECT_NE(body.find("control plane refused every request for"), std::string::npos) << body;
+  EXPECT_NE(body.find("HTTP 401 Unauthorized"), std::string::npos) << body;
+  EXPECT_EQ(n1.Metric("weft_controlplane_auth_failing{backend=\"kubernetes\"}"), 1);
+  EXPECT_GE(n1.Metric("weft_controlplane_auth_failures_total{backend=\"kubernetes\"}"), 2);
+  EXPECT_GE(n1.Metric("weft_controlplane_seconds_since_success{backend=\"kubernetes\"}"), 3);
+  // Routes stay as they were (nothing is withdrawn on a refusal).
+  EXPECT_EQ(n1.AgentRoutes().size(), 1u);
+
+  // The file is fixed: the next refused request re-reads it and succeeds.
+  {
+    std::ofstream(root_ + "/api/token") << "only-the-server-knows\n";
+  }
+  EXPECT_TRUE(WaitFor([&] {
+    body = n1.Http("/healthz", &code);
+    return code == 200;
+  }, 15000)) << "last /healthz: " << code << " " << body;
+  PutPeer(2);
+  EXPECT_TRUE(Converged(n1, 2));
+}
+
+// A client that connects and sends nothing, and one that sends its request
+// a byte at a time, do not hold up /healthz or /metrics (the server gives
+// each connection a worker of its own; it used to serve one connection at a
+// time, up to 2 s each).
+TEST_F(KubeTest, StatusServerAnswersBesideSlowClients) {
+  PutNode("n1", "10.245.1.0/24", "192.0.2.11");
+  WeftNode& n1 = AddNode("n1", 11);
+  ASSERT_TRUE(Converged(n1, 0));
+  int code = 0;
+  ASSERT_TRUE(WaitFor([&] { return !n1.Http("/healthz", &code).empty(); }, 10000));
+
+  auto ns = sys::Netns::Open(n1.ns.path());
+  ASSERT_TRUE(ns.ok()) << ns.status().ToString();
+  auto connect = [&] {
+    UniqueFd fd;
+    Status st = sys::RunInNetns(*ns, [&] {
+      fd = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(9641);
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+        return Status::FromErrno(Code::kIo, "connect", errno);
+      return Status::Ok();
+    });
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return fd;
+  };
+  std::vector<UniqueFd> idle;
+  for (int i = 0; i < 3; ++i) idle.push_back(connect());
+  UniqueFd slow = connect();
+  const std::string request = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  std::thread trickle([&] {
+    for (char c : request) {
+      if (::send(slow.get(), &c, 1, MSG_NOSIGNAL) != 1) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    }
+  });
+
+  // Probes from inside the node while those hold their connections.
+  agent::HttpClient http;
+  int64_t worst_us = 0, total_us = 0;
+  int probes = 0;
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(1800);
+  while (std::chrono::steady_clock::now() < end) {
+    for (const char* path : {"/healthz", "/metrics"}) {
+      long status = 0;
+      auto t0 = std::chrono::steady_clock::now();
+      Status st = sys::RunInNetns(*ns, [&] {
+        agent::HttpRequest req;
+        req.url = std::string("http://127.0.0.1:9641") + path;
+        req.timeout = std::chrono::seconds(5);
+        auto r = http.Do(req);
+        if (!r.ok()) return r.status();
+        status = r->status;
+        return Status::Ok();
+      });
+      auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+      ASSERT_TRUE(st.ok()) << path << ": " << st.ToString();
+      EXPECT_EQ(status, 200) << path;
+      worst_us = std::max<int64_t>(worst_us, us);
+      total_us += us;
+      probes++;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  trickle.join();
+  std::cout << "STATUS-SERVER: " << probes << " probes beside 3 idle connections and a byte-a-time sender: mean "
+            << total_us / std::max(probes, 1) << " us, worst " << worst_us << " us\n";
+  EXPECT_GE(probes, 10);
+  EXPECT_LT(worst_us, 500000);
+
+  // The slow request is answered once complete.
+  std::string answer;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(slow.get(), buf, sizeof buf, 0)) > 0;) answer.append(buf, static_cast<size_t>(n));
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK", 0), 0u) << answer;
+  EXPECT_NE(answer.find("\r\n\r\nok\n"), std::string::npos) << answer;
+  // Idle connections are closed by the server (keep-alive timeout, 2 s).
+  for (auto& fd : idle) {
+    timeval tv{5, 0};
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    EXPECT_EQ(::recv(fd.get(), buf, sizeof buf, 0), 0) << "an idle connection was not closed within 5 s";
+  }
+  // Only GET and HEAD.
+  std::string out;
+  n1.ns.Exec({"curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "--data", "x", "http://127.0.0.1:9641/healthz"},
+             &out);
+  EXPECT_EQ(out, "405");
 }
 
 }  // namespace

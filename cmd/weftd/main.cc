@@ -43,7 +43,7 @@ int RealMain(int argc, char** argv) {
   double resync_seconds = 30, auth_failure_timeout = 120;
   bool leave = false;
   std::string network_policy;  // "" = on with kubernetes, off with etcd
-  bool netpol_flush_conntrack = true;
+  bool netpol_flush_conntrack = true;  // --netpol-recheck-established
 
   app.add_option("--node-name", o.node_name, "This node's name (Node object / etcd record)")->envname("NODE_NAME");
   app.add_option("--control-plane", control_plane, "Source of truth: kubernetes or etcd")
@@ -119,8 +119,8 @@ int RealMain(int argc, char** argv) {
                  "Interface group of pods the plugin created before weftd knew them")
       ->check(CLI::Range(1u, 0xffffffffu))
       ->capture_default_str();
-  app.add_option("--netpol-conntrack-flush", netpol_flush_conntrack,
-                 "Delete the conntrack entries of pods whose allowed traffic shrank")
+  app.add_option("--netpol-recheck-established", netpol_flush_conntrack,
+                 "Judge established connections again when a change narrows what their pods may do")
       ->capture_default_str();
   app.add_flag("--leave", leave, "Withdraw this node from etcd (revoke its lease, delete its subnet) and exit");
   CLI11_PARSE(app, argc, argv);
@@ -192,7 +192,7 @@ int RealMain(int argc, char** argv) {
       n.pending_group = o.netpol_pending_group;
       n.namespaces_file = agent::NetpolNamespacesFile(o);
       n.resync = o.resync;
-      n.flush_conntrack = netpol_flush_conntrack;
+      n.recheck_established = netpol_flush_conntrack;
       n.watch_timeout_seconds = watch_timeout;
       netpol = std::make_unique<agent::NetpolController>(std::move(n), k.endpoint, agent::NewNetpolKernel());
     }

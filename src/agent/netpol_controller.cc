@@ -19,8 +19,6 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-// Rules of the base chain "forward" (netpol_model.cc's ForwardChain).
-constexpr size_t kForwardRules = 9;
 
 class SystemNetpolKernel : public NetpolKernel {
  public:
@@ -57,13 +55,19 @@ class SystemNetpolKernel : public NetpolKernel {
     return out;
   }
 
-  Status FlushConntrack(const std::vector<std::string>& ips) override {
+  Status MarkConntrack(const std::vector<std::string>& ips, uint32_t mark) override {
+    char m[32];
+    std::snprintf(m, sizeof m, "0x%x/0x%x", mark, mark);
     for (const auto& ip : ips) {
       bool v6 = ip.find(':') != std::string::npos;
-      for (const char* dir : {"-s", "-d"}) {
-        WEFT_ASSIGN_OR_RETURN(auto r, fw::RunTool("conntrack", {"-D", "-f", v6 ? "ipv6" : "ipv4", dir, ip}, ""));
-        // conntrack exits 1 when there was nothing to delete.
-        if (r.exit_code != 0 && r.exit_code != 1) return fw::ToolError("conntrack -D " + std::string(dir) + " " + ip, r);
+      // The original source, the original destination, and the reply's
+      // source (a pod behind a Service's DNAT).
+      for (const char* which : {"-s", "-d", "--reply-src"}) {
+        WEFT_ASSIGN_OR_RETURN(auto r,
+                              fw::RunTool("conntrack", {"-U", "-f", v6 ? "ipv6" : "ipv4", which, ip, "-m", m}, ""));
+        // conntrack exits 1 when no entry matched.
+        if (r.exit_code != 0 && r.exit_code != 1)
+          return fw::ToolError("conntrack -U " + std::string(which) + " " + ip, r);
       }
     }
     return Status::Ok();
@@ -146,7 +150,8 @@ struct NetpolController::Impl {
     }
     std::map<std::string, size_t> want;
     for (const auto& [name, rules] : engine.desired().chains) want[name] = rules.size();
-    want["forward"] = kForwardRules;
+    want["forward"] = netpol::kForwardChainRules;
+    want["recheck-reply"] = netpol::kRecheckChainRules;
     return *counts == want;
   }
 
@@ -176,10 +181,10 @@ struct NetpolController::Impl {
     metrics.syncs++;
     if (full) metrics.full_syncs++;
     *applied = true;
-    if (opts.flush_conntrack && !tightened.empty()) {
-      Status ct = kernel->FlushConntrack(tightened);
-      metrics.conntrack_flushes += tightened.size();
-      if (!ct.ok()) WEFT_LOG(kWarn, "msg=\"conntrack flush failed\" err=\"" + ct.ToString() + "\"");
+    if (opts.recheck_established && !tightened.empty()) {
+      Status ct = kernel->MarkConntrack(tightened, netpol::kRecheckMark);
+      metrics.conntrack_marks += tightened.size();
+      if (!ct.ok()) WEFT_LOG(kWarn, "msg=\"marking conntrack entries for a recheck failed\" err=\"" + ct.ToString() + "\"");
     }
     return Status::Ok();
   }
@@ -354,9 +359,9 @@ std::string RenderNetpolMetrics(const NetpolMetrics& m) {
   gauge("weft_netpol_full_syncs_total", "Transactions that replaced the whole table.", m.full_syncs.load(), "counter");
   gauge("weft_netpol_sync_errors_total", "Failed transactions (each is retried as a full replace).",
         m.sync_errors.load(), "counter");
-  gauge("weft_netpol_conntrack_flushed_addresses_total",
-        "Addresses whose conntrack entries were deleted after their allowed traffic shrank.",
-        m.conntrack_flushes.load(), "counter");
+  gauge("weft_netpol_conntrack_rechecked_addresses_total",
+        "Addresses whose established connections were marked to be judged again after their allowed traffic shrank.",
+        m.conntrack_marks.load(), "counter");
   gauge("weft_netpol_last_sync_microseconds", "Duration of the last nft transaction.", m.last_sync_us.load());
   out += "# HELP weft_netpol_sync_duration_seconds From a batch of API events to its rules being in the kernel.\n"
          "# TYPE weft_netpol_sync_duration_seconds histogram\n";

@@ -39,8 +39,9 @@ class NetpolKernel {
   virtual Result<std::map<std::string, size_t>> ChainRuleCounts() = 0;
   // Packets dropped by policy so far: {ingress, egress}.
   virtual Result<std::pair<uint64_t, uint64_t>> DropCounters() = 0;
-  // Deletes the conntrack entries to or from `ips`.
-  virtual Status FlushConntrack(const std::vector<std::string>& ips) = 0;
+  // Sets `mark` on the conntrack entries to or from `ips` (also as the
+  // DNAT'ed destination): their packets are judged again.
+  virtual Status MarkConntrack(const std::vector<std::string>& ips, uint32_t mark) = 0;
   // Writes the plugin's namespaces file (atomically).
   virtual Status WriteNamespaces(const std::string& path, const std::string& content) = 0;
 };
@@ -53,7 +54,7 @@ struct NetpolOptions {
   std::string namespaces_file;          // the plugin's pending decision (conflist networkPolicy.namespacesFile)
   std::chrono::milliseconds resync{std::chrono::seconds(30)};
   std::chrono::milliseconds batch{std::chrono::milliseconds(10)};  // events coalesced this long
-  bool flush_conntrack = true;
+  bool recheck_established = true;  // mark established connections of tightened addresses for a recheck
   int64_t watch_timeout_seconds = 300;
 };
 
@@ -67,7 +68,7 @@ struct NetpolMetrics {
   std::atomic<uint64_t> syncs{0};              // transactions applied
   std::atomic<uint64_t> full_syncs{0};
   std::atomic<uint64_t> sync_errors{0};
-  std::atomic<uint64_t> conntrack_flushes{0};  // addresses whose entries were flushed
+  std::atomic<uint64_t> conntrack_marks{0};    // addresses whose entries were marked for a recheck
   std::atomic<uint64_t> last_sync_us{0};
   // Event-to-enforcement latency histogram (le buckets in ms, then +Inf).
   static constexpr int kBuckets = 10;

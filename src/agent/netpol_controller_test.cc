@@ -116,7 +116,7 @@ class FakeKernel : public NetpolKernel {
     return Status::Error(Code::kFirewall, "not modelled");
   }
   Result<std::pair<uint64_t, uint64_t>> DropCounters() override { return std::pair<uint64_t, uint64_t>{3, 4}; }
-  Status FlushConntrack(const std::vector<std::string>& ips) override {
+  Status MarkConntrack(const std::vector<std::string>& ips, uint32_t) override {
     std::lock_guard lock(log_->mu);
     log_->flushed.insert(log_->flushed.end(), ips.begin(), ips.end());
     return Status::Ok();

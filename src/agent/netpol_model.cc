@@ -67,6 +67,33 @@ std::string ElementAddress(const std::string& e) {
 
 bool IsRange(const std::string& e) { return e.find('-') != std::string::npos; }
 
+// A rule as it applies to a reply packet of the connection it judged:
+// source and destination addresses swap, the destination port is the
+// packet's source port. The comment is left alone.
+std::string SwapDirection(const std::string& rule) {
+  std::string body = rule, comment;
+  if (auto c = rule.find(" comment \""); c != std::string::npos) {
+    body = rule.substr(0, c);
+    comment = rule.substr(c);
+  }
+  std::string out;
+  for (size_t i = 0; i < body.size();) {
+    if (body.compare(i, 5, "saddr") == 0) {
+      out += "daddr";
+      i += 5;
+    } else if (body.compare(i, 5, "daddr") == 0) {
+      out += "saddr";
+      i += 5;
+    } else if (body.compare(i, 8, "th dport") == 0) {
+      out += "th sport";
+      i += 8;
+    } else {
+      out += body[i++];
+    }
+  }
+  return out + comment;
+}
+
 const char* kDropIngress = "drop-ingress";
 const char* kDropEgress = "drop-egress";
 
@@ -420,9 +447,13 @@ void Engine::RebuildLocalPod(const std::string& key) {
       if (ip.is_v4()) {
         desired_.ingress4.erase(s);
         desired_.egress4.erase(s);
+        desired_.ingress4r.erase(s);
+        desired_.egress4r.erase(s);
       } else {
         desired_.ingress6.erase(s);
         desired_.egress6.erase(s);
+        desired_.ingress6r.erase(s);
+        desired_.egress6r.erase(s);
       }
       ElementDelta(ip.is_v4() ? "local4" : "local6", s, false);
     }
@@ -433,8 +464,7 @@ void Engine::RebuildLocalPod(const std::string& key) {
   };
   auto pit = pods_.find(key);
   if (pit == pods_.end() || !IsLocal(pit->second)) {
-    drop_chain(in_chain);
-    drop_chain(eg_chain);
+    for (const auto& c : {in_chain, eg_chain, "r" + in_chain, "r" + eg_chain}) drop_chain(c);
     return;
   }
   const Pod& pod = pit->second;
@@ -503,9 +533,20 @@ void Engine::RebuildLocalPod(const std::string& key) {
       }
     }
   }
+  auto put_chain = [&](const std::string& name, std::vector<std::string> rules) {
+    auto it = desired_.chains.find(name);
+    if (it == desired_.chains.end() || it->second != rules) {
+      desired_.chains[name] = std::move(rules);
+      dirty_chains_.insert(name);
+    }
+  };
   auto set_chain = [&](const std::string& name, bool isolated, bool ingress, std::vector<std::string> rules) {
+    // "in-X" judges packets as they come; "rin-X" replies of connections
+    // marked for a recheck, with source and destination swapped.
+    std::string reply_name = "r" + name;
     if (!isolated) {
       drop_chain(name);
+      drop_chain(reply_name);
       return;
     }
     std::vector<std::string> full;
@@ -515,15 +556,16 @@ void Engine::RebuildLocalPod(const std::string& key) {
                      (ingress ? " accept" : " return") + " comment \"itself\"");
     for (auto& r : rules) full.push_back(std::move(r));
     full.push_back(std::string("counter name \"") + (ingress ? kDropIngress : kDropEgress) + "\" drop");
-    auto it = desired_.chains.find(name);
-    if (it == desired_.chains.end() || it->second != full) {
-      desired_.chains[name] = std::move(full);
-      dirty_chains_.insert(name);
-    }
+    std::vector<std::string> reply;
+    for (const auto& r : full) reply.push_back(SwapDirection(r));
+    put_chain(name, std::move(full));
+    put_chain(reply_name, std::move(reply));
     for (const auto& ip : pod.ips) {
-      auto& map = ingress ? (ip.is_v4() ? desired_.ingress4 : desired_.ingress6)
-                          : (ip.is_v4() ? desired_.egress4 : desired_.egress6);
+      bool v4 = ip.is_v4();
+      auto& map = ingress ? (v4 ? desired_.ingress4 : desired_.ingress6) : (v4 ? desired_.egress4 : desired_.egress6);
+      auto& rmap = ingress ? (v4 ? desired_.ingress4r : desired_.ingress6r) : (v4 ? desired_.egress4r : desired_.egress6r);
       map[ip.ToString()] = name;
+      rmap[ip.ToString()] = reply_name;
     }
   };
   set_chain(in_chain, iso_in, true, std::move(in_rules));
@@ -711,10 +753,21 @@ void MapDecl(std::string& out, const char* name, const char* type, const std::ma
 
 std::string ForwardChain(uint32_t group) {
   std::string g = std::to_string(group);
+  char mark[16];
+  std::snprintf(mark, sizeof mark, "0x%08x", kRecheckMark);
   std::string out;
+  out += "  chain recheck-reply {\n";
+  out += "    ip daddr vmap @egress4r\n";
+  out += "    ip6 daddr vmap @egress6r\n";
+  out += "    ip saddr vmap @ingress4r\n";
+  out += "    ip6 saddr vmap @ingress6r\n";
+  out += "    accept\n";
+  out += "  }\n";
   out += "  chain forward {\n";
   out += "    type filter hook forward priority filter; policy accept;\n";
-  out += "    ct state established,related accept\n";
+  out += std::string("    ct mark & ") + mark + " == 0 ct state established,related accept\n";
+  out += "    ct state related accept\n";
+  out += std::string("    ct direction reply ct mark & ") + mark + " == " + mark + " jump recheck-reply\n";
   out += "    iifgroup " + g + " meta nfproto ipv4 ip saddr != @local4 counter name \"" + kDropEgress + "\" drop comment \"pending pod\"\n";
   out += "    iifgroup " + g + " meta nfproto ipv6 ip6 saddr != @local6 counter name \"" + kDropEgress + "\" drop comment \"pending pod\"\n";
   out += "    oifgroup " + g + " meta nfproto ipv4 ip daddr != @local4 counter name \"" + kDropIngress + "\" drop comment \"pending pod\"\n";
@@ -771,6 +824,10 @@ std::string Engine::RenderFull() const {
   MapDecl(out, "egress4", "ipv4_addr", m.egress4);
   MapDecl(out, "ingress6", "ipv6_addr", m.ingress6);
   MapDecl(out, "egress6", "ipv6_addr", m.egress6);
+  MapDecl(out, "ingress4r", "ipv4_addr", m.ingress4r);
+  MapDecl(out, "egress4r", "ipv4_addr", m.egress4r);
+  MapDecl(out, "ingress6r", "ipv6_addr", m.ingress6r);
+  MapDecl(out, "egress6r", "ipv6_addr", m.egress6r);
   out += ForwardChain(opts_.pending_group);
   out += "}\n";
   return out;
@@ -814,6 +871,10 @@ std::string Engine::RenderDelta() const {
   MapDelta(maps_del, maps_add, "egress4", desired_.egress4, applied_.egress4);
   MapDelta(maps_del, maps_add, "ingress6", desired_.ingress6, applied_.ingress6);
   MapDelta(maps_del, maps_add, "egress6", desired_.egress6, applied_.egress6);
+  MapDelta(maps_del, maps_add, "ingress4r", desired_.ingress4r, applied_.ingress4r);
+  MapDelta(maps_del, maps_add, "egress4r", desired_.egress4r, applied_.egress4r);
+  MapDelta(maps_del, maps_add, "ingress6r", desired_.ingress6r, applied_.ingress6r);
+  MapDelta(maps_del, maps_add, "egress6r", desired_.egress6r, applied_.egress6r);
   return elems_del + sets_add + chains + maps_del + maps_add + chains_del + sets_del;
 }
 
@@ -832,6 +893,10 @@ void Engine::MarkApplied(bool full) {
   applied_.egress4 = desired_.egress4;
   applied_.ingress6 = desired_.ingress6;
   applied_.egress6 = desired_.egress6;
+  applied_.ingress4r = desired_.ingress4r;
+  applied_.egress4r = desired_.egress4r;
+  applied_.ingress6r = desired_.ingress6r;
+  applied_.egress6r = desired_.egress6r;
   set_changes_.clear();
   dirty_chains_.clear();
   has_applied_ = true;

@@ -15,6 +15,7 @@
 //
 // Thread-compatible: one thread drives it.
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -30,6 +31,12 @@ namespace weft::agent::netpol {
 
 inline constexpr char kTable[] = "weft-netpol";
 inline constexpr uint32_t kDefaultPendingGroup = 22342;  // 0x5746
+// The conntrack mark bit of established connections that a change may now
+// deny: their packets are judged again (docs/networkpolicy.md).
+inline constexpr uint32_t kRecheckMark = 0x20000000;
+// Rules of the table's base chains (the kernel check counts them).
+inline constexpr size_t kForwardChainRules = 11;
+inline constexpr size_t kRecheckChainRules = 5;
 
 // One nft set of the model.
 struct SetDef {
@@ -44,6 +51,10 @@ struct Model {
   std::map<std::string, std::vector<std::string>> chains;  // per-pod chains: name -> rules
   // Dispatch maps: pod address -> chain name (rendered "jump <chain>").
   std::map<std::string, std::string> ingress4, egress4, ingress6, egress6;
+  // The same for reply-direction packets of connections marked for a
+  // recheck (kRecheckMark): pod address -> its chain with source and
+  // destination swapped (rin-/reg-).
+  std::map<std::string, std::string> ingress4r, egress4r, ingress6r, egress6r;
   bool operator==(const Model&) const = default;
 };
 

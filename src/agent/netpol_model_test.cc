@@ -340,7 +340,7 @@ TEST_F(EngineTest, PodMovingAddressAndLeaving) {
   EXPECT_FALSE(e_.desired().sets.at("local4").elements.count("10.0.1.1"));
   e_.RemovePod("x/a");
   EXPECT_TRUE(Chain("in", "10.0.1.9").empty());
-  EXPECT_EQ(e_.desired().chains.size(), 1u);
+  EXPECT_EQ(e_.desired().chains.size(), 2u);  // x/b's chain and its mirror
   std::string d = e_.RenderDelta();
   EXPECT_NE(d.find("delete chain"), std::string::npos);
 }
@@ -403,6 +403,45 @@ TEST_F(EngineTest, ASetDeletedAndRecreatedInOneBatchIsFlushedAndRefilled) {
   EXPECT_NE(d.find("flush set inet weft-netpol s"), std::string::npos) << d;
   EXPECT_NE(d.find("{ 10.0.1.2 }"), std::string::npos) << d;
   EXPECT_EQ(d.find("delete set"), std::string::npos) << d;
+}
+
+TEST_F(EngineTest, RepliesOfRecheckedConnectionsUseMirroredChains) {
+  e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"p"},"spec":{"podSelector":{"matchLabels":{"pod":"a"}},
+     "policyTypes":["Ingress","Egress"],
+     "ingress":[{"from":[{"podSelector":{"matchLabels":{"pod":"b"}}}],"ports":[{"port":80}]}],
+     "egress":[{"to":[{"podSelector":{}}],"ports":[{"port":"serve-80-tcp"}]}]}})"));
+  std::string in = Chain("in", "10.0.1.1");
+  ASSERT_FALSE(in.empty());
+  EXPECT_EQ(e_.desired().ingress4r.at("10.0.1.1"), "r" + in);
+  const auto& fwd = Rules(in);
+  const auto& rev = Rules("r" + in);
+  ASSERT_EQ(fwd.size(), rev.size());
+  for (size_t i = 0; i < fwd.size(); ++i) {
+    if (fwd[i].find("saddr @") != std::string::npos) {
+      // A reply of x/b -> x/a:80 comes from x/a's port 80 and goes to x/b.
+      EXPECT_NE(rev[i].find("daddr @"), std::string::npos) << rev[i];
+      EXPECT_NE(rev[i].find("th sport 80 accept"), std::string::npos) << rev[i];
+    }
+  }
+  EXPECT_TRUE(Has(rev, "ip daddr 10.0.1.1 accept comment \"itself\""));
+  std::string eg = Chain("eg", "10.0.1.1");
+  EXPECT_TRUE(Has(Rules("r" + eg), "ip saddr . meta l4proto . th sport @"));
+  EXPECT_TRUE(Has(Rules("r" + eg), "ip saddr 10.0.1.1 return comment \"itself\""));
+  // The base chains have the rule counts the kernel check expects.
+  std::string f = e_.RenderFull();
+  auto count_rules = [&](const std::string& chain) {
+    size_t start = f.find("  chain " + chain + " {\n");
+    EXPECT_NE(start, std::string::npos) << chain;
+    size_t end = f.find("\n  }\n", start);
+    std::string body = f.substr(start, end - start);
+    size_t lines = std::count(body.begin(), body.end(), '\n');
+    return lines - (chain == "forward" ? 1 : 0);  // the header line; forward's hook line
+  };
+  EXPECT_EQ(count_rules("forward"), kForwardChainRules);
+  EXPECT_EQ(count_rules("recheck-reply"), kRecheckChainRules);
+  e_.RemovePolicy("x/p");
+  EXPECT_TRUE(e_.desired().chains.empty());
+  EXPECT_TRUE(e_.desired().ingress4r.empty());
 }
 
 // The model after any sequence of events equals the model built from the

@@ -197,7 +197,7 @@ class NetpolCluster {
   bool Healthy();
 
   // Starts weftd on node i with the suite's flags, then `extra_flags`
-  // (e.g. {"--netpol-conntrack-flush=false"}).
+  // (e.g. {"--netpol-recheck-established=false"}).
   void StartWeftd(int i, const std::vector<std::string>& extra_flags = {});
 
  private:

@@ -6,7 +6,7 @@
 // guarantees of issue 12: a new pod under deny, node -> pod, a ClusterIP
 // behind a kube-proxy-like DNAT, hostPort, weftd restarting under deny,
 // established connections (cut by a policy, or not with
-// --netpol-conntrack-flush=false) and invalid packets.
+// --netpol-recheck-established=false) and invalid packets.
 //
 // One cluster serves every case. After each case the policies are deleted,
 // the canonical Namespace and Pod objects restored, and the full matrix must
@@ -850,7 +850,7 @@ struct EstablishedOutcome {
   long long posted = 0;        // CLOCK_MONOTONIC ms just before the POST
   long long end = 0;           // ... when the streams ended
   long new_denied_ms = -1;     // POST to a new y/a -> x/a connection being refused
-  double flushed_before = -1;  // n1's weft_netpol_conntrack_flushed_addresses_total
+  double flushed_before = -1;  // n1's weft_netpol_conntrack_rechecked_addresses_total
   double flushed_after = -1;
   std::vector<Flow> denied;   // y/a and x/c -> x/a: the policy denies them
   std::vector<Flow> allowed;  // x/b and y/b -> x/a: the policy still allows them
@@ -890,7 +890,7 @@ EstablishedOutcome EstablishedFlows(NetpolCluster& c, std::vector<std::function<
     for (const auto& f : streams.Finish()) ADD_FAILURE() << "not flowing before the policy: " << f.Describe(0);
     return o;
   }
-  o.flushed_before = c.node(0).Metric("weft_netpol_conntrack_flushed_addresses_total");
+  o.flushed_before = c.node(0).Metric("weft_netpol_conntrack_rechecked_addresses_total");
   o.posted = MonotonicMs();
   c.ApplyPolicy(R"({"metadata": {"namespace": "x", "name": "ingress-only-from-b"},
                     "spec": {"podSelector": {}, "policyTypes": ["Ingress"],
@@ -901,7 +901,7 @@ EstablishedOutcome EstablishedFlows(NetpolCluster& c, std::vector<std::function<
   o.new_denied_ms = c.WaitProbe(c.pod("y/a").pod->ns, Tcp(80).Target(xa), false, 2000);
   auto flows = streams.Finish();
   o.end = MonotonicMs();
-  o.flushed_after = c.node(0).Metric("weft_netpol_conntrack_flushed_addresses_total");
+  o.flushed_after = c.node(0).Metric("weft_netpol_conntrack_rechecked_addresses_total");
   for (const char* dir : {"-s", "-d"}) {
     std::string out;
     c.node(0).ns.Exec({"conntrack", "-L", dir, xa}, &out);
@@ -952,10 +952,10 @@ TEST_F(NetpolTest, EstablishedFlowIsCutWhenAPolicyDeniesIt) {
               << " ms watched after the POST)\n";
   }
   ExpectAllowedFlowsGoOn(o);
-  EXPECT_GT(o.flushed_after, o.flushed_before) << "weft_netpol_conntrack_flushed_addresses_total on n1 did not grow";
+  EXPECT_GT(o.flushed_after, o.flushed_before) << "weft_netpol_conntrack_rechecked_addresses_total on n1 did not grow";
 }
 
-// With --netpol-conntrack-flush=false (weftd on n1, x/a's node) the same
+// With --netpol-recheck-established=false (weftd on n1, x/a's node) the same
 // flows go on after the policy: conntrack keeps accepting the packets of
 // established connections, while a new connection is refused.
 TEST_F(NetpolTest, EstablishedFlowGoesOnWithoutConntrackFlush) {
@@ -964,13 +964,13 @@ TEST_F(NetpolTest, EstablishedFlowGoesOnWithoutConntrackFlush) {
     return WaitFor([&] { int code = 0; n1.Http("/readyz", &code); return code == 200; }, 15000, 20);
   };
   n1.StopWeftd(SIGTERM);
-  c_->StartWeftd(0, {"--netpol-conntrack-flush=false"});
+  c_->StartWeftd(0, {"--netpol-recheck-established=false"});
   cleanups_.push_back([this, ready] {
     c_->node(0).StopWeftd(SIGTERM);
     c_->StartWeftd(0);
     EXPECT_TRUE(ready()) << "weftd on n1 not ready again with the suite's flags";
   });
-  ASSERT_TRUE(ready()) << "weftd on n1 not ready with --netpol-conntrack-flush=false";
+  ASSERT_TRUE(ready()) << "weftd on n1 not ready with --netpol-recheck-established=false";
 
   EstablishedOutcome o = EstablishedFlows(*c_, cleanups_);
   ASSERT_FALSE(o.denied.empty() || o.allowed.empty()) << "the flows did not run";
@@ -979,13 +979,13 @@ TEST_F(NetpolTest, EstablishedFlowGoesOnWithoutConntrackFlush) {
   for (const auto& f : o.denied) {
     EXPECT_TRUE(f.reported && f.error == "-" && f.first > 0 && f.first < o.posted &&
                 f.last > o.posted + o.new_denied_ms + 500 && f.maxgap < 190)
-        << "with --netpol-conntrack-flush=false, an established flow stopped after the policy (new connections were "
+        << "with --netpol-recheck-established=false, an established flow stopped after the policy (new connections were "
            "refused from "
         << o.new_denied_ms << " ms): " << f.Describe(o.posted) << "\n"
         << o.conntrack;
   }
   ExpectAllowedFlowsGoOn(o);
-  EXPECT_EQ(o.flushed_after, 0) << "weft_netpol_conntrack_flushed_addresses_total on n1";
+  EXPECT_EQ(o.flushed_after, 0) << "weft_netpol_conntrack_rechecked_addresses_total on n1";
   std::cout << "NETPOL-LATENCY case=EstablishedFlowGoesOnWithoutConntrackFlush post_to_new_denied_ms="
             << o.new_denied_ms << " established_flows_answered_until_ms_after_post=";
   for (size_t i = 0; i < o.denied.size(); ++i)

@@ -396,6 +396,13 @@ TEST_P(DualStackTest, PodToPodAcrossNodesOverEachFamilyWhileNodesJoinAndLeave) {
   }
   EXPECT_EQ(n1.Metric("weft_peers_by_family{family=\"ipv6\"}"), 1);
   ExpectPings(p1, p2);
+
+  // Converged means converged: a full pass (a kernel re-read, both
+  // families) finds nothing to change, so no entry is rewritten every resync.
+  double changes = n1.Metric("weft_reconcile_changes_total");
+  double reads = n1.Metric("weft_reconcile_kernel_reads_total");
+  ASSERT_TRUE(WaitFor([&] { return n1.Metric("weft_reconcile_kernel_reads_total") >= reads + 2; }, 10000));
+  EXPECT_EQ(n1.Metric("weft_reconcile_changes_total"), changes);
 }
 
 // etcd only: records written before dual-stack, and restarts.

@@ -128,7 +128,7 @@ else
   printf '%s\0' "${FILES[@]}" | tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -C "$CTX" -xf -
 fi
 say "podman build $IMAGE (source $SOURCE_HASH; the first build compiles for several minutes)"
-podman build --network host "${ULIMITS[@]}" --layers \
+podman build --network host "${ULIMITS[@]}" --layers --force-rm \
   -f "$CTX/deploy/Dockerfile.weftd" --build-arg BASE="$BASE_IMAGE" \
   --label io.weft.source="$SOURCE_HASH" -t "$IMAGE" "$CTX" >"$CACHE/build.log" 2>&1 ||
   fail "podman build failed" "$CACHE/build.log"

@@ -33,6 +33,7 @@
 
 #include "e2e/cluster.h"
 #include "e2e/kube_api.h"
+#include "sys/exec.h"
 
 namespace weft::testing {
 namespace {
@@ -141,11 +142,18 @@ class ImageTest : public ::testing::Test {
     std::vector<std::string> argv = {"bash", std::string(WEFT_SOURCE_DIR) + "/deploy/build-image.sh"};
     if (const char* ref = std::getenv("WEFT_IMAGE_REF"); ref && *ref) argv.insert(argv.end(), {"--ref", ref});
     auto t0 = std::chrono::steady_clock::now();
-    std::string out, err;
-    int rc = Cmd(argv, &out, &err);
+    // Not Cmd(): a first build takes minutes, past its two-minute limit.
+    sys::ExecRequest req;
+    req.path = "/bin/bash";
+    req.argv = argv;
+    req.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"};
+    req.timeout = std::chrono::minutes(35);
+    auto r = sys::Exec(req);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
     auto s = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - t0).count();
-    std::cout << out << err << "IMAGE-BUILD seconds=" << s << "\n";
-    ASSERT_EQ(rc, 0) << "deploy/build-image.sh failed";
+    std::cout << r->out << r->err << "IMAGE-BUILD seconds=" << s << "\n";
+    ASSERT_FALSE(r->timed_out) << "deploy/build-image.sh took more than 35 minutes";
+    ASSERT_EQ(r->exit_code, 0) << "deploy/build-image.sh failed";
   }
 
   // The host path of a manifest hostPath volume, for node `n`: the node's

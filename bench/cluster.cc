@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <sstream>
 #include <thread>
@@ -204,6 +205,39 @@ Result<MemStats> ReadMemStats(pid_t pid) {
 nlohmann::json ToJson(const MemStats& m) {
   return {{"rss_mb", m.rss_mb}, {"pss_mb", m.pss_mb}, {"uss_mb", m.uss_mb}, {"anon_mb", m.anon_mb},
           {"peak_rss_mb", m.hwm_mb}};
+}
+
+nlohmann::json MemBreakdown(pid_t pid) {
+  auto smaps = sys::ReadFile("/proc/" + std::to_string(pid) + "/smaps", 64 << 20);
+  if (!smaps.ok()) return nullptr;
+  double heap = 0, anon = 0, files = 0, files_private = 0, other = 0;
+  std::string kind;
+  std::istringstream in(*smaps);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    if (std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') < line.find(' ')) {
+      // "start-end perms offset dev inode [path]"
+      std::istringstream h(line);
+      std::string range, perms, off, dev, inode, path;
+      h >> range >> perms >> off >> dev >> inode;
+      std::getline(h, path);
+      path.erase(0, path.find_first_not_of(' '));
+      kind = path.empty() ? "anon" : path == "[heap]" ? "heap" : path[0] == '/' ? "files" : "other";
+      continue;
+    }
+    double kb = 0;
+    if (line.rfind("Rss:", 0) == 0) kb = std::atof(line.c_str() + 4);
+    else if (kind == "files" && (line.rfind("Private_Clean:", 0) == 0 || line.rfind("Private_Dirty:", 0) == 0))
+      files_private += std::atof(line.c_str() + 14) / 1024.0;
+    if (kb == 0) continue;
+    double mb = kb / 1024.0;
+    if (kind == "heap") heap += mb;
+    else if (kind == "anon") anon += mb;
+    else if (kind == "files") files += mb;
+    else other += mb;
+  }
+  return {{"heap_mb", heap}, {"anon_mb", anon}, {"files_mb", files}, {"files_private_mb", files_private},
+          {"other_mb", other}};
 }
 
 Status MakeUnderlay(const std::string& name, const std::string& ip) {

@@ -79,6 +79,13 @@ struct MemStats {
 Result<MemStats> ReadMemStats(pid_t pid);
 nlohmann::json ToJson(const MemStats& m);
 
+// Where a process's resident memory is (MB, from /proc/<pid>/smaps):
+// {"heap": brk heap, "anon": other anonymous mappings (malloc's per-thread
+// arenas, big allocations, thread stacks), "files": mapped files (the
+// binary and its shared libraries; "files_private": their private pages),
+// "other": [stack], [vdso], ...}.
+nlohmann::json MemBreakdown(pid_t pid);
+
 // An underlay netns `name` holding bridge br0 with `ip`/24.
 Status MakeUnderlay(const std::string& name, const std::string& ip);
 // A node netns whose uplink veth up0 (192.0.2.<octet>/24, default route via

@@ -2,7 +2,7 @@
 // bench/run.sh; see docs/performance.md.
 //
 //   weft-bench [--quick] --out DIR [--prefix wbNNN] [--build-dir DIR]
-//              [--only floor,control,datapath,weftd] [--configs key,key]
+//              [--only floor,control,datapath,weftd,netpol] [--configs key,key]
 //
 // Writes DIR/results.json (summary), DIR/raw.json (every sample), DIR/table.txt
 // and gnuplot inputs, prints the JSON and the table. Exit status: 0 when the
@@ -90,34 +90,34 @@ std::string FirstLine(const std::string& path, const std::string& key) {
 
 void OnSignal(int) { InterruptFlag().store(true); }
 
-// Section 4, weftd, is measured by a hook: the executable bench/weftd_hook
-// (today a script running weft-bench-weftd, bench/weftd_main.cc) run as
-// `weftd_hook --out DIR --prefix P --build-dir B [--quick]` that prints one
-// JSON object with at least rss_mb_1000_peers, converge_s_1000_peers and
-// peer_change_ms (plus whatever else it measured, e.g. rss_mb_100_peers,
-// rss_mb_5000_peers, cpu_s_1000_peers and the per-count "counts").
-json RunWeftdHook(const Args& a) {
-  const std::string hook = std::string(WEFT_SOURCE_DIR) + "/bench/weftd_hook";
-  if (::access(hook.c_str(), X_OK) != 0)
-    return {{"pending", true},
-            {"reason", "weftd is not built yet (issue 5); an executable bench/weftd_hook printing "
-                       "{rss_mb_1000_peers, converge_s_1000_peers, peer_change_ms, ...} plugs it in"}};
+// Sections measured by a hook: an executable bench/<name> (today a script
+// running a C++ tool built beside weft-bench) run as
+// `<name> --out DIR --prefix P --build-dir B [--quick]` that prints one JSON
+// object. weftd_hook (weft-bench-weftd, bench/weftd_main.cc) prints at least
+// rss_mb_1000_peers, converge_s_1000_peers and peer_change_ms; netpol_hook
+// (weft-bench-netpol, bench/netpol_main.cc) enforce_p99_ms, resync_s,
+// rss_mb, add_ratio_p50, dp_gbps_ratio and dp_rr_ratio.
+json RunHook(const Args& a, const std::string& name, const std::string& tag, const std::string& missing) {
+  const std::string hook = std::string(WEFT_SOURCE_DIR) + "/bench/" + name;
+  if (::access(hook.c_str(), X_OK) != 0) return {{"pending", true}, {"reason", missing}};
   sys::ExecRequest req;
   req.path = hook;
-  req.argv = {hook, "--out", a.out, "--prefix", a.prefix + "-wd", "--build-dir", a.build_dir};
+  req.argv = {hook, "--out", a.out, "--prefix", a.prefix + "-" + tag, "--build-dir", a.build_dir};
   if (a.quick) req.argv.push_back("--quick");
   req.env = sys::CurrentEnv();
   req.timeout = std::chrono::minutes(20);
   auto r = sys::Exec(req);
-  if (!r.ok() || r->exit_code != 0)
-    return {{"pending", true}, {"broken", true},
-            {"reason", "bench/weftd_hook failed: " + (r.ok() ? r->err.substr(0, 300) : r.status().ToString())}};
+  if (!r.ok() || r->exit_code != 0) {
+    std::string err = r.ok() ? r->err : r.status().ToString();
+    if (err.size() > 600) err = "..." + err.substr(err.size() - 600);
+    return {{"pending", true}, {"broken", true}, {"reason", "bench/" + name + " failed: " + err}};
+  }
   try {
     json j = json::parse(r->out);
     j["pending"] = false;
     return j;
   } catch (...) {
-    return {{"pending", true}, {"broken", true}, {"reason", "bench/weftd_hook printed no JSON"}};
+    return {{"pending", true}, {"broken", true}, {"reason", "bench/" + name + " printed no JSON"}};
   }
 }
 
@@ -126,7 +126,7 @@ int Main(int argc, char** argv) {
   if (!ParseArgs(argc, argv, &a)) {
     std::fprintf(stderr,
                  "usage: weft-bench [--quick] --out DIR [--prefix wbNNN] [--build-dir DIR] [--commit SHA]\n"
-                 "                  [--only floor,control,datapath,weftd] [--configs key,...]\n");
+                 "                  [--only floor,control,datapath,weftd,netpol] [--configs key,...]\n");
     return 2;
   }
   if (::geteuid() != 0) {
@@ -209,8 +209,16 @@ int Main(int argc, char** argv) {
         if (baseline && (!row.value("available", false) || row.contains("error"))) broken = true;
       }
     }
-    r["weftd"] = want("weftd") ? RunWeftdHook(a) : json{{"pending", true}, {"reason", "skipped (--only)"}};
+    if (want("weftd")) std::cerr << "[bench] weftd\n";
+    r["weftd"] = want("weftd") ? RunHook(a, "weftd_hook", "wd",
+                                         "weftd is not built yet (issue 5); an executable bench/weftd_hook printing "
+                                         "{rss_mb_1000_peers, converge_s_1000_peers, peer_change_ms, ...} plugs it in")
+                               : json{{"pending", true}, {"reason", "skipped (--only)"}};
     if (r["weftd"].value("broken", false)) broken = true;
+    if (want("netpol")) std::cerr << "[bench] NetworkPolicy\n";
+    r["netpol"] = want("netpol") ? RunHook(a, "netpol_hook", "np", "bench/netpol_hook is missing")
+                                 : json{{"pending", true}, {"reason", "skipped (--only)"}};
+    if (r["netpol"].value("broken", false)) broken = true;
   } catch (const Interrupted&) {
     std::cerr << "[bench] interrupted: removing " << a.prefix << "-* namespaces and dirs\n";
     CleanupPrefix(a.prefix);

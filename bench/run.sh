@@ -41,10 +41,11 @@ if [ "$DO_BUILD" = 1 ]; then
   if [ ! -f "$BUILD/build.ninja" ]; then
     cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
   fi
-  ninja -C "$BUILD" -j"$(nproc)" weft weftd weft-bench weft-bench-noop weft-bench-floor weft-bench-weftd >&2
+  ninja -C "$BUILD" -j"$(nproc)" weft weftd weft-bench weft-bench-noop weft-bench-floor weft-bench-weftd \
+    weft-bench-netpol >&2
 fi
 for b in "$BUILD/cmd/weft/weft" "$BUILD/cmd/weftd/weftd" "$BUILD/bench/weft-bench" "$BUILD/bench/weft-bench-noop" \
-         "$BUILD/bench/weft-bench-floor" "$BUILD/bench/weft-bench-weftd"; do
+         "$BUILD/bench/weft-bench-floor" "$BUILD/bench/weft-bench-weftd" "$BUILD/bench/weft-bench-netpol"; do
   [ -x "$b" ] || { echo "bench/run.sh: $b is missing (build it, or drop --no-build)" >&2; exit 1; }
 done
 

@@ -428,7 +428,8 @@ Result<std::string> EtcdClient::Post(const std::string& path, const std::string&
   if (endpoints_.empty()) return Status::Error(Code::kInvalidConfig, "no etcd endpoints");
   Status last;
   bool tls_retried = false;
-  for (size_t attempt = 0; attempt < endpoints_.size(); ++attempt) {
+  size_t attempts = endpoints_.size();  // one per endpoint, and one more after a TLS failure
+  for (size_t attempt = 0; attempt < attempts; ++attempt) {
     HttpRequest req;
     req.method = "POST";
     req.url = endpoints_[current_] + path;
@@ -439,10 +440,11 @@ Result<std::string> EtcdClient::Post(const std::string& path, const std::string&
       last = r.status();
       if (IsTlsFailure(r.status())) {
         if (health_) health_->RecordRefusal("POST " + req.url + ": " + r.status().details());
-        // The client dropped its connection: the retry reads the TLS files again.
+        // The client dropped its connection: the retry, on the same endpoint,
+        // reads the TLS files again.
         if (!tls_retried) {
           tls_retried = true;
-          --attempt;
+          ++attempts;
           continue;
         }
       }

@@ -31,6 +31,8 @@ KubeClient::KubeClient(const KubeEndpoint& endpoint, std::unique_ptr<HttpTranspo
   if (!creds_) {
     // An endpoint built by hand (tests): credentials of its own, unshared.
     auto c = KubeCredentials::Load(endpoint.files);
+    if (!c.ok()) WEFT_LOG(kWarn, "msg=\"API credentials unreadable; requests go without a token\" err=\"" +
+                                     c.status().ToString() + "\"");
     creds_ = c.ok() ? *c : std::make_shared<KubeCredentials>(endpoint.files, KubeCredentials::Clock());
   }
   if (!transport_) transport_ = std::make_unique<HttpClient>(creds_->tls());

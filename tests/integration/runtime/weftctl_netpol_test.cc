@@ -103,7 +103,7 @@ class WeftctlNetpolTest : public ::testing::Test {
                       {"egressRules", v.egress_rules}});
     ASSERT_EQ(pods.size(), 2u);
     for (const auto& [name, s] : e.desired().sets)
-      if (name.ends_with("-i0-b4")) block_set_ = name;
+      if (name.ends_with("-b4")) block_set_ = name;
     ASSERT_FALSE(block_set_.empty());
     for (const auto& [ip, chain] : e.desired().ingress4) in_chain_[ip] = chain;
     ASSERT_EQ(in_chain_.size(), 2u);

@@ -247,6 +247,33 @@ TEST(Doctor, MissingAndChangedPeerEntriesNameThePeer) {
   EXPECT_EQ(fdb_missing, 1);
 }
 
+TEST(Doctor, DualStackPeerEntriesPerFamily) {
+  Snapshot s = Healthy();
+  s.links.push_back(Link(20, "weft.1", "vxlan"));
+  s.peers = Peers();
+  s.peers->local.pod_cidrs.push_back(P("fd00:10:244:1::/64"));
+  s.peers->peers["n2"].pod_cidrs.push_back(P("fd00:10:244:2::/64"));
+  s.peers->peers["n2"].host_ip6 = A("2001:db8::2");
+  agent::KernelState full = agent::ComputeDesired(s.peers->local, s.peers->peers).state;
+  s.peers->kernel = full;
+  EXPECT_TRUE(Diagnose(s).empty());
+  // The IPv6 route and NDP entry gone; the shared FDB entry stays.
+  s.peers->kernel.routes.pop_back();
+  s.peers->kernel.arp.pop_back();
+  auto fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 2u);
+  EXPECT_EQ(fs[0].message,
+            "missing route to node n2's pod CIDR: want fd00:10:244:2::/64 via fd00:10:244:2:: dev weft.1");
+  EXPECT_EQ(fs[1].message, "missing NDP entry on weft.1 for node n2: fd00:10:244:2:: lladdr aa:bb:cc:00:00:02");
+  // n2 leaves: both families' entries are stale.
+  s.peers->kernel = full;
+  s.peers->peers.erase("n2");
+  int ndp_stale = 0;
+  for (const auto& f : Diagnose(s)) ndp_stale += f.message.rfind("NDP entry on weft.1 fd00:10:244:2:: ", 0) == 0;
+  EXPECT_EQ(ndp_stale, 1);
+  EXPECT_EQ(PeerPlan(*s.peers).route_deletes.size(), 2u);
+}
+
 // NetworkPolicy: weftd's table as nft lists it back, and the kernel's.
 NftTable NetpolTable(const std::string& extra_rule = "", const std::string& local4 = "10.0.1.1, 10.0.1.2") {
   std::string text = "table inet weft-netpol {\n\tcounter drop-ingress {\n\t\tpackets 0 bytes 0\n\t}\n"

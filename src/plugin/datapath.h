@@ -78,6 +78,7 @@ class VethDatapath : public Datapath {
  protected:
   VethDatapath(const Config& cfg, const DatapathContext& ctx) : cfg_(cfg), ctx_(ctx) {}
 
+  // (weft::Result: inside the class, Result names Datapath::Result().)
   // The host end as the kernel has it now (kKernel when it vanished).
   weft::Result<sys::LinkInfo> ReadHostLink();
   // CHECK: the link `name` exists and is up, else kCheckFailed
@@ -88,6 +89,7 @@ class VethDatapath : public Datapath {
   // compares the prefix length (bridge mode) and names the prefix rather
   // than the address in the message.
   Status RequirePodAddress(const sys::LinkInfo& pod_link, const IpPrefix& want, bool exact_prefix);
+
   const Config& cfg_;
   DatapathContext ctx_;
 };

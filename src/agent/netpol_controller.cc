@@ -2,7 +2,9 @@
 
 #include <malloc.h>
 
+#include <condition_variable>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -60,6 +62,12 @@ class SystemNetpolKernel : public NetpolKernel {
     std::snprintf(m, sizeof m, "0x%x/0x%x", mark, mark);
     for (const auto& ip : ips) {
       bool v6 = ip.find(':') != std::string::npos;
+      if (ip == "0.0.0.0/0" || ip == "::/0") {
+        // Every entry of the family.
+        WEFT_ASSIGN_OR_RETURN(auto r, fw::RunTool("conntrack", {"-U", "-f", v6 ? "ipv6" : "ipv4", "-m", m}, ""));
+        if (r.exit_code != 0 && r.exit_code != 1) return fw::ToolError("conntrack -U -f", r);
+        continue;
+      }
       // The original source, the original destination, and the reply's
       // source (a pod behind a Service's DNAT).
       for (const char* which : {"-s", "-d", "--reply-src"}) {
@@ -181,12 +189,46 @@ struct NetpolController::Impl {
     metrics.syncs++;
     if (full) metrics.full_syncs++;
     *applied = true;
-    if (opts.recheck_established && !tightened.empty()) {
-      Status ct = kernel->MarkConntrack(tightened, netpol::kRecheckMark);
-      metrics.conntrack_marks += tightened.size();
-      if (!ct.ok()) WEFT_LOG(kWarn, "msg=\"marking conntrack entries for a recheck failed\" err=\"" + ct.ToString() + "\"");
-    }
+    if (opts.recheck_established && !tightened.empty()) QueueRecheck(tightened);
     return Status::Ok();
+  }
+
+  // Marking conntrack entries execs conntrack three times per address: it
+  // runs on its own thread so the next batch of events is never held up
+  // behind it. Addresses queue up (deduplicated); past kMarkAllAbove of them
+  // at once, every entry of the family is marked in one call instead.
+  static constexpr size_t kMarkAllAbove = 32;
+  void QueueRecheck(const std::vector<std::string>& ips) {
+    {
+      std::lock_guard lock(recheck_mu);
+      recheck_queue.insert(ips.begin(), ips.end());
+    }
+    recheck_cv.notify_one();
+  }
+  void RecheckLoop(const std::atomic<bool>& stop) {
+    std::unique_lock lock(recheck_mu);
+    while (!stop.load()) {
+      recheck_cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return !recheck_queue.empty() || stop.load(); });
+      if (recheck_queue.empty()) continue;
+      std::vector<std::string> ips(recheck_queue.begin(), recheck_queue.end());
+      recheck_queue.clear();
+      lock.unlock();
+      Status st;
+      if (ips.size() > kMarkAllAbove) {
+        bool v4 = false, v6 = false;
+        for (const auto& ip : ips) (ip.find(':') == std::string::npos ? v4 : v6) = true;
+        std::vector<std::string> all;
+        if (v4) all.push_back("0.0.0.0/0");
+        if (v6) all.push_back("::/0");
+        st = kernel->MarkConntrack(all, netpol::kRecheckMark);
+      } else {
+        st = kernel->MarkConntrack(ips, netpol::kRecheckMark);
+      }
+      metrics.conntrack_marks += ips.size();
+      if (!st.ok())
+        WEFT_LOG(kWarn, "msg=\"marking conntrack entries for a recheck failed\" err=\"" + st.ToString() + "\"");
+      lock.lock();
+    }
   }
 
   void UpdateGauges() {
@@ -219,6 +261,9 @@ struct NetpolController::Impl {
   netpol::Engine engine;
   std::string namespaces_written;
   uint64_t base_in = 0, base_eg = 0;
+  std::mutex recheck_mu;
+  std::condition_variable recheck_cv;
+  std::set<std::string> recheck_queue;
 };
 
 NetpolController::NetpolController(NetpolOptions opts, KubeEndpoint endpoint, std::unique_ptr<NetpolKernel> kernel)
@@ -247,6 +292,7 @@ void NetpolController::Run(const std::atomic<bool>& stop) {
   threads.push_back(watch("namespaces", "/api/v1/namespaces", s.namespaces));
   threads.push_back(watch("networkpolicies", "/apis/networking.k8s.io/v1/networkpolicies", s.policies));
   threads.push_back(watch("pods", "/api/v1/pods", s.pods));
+  threads.emplace_back([&s, &stop] { s.RecheckLoop(stop); });
 
   uint64_t seen = 0;
   // Never apply before all three lists are complete: a partial view would
@@ -310,6 +356,7 @@ void NetpolController::Run(const std::atomic<bool>& stop) {
     }
   }
   s.notifier.Notify();
+  s.recheck_cv.notify_all();
   for (auto& t : threads) t.join();
 }
 

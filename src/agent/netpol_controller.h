@@ -40,7 +40,8 @@ class NetpolKernel {
   // Packets dropped by policy so far: {ingress, egress}.
   virtual Result<std::pair<uint64_t, uint64_t>> DropCounters() = 0;
   // Sets `mark` on the conntrack entries to or from `ips` (also as the
-  // DNAT'ed destination): their packets are judged again.
+  // DNAT'ed destination): their packets are judged again. "0.0.0.0/0" or
+  // "::/0" stands for every entry of that family.
   virtual Status MarkConntrack(const std::vector<std::string>& ips, uint32_t mark) = 0;
   // Writes the plugin's namespaces file (atomically).
   virtual Status WriteNamespaces(const std::string& path, const std::string& content) = 0;

@@ -129,16 +129,23 @@ Result<ApiReply> KubeApi::Request(const std::string& method, const std::string& 
   }
   req.timeout = std::chrono::seconds(60);
   ApiReply reply;
-  Status st = sys::RunInNetns(ns_, [&]() -> Status {
-    reply.sent = Clock::now();
-    WEFT_ASSIGN_OR_RETURN(agent::HttpResponse r, client_.Do(req));
-    reply.answered = Clock::now();
-    reply.status = r.status;
-    reply.body = std::move(r.body);
-    return Status::Ok();
-  });
-  if (!st.ok()) return st;
-  return reply;
+  Status st;
+  // A connection the stand-in server dropped (it is Python on a busy
+  // machine) is retried on a new one; HTTP answers are never retried.
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100 * attempt));
+    st = sys::RunInNetns(ns_, [&]() -> Status {
+      reply.sent = Clock::now();
+      WEFT_ASSIGN_OR_RETURN(agent::HttpResponse r, client_.Do(req));
+      reply.answered = Clock::now();
+      reply.status = r.status;
+      reply.body = std::move(r.body);
+      return Status::Ok();
+    });
+    reply.retries = attempt;
+    if (st.ok()) return reply;
+  }
+  return st;
 }
 
 std::string KubeApi::CollectionPath(const std::string& kind, const std::string& ns) {
@@ -155,6 +162,7 @@ Status KubeApi::Create(const json& obj) {
   const json& meta = obj["metadata"];
   const std::string ns = kind == "Pod" || kind == "NetworkPolicy" ? meta.value("namespace", "default") : "";
   WEFT_ASSIGN_OR_RETURN(ApiReply r, Request("POST", CollectionPath(kind, ns), obj.dump()));
+  if (r.status == 409 && r.retries > 0) return Status::Ok();  // the dropped attempt had created it
   if (r.status / 100 != 2)
     return Status::Error(Code::kControlPlane,
                          "create " + kind + " " + meta.value("name", "") + ": HTTP " + std::to_string(r.status),

@@ -22,6 +22,7 @@ struct ApiReply {
   std::string body;
   // When the request was about to be sent and when the answer was in.
   std::chrono::steady_clock::time_point sent{}, answered{};
+  int retries = 0;  // connections the server dropped before this answer
 };
 
 class KubeApi {

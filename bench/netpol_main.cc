@@ -487,6 +487,7 @@ json Bench::TimeEvent(const std::string& kind, const std::string& target,
     return e;
   }
   e["api_ms"] = Ms(reply->answered - reply->sent);
+  if (reply->retries > 0) e["api_retries"] = reply->retries;
   auto txn = watch_->WaitTxn(match, std::chrono::seconds(10));
   if (!txn.ok()) {
     e["error"] = txn.status().ToString();

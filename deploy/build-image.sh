@@ -50,12 +50,19 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "build-image.sh: run as root (mmdebstrap and rootful podman)" >&2
   exit 1
 fi
-for tool in podman mmdebstrap git; do
+for tool in podman mmdebstrap; do
   command -v "$tool" >/dev/null || {
     echo "build-image.sh: $tool is missing (Debian package: $tool; scripts/setup.sh installs it)" >&2
     exit 1
   }
 done
+# A tree without git (an exported copy) is built from its files as they are.
+in_git=0
+command -v git >/dev/null && git rev-parse --is-inside-work-tree >/dev/null 2>&1 && in_git=1
+if [ -n "$ref" ] && [ "$in_git" -eq 0 ]; then
+  echo "build-image.sh: --ref needs git and a git work tree (Debian package: git)" >&2
+  exit 2
+fi
 
 mkdir -p "$CACHE"
 # One build at a time (the test suite and a developer may both ask).
@@ -83,13 +90,19 @@ if [ -n "$ref" ]; then
   SOURCE_HASH=$(git ls-tree -r "$ref" | while read -r _ _ blob path; do
                   if in_image "$path"; then printf '%s  %s\n' "$blob" "$path"; fi; done |
                 sha256sum | cut -c1-16)
-else
+elif [ "$in_git" -eq 1 ]; then
   mapfile -d '' FILES < <(git ls-files -z -co --exclude-standard)
   # The same "blob  path" lines as git ls-tree prints for a commit.
   mapfile -t IMG < <(for f in "${FILES[@]}"; do if in_image "$f" && [ -f "$f" ]; then printf '%s\n' "$f"; fi; done |
                      LC_ALL=C sort)
   SOURCE_HASH=$(paste -d' ' <(printf '%s\n' "${IMG[@]}" | git hash-object --stdin-paths) \
                   <(printf ' %s\n' "${IMG[@]}") | sha256sum | cut -c1-16)
+else
+  # Every file but build dirs, .git and what .gitignore names.
+  mapfile -d '' FILES < <(find . \( -path ./.git -o -path './build*' -o -path ./bench/results \) -prune -o \
+                            -type f -printf '%P\0')
+  mapfile -t IMG < <(for f in "${FILES[@]}"; do if in_image "$f"; then printf '%s\n' "$f"; fi; done | LC_ALL=C sort)
+  SOURCE_HASH=$( (cd . && printf '%s\0' "${IMG[@]}" | xargs -0 sha256sum) | sha256sum | cut -c1-16)
 fi
 
 if [ "$force" -eq 0 ] && [ "$refresh_base" -eq 0 ] &&

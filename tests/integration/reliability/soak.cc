@@ -378,8 +378,9 @@ class Soak {
         Report("missing", s.cid + " has " + json(in_pod).dump() + " in its netns, the row says " + json(want).dump(),
                &f.missing);
     }
+    // The init-capture: clang 14 cannot capture a structured binding itself.
     for (const auto& [cid, r] : by_cid)
-      if (std::none_of(slots_.begin(), slots_.end(), [&](auto& s) { return s->cid == cid; }))
+      if (std::none_of(slots_.begin(), slots_.end(), [&id = cid](auto& s) { return s->cid == id; }))
         Report("leaked", "row for unknown container " + cid, &f.leaked);
     for (const auto& [a, n] : pod_addrs)
       if (n > 1) Report("duplicated", "address " + a + " on " + std::to_string(n) + " pods", &f.duplicated);

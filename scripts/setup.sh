@@ -8,8 +8,10 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libnl-3-dev libnl-route-3-dev libsqlite3-dev nlohmann-json3-dev libcurl4-openssl-dev
   libssl-dev libyaml-dev libcli11-dev libgtest-dev libcpp-httplib-dev
-  # fuzzers (scripts/fuzz.sh: clang's libFuzzer)
+  # the checking tree (scripts/build.sh --san: clang's ASan+UBSan and libFuzzer)
   clang libclang-rt-14-dev
+  # compiler cache: scripts/build.sh compiles through it when present
+  ccache
   # runtime tools the tests and demo drive (curl: etcd's and weftd's HTTP
   # endpoints; python3: the stand-in API server; openssl: its certificates)
   iproute2 nftables iptables iputils-ping procps conntrack sqlite3 openssl curl python3

@@ -1,55 +1,140 @@
 #!/usr/bin/env bash
-# Runs every Weft test: unit tests, integration tests in network namespaces,
-# and the benchmark's quick mode. Installs dependencies and builds first.
-# Must run as root (it creates network namespaces; never touches the root one).
+# Runs Weft's tests. Installs dependencies and builds first. Must run as root
+# (it creates network namespaces; it never touches the root one).
+#
+#   scripts/test.sh               every test (the README's command, and CI's):
+#     1. ./build (Release): unit, integration in network namespaces, real
+#        runtimes, benchmark quick mode;
+#     2. ./build-san (clang, ASan+UBSan, crash points compiled in; built in
+#        the background at idle priority while phase 1 runs): the unit,
+#        plugin and reliability suites;
+#     3. every libFuzzer target for 10 s (scripts/fuzz.sh), from ./build-san.
+#   scripts/test.sh --quick       the loop to live in: builds only what the
+#     unit and plugin suites need in ./build and runs them (a few minutes
+#     after a build, seconds of it compiling what changed).
+#
+# Further arguments go to ctest (phase 1 only, in the full run):
+#   scripts/test.sh --quick -R 'plugin_routed|ipam'   # -R picks by name from every suite
+#   scripts/test.sh --quick -E agent_test             # drops from the quick set
+#   scripts/test.sh --quick -R e2e_netpol --repeat until-fail:3
+# Each phase prints how long it took; the end prints them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-bash scripts/build.sh
+
+QUICK=0
+if [ "${1:-}" = "--quick" ]; then
+  QUICK=1
+  shift
+fi
 BUILD_DIR=${WEFT_BUILD_DIR:-build}
+SAN_DIR=build-san
+JOBS=$(nproc)
+
+START=$SECONDS
+PHASE_START=$SECONDS
+PHASE_NAME=""
+SUMMARY=()
+FAILED=()
+SAN_PID=""
+phase_end() {
+  [ -n "$PHASE_NAME" ] && SUMMARY+=("$(printf '%5ds  %s' $((SECONDS - PHASE_START)) "$PHASE_NAME")")
+  PHASE_NAME=""
+}
+phase() {
+  phase_end
+  PHASE_NAME=$1
+  PHASE_START=$SECONDS
+  printf '\n==== %s (at %ds) ====\n' "$1" $((SECONDS - START))
+}
 
 cleanup() {
+  # The background build of phase 2, if this run stops before it is done.
+  if [ -n "$SAN_PID" ] && kill -0 "$SAN_PID" 2>/dev/null; then
+    kill "$SAN_PID" 2>/dev/null || true
+    wait "$SAN_PID" 2>/dev/null || true
+  fi
   # Namespaces a crashed test left behind: tests name them w[tb]<pid>-...,
   # so remove only those whose process is gone (others may still be running).
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^w[tb][0-9]+-' || true); do
     pid=${ns%%-*}; pid=${pid:2}
     kill -0 "$pid" 2>/dev/null || ip netns del "$ns" 2>/dev/null || true
   done
-  # Containers a crashed image test left (e2e_image_test names them wt<pid>-...).
-  if command -v podman >/dev/null 2>&1; then
-    for c in $(podman ps -a --format '{{.Names}}' 2>/dev/null | grep -E '^wt[0-9]+-' || true); do
-      pid=${c%%-*}; pid=${pid:2}
-      kill -0 "$pid" 2>/dev/null || podman rm -f -t 0 "$c" >/dev/null 2>&1 || true
-    done
-  fi
 }
 trap cleanup EXIT
 
-phase() { printf '\n==== %s ====\n' "$*"; }
+# Tests of a build dir matching ctest's selection ARGS, one name a line.
+test_names() { (cd "$1" && shift && ctest -N "$@") | sed -n 's/^ *Test *#[0-9]*: //p' | sort -u; }
+# The names among stdin that are targets of build dir $1 (tests run by a
+# script, such as fake_apiserver_test, have none).
+only_targets() { grep -Fxf <(ninja -C "$1" -t targets all | sed -n 's/^\([^:/]*\): .*/\1/p') || true; }
+summary() {
+  phase_end
+  printf '\n==== took %ds ====\n' $((SECONDS - START))
+  printf '%s\n' "${SUMMARY[@]}"
+  if [ ${#FAILED[@]} -gt 0 ]; then
+    printf 'FAILED: %s\n' "${FAILED[@]}"
+    exit 1
+  fi
+  exit 0
+}
 
-phase "unit, integration (network namespaces), real runtimes, benchmark quick mode"
-(cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900 "$@")
+phase "setup"
+bash scripts/setup.sh
 
-phase "unit, plugin and reliability suites under ASan+UBSan, with the crash points compiled in"
-# One more build serves both: sanitizers, and WEFT_FAULT_INJECTION so the
-# crash-point matrix and the soak's injected crashes run for real (the
-# production build above ran the test that proves it ignores them).
-WEFT_BUILD_DIR=build-asan
-# Configured every time (cheap): a dir configured earlier without the crash
-# points must not silently skip the crash matrix.
-# Line tables only (-g1): enough for symbolized sanitizer reports, a
-# quarter less compile time than full debug info.
-cmake -S . -B $WEFT_BUILD_DIR -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DWEFT_SANITIZE=ON \
-  -DWEFT_FAULT_INJECTION=ON >/dev/null
+if [ $QUICK -eq 1 ]; then
+  phase "build what the selected tests need"
+  if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+    bash scripts/build.sh            # the first build: everything
+  else
+    ninja -C "$BUILD_DIR" build.ninja >/dev/null   # re-runs CMake if a CMakeLists.txt changed
+  fi
+  QUICK_SET=(-R "^($(test_names "$BUILD_DIR" -L '^unit$' | paste -sd'|')|plugin_.*)\$")
+  # The plugin binary too: the plugin suites and the scripted tests exec it.
+  bash scripts/build.sh weft $(test_names "$BUILD_DIR" "${QUICK_SET[@]}" "$@" | only_targets "$BUILD_DIR")
+  phase "unit and plugin suites"
+  (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900 -j"$JOBS" "${QUICK_SET[@]}" "$@") ||
+    FAILED+=("unit and plugin suites")
+  summary
+fi
+
+phase "build ./build (Release)"
+bash scripts/build.sh
+
+# The checking tree builds while phase 1 runs: its suites spend most of their
+# time waiting on the kernel and on processes they start, and at idle
+# priority the compiler only gets the CPU they leave.
+phase "configure ./build-san, start its build in the background"
+bash scripts/build.sh --san build.ninja >/dev/null
 # The plugin itself is instrumented: the suites exec the sanitized binary.
-SAN_TESTS=$( (cd "$BUILD_DIR" && { ctest -N -L unit; ctest -N -R '^(plugin|reliability)_'; }) |
-            sed -n 's/^ *Test *#[0-9]*: //p' | sort -u)
-# Tests run by a script (fake_apiserver_test) have no target of their own.
-SAN_TARGETS=$(echo "$SAN_TESTS" | grep -v '^reliability_soak_short$' |
-              grep -Fxf <(ninja -C $WEFT_BUILD_DIR -t targets all | sed -n 's/^\([^:/]*\): .*/\1/p') || true)
-ninja -C $WEFT_BUILD_DIR -j"$(nproc)" weft weft_soak $SAN_TARGETS
-(cd $WEFT_BUILD_DIR && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-   ctest --output-on-failure --timeout 900 -R "^($(echo $SAN_TESTS | tr ' ' '|'))\$")
+SAN_TESTS=$( { test_names "$SAN_DIR" -L '^unit$'; test_names "$SAN_DIR" -R '^(plugin|reliability)_'; } | sort -u)
+FUZZERS=$(sed -n 's/^weft_fuzzer(\([a-z_]*\).*/\1/p' tests/fuzz/CMakeLists.txt)
+SAN_TARGETS="weft weft_soak $(echo "$SAN_TESTS" | only_targets "$SAN_DIR") $FUZZERS"
+IDLE=(nice -n 19)
+chrt --idle 0 true 2>/dev/null && IDLE=(chrt --idle 0)
+echo "log: $SAN_DIR/build.log"
+"${IDLE[@]}" ninja -C "$SAN_DIR" -j"$JOBS" $SAN_TARGETS >"$SAN_DIR/build.log" 2>&1 &
+SAN_PID=$!
 
-phase "fuzzers, 10 s each"
-bash scripts/fuzz.sh 10
+phase "1. unit, integration (network namespaces), real runtimes, benchmark quick mode"
+(cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900 -j"$JOBS" "$@") || FAILED+=("phase 1 (./build)")
+
+phase "waiting for the ./build-san build"
+san_ok=1
+wait "$SAN_PID" || san_ok=0
+SAN_PID=""
+tail -n 1 "$SAN_DIR/build.log"
+if [ $san_ok -eq 0 ]; then
+  tail -n 40 "$SAN_DIR/build.log"
+  FAILED+=("build of ./build-san")
+  summary
+fi
+
+phase "2. unit, plugin and reliability suites under ASan+UBSan, with the crash points compiled in"
+(cd "$SAN_DIR" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+   ctest --output-on-failure --timeout 900 -j"$JOBS" -R "^($(echo $SAN_TESTS | tr ' ' '|'))\$") ||
+  FAILED+=("phase 2 (./build-san)")
+
+phase "3. fuzzers, 10 s each"
+WEFT_FUZZ_NO_BUILD=1 bash scripts/fuzz.sh 10 || FAILED+=("phase 3 (fuzzers)")
+
+summary

@@ -59,6 +59,13 @@ cleanup() {
     pid=${ns%%-*}; pid=${pid:2}
     kill -0 "$pid" 2>/dev/null || ip netns del "$ns" 2>/dev/null || true
   done
+  # Containers a crashed image test left (e2e_image_test names them wt<pid>-...).
+  if command -v podman >/dev/null 2>&1; then
+    for c in $(podman ps -a --format '{{.Names}}' 2>/dev/null | grep -E '^wt[0-9]+-' || true); do
+      pid=${c%%-*}; pid=${pid:2}
+      kill -0 "$pid" 2>/dev/null || podman rm -f -t 0 "$c" >/dev/null 2>&1 || true
+    done
+  fi
 }
 trap cleanup EXIT
 

@@ -10,6 +10,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The tools first, each named with its Debian package (CMake's configure
+# names every missing library the same way: cmake/dependencies.cmake).
+missing=""
+for t in cmake:cmake ninja:ninja-build g++:build-essential pkg-config:pkg-config; do
+  command -v "${t%%:*}" >/dev/null || missing="$missing ${t#*:}"
+done
+if [ -n "$missing" ]; then
+  echo "build.sh: missing Debian packages:$missing (sudo scripts/setup.sh installs everything)" >&2
+  exit 1
+fi
+
 LAUNCHER=()
 if command -v ccache >/dev/null 2>&1; then
   # Paths relative to the source dir, and the build dir left out of the hash,

@@ -362,18 +362,7 @@ void NetpolController::Run(const std::atomic<bool>& stop) {
 
 std::string NetpolController::DescribeJson() {
   std::lock_guard lock(impl_->engine_mu);
-  json out = json::array();
-  for (const auto& v : impl_->engine.LocalPods()) {
-    out.push_back({{"pod", v.pod},
-                   {"ips", v.ips},
-                   {"isolatedIngress", v.isolated_ingress},
-                   {"isolatedEgress", v.isolated_egress},
-                   {"ingressPolicies", v.ingress_policies},
-                   {"egressPolicies", v.egress_policies},
-                   {"ingressRules", v.ingress_rules},
-                   {"egressRules", v.egress_rules}});
-  }
-  return out.dump(2) + "\n";
+  return netpol::PodPolicyViewsJson(impl_->engine.LocalPods());
 }
 
 std::string NetpolController::DesiredRuleset() {

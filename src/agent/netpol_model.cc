@@ -1,5 +1,9 @@
 #include "agent/netpol_model.h"
 
+#include <nlohmann/json.hpp>
+
+#include "base/strings.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -34,20 +38,7 @@ std::pair<u128, u128> Range(const IpPrefix& p) {
   return {lo, lo + span};
 }
 
-uint64_t Fnv64(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-std::string Hex(uint64_t v, int digits) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
-  return std::string(buf + 16 - digits);
-}
+uint64_t Fnv64(const std::string& s) { return Fnv1a64(s); }
 
 std::string Join(const std::vector<std::string>& parts) {
   std::string out;
@@ -717,6 +708,20 @@ std::vector<PodPolicyView> Engine::LocalPods() const {
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.pod < b.pod; });
   return out;
+}
+
+std::string PodPolicyViewsJson(const std::vector<PodPolicyView>& pods) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& v : pods)
+    out.push_back({{"pod", v.pod},
+                   {"ips", v.ips},
+                   {"isolatedIngress", v.isolated_ingress},
+                   {"isolatedEgress", v.isolated_egress},
+                   {"ingressPolicies", v.ingress_policies},
+                   {"egressPolicies", v.egress_policies},
+                   {"ingressRules", v.ingress_rules},
+                   {"egressRules", v.egress_rules}});
+  return out.dump(2) + "\n";
 }
 
 // --- Rendering --------------------------------------------------------------

@@ -70,6 +70,9 @@ struct PodPolicyView {
   std::vector<std::string> egress_rules;
 };
 
+// GET /netpol's body: one object per local pod (weftctl policy reads it).
+std::string PodPolicyViewsJson(const std::vector<PodPolicyView>& pods);
+
 struct EngineOptions {
   std::string node_name;
   uint32_t pending_group = kDefaultPendingGroup;

@@ -90,17 +90,8 @@ class WeftctlNetpolTest : public ::testing::Test {
       e.UpsertPolicy(*p);
     }
     ruleset_ = e.RenderFull();
-    // GET /netpol as NetpolController::DescribeJson renders it.
-    json pods = json::array();
-    for (const auto& v : e.LocalPods())
-      pods.push_back({{"pod", v.pod},
-                      {"ips", v.ips},
-                      {"isolatedIngress", v.isolated_ingress},
-                      {"isolatedEgress", v.isolated_egress},
-                      {"ingressPolicies", v.ingress_policies},
-                      {"egressPolicies", v.egress_policies},
-                      {"ingressRules", v.ingress_rules},
-                      {"egressRules", v.egress_rules}});
+    // GET /netpol as weftd renders it.
+    json pods = json::parse(np::PodPolicyViewsJson(e.LocalPods()));
     ASSERT_EQ(pods.size(), 2u);
     for (const auto& [name, s] : e.desired().sets)
       if (name.ends_with("-b4")) block_set_ = name;

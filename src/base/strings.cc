@@ -1,5 +1,7 @@
 #include "base/strings.h"
 
+#include <algorithm>
+
 namespace weft {
 
 std::vector<std::string_view> Split(std::string_view s, char sep) {
@@ -69,6 +71,71 @@ std::string Hex(uint64_t v, int digits) {
     v >>= 4;
   }
   return s;
+}
+
+namespace {
+constexpr char kBase64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+int Base64Value(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+}  // namespace
+
+std::string Base64Encode(std::string_view in) {
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < in.size(); i += 3) {
+    size_t n = std::min<size_t>(3, in.size() - i);  // bytes in this group
+    uint32_t v = 0;
+    for (size_t k = 0; k < 3; ++k) v = (v << 8) | (k < n ? static_cast<uint8_t>(in[i + k]) : 0u);
+    for (size_t k = 0; k < 4; ++k) out += k <= n ? kBase64[(v >> (18 - 6 * k)) & 63] : '=';
+  }
+  return out;
+}
+
+std::optional<std::string> Base64Decode(std::string_view in) {
+  if (in.size() % 4 != 0) return std::nullopt;
+  std::string out;
+  out.reserve(in.size() / 4 * 3);
+  for (size_t i = 0; i < in.size(); i += 4) {
+    const bool last = i + 4 == in.size();
+    size_t pad = 0;
+    uint32_t v = 0;
+    for (size_t k = 0; k < 4; ++k) {
+      char c = in[i + k];
+      if (c == '=' && last && k >= 2) {
+        ++pad;
+        v <<= 6;
+        continue;
+      }
+      int d = Base64Value(c);
+      if (d < 0 || pad > 0) return std::nullopt;  // not in the alphabet, or data after padding
+      v = (v << 6) | static_cast<uint32_t>(d);
+    }
+    for (size_t k = 0; k < 3 - pad; ++k) out += static_cast<char>((v >> (16 - 8 * k)) & 0xff);
+  }
+  return out;
+}
+
+std::string QueryEscape(std::string_view s) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if (IsAlnum(static_cast<char>(c)) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    }
+  }
+  return out;
 }
 
 }  // namespace weft

@@ -4,6 +4,7 @@
 // here before it reaches a path, a link name or a firewall rule.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,5 +25,17 @@ std::string InterfaceNameProblem(std::string_view s);
 // FNV-1a 64-bit: stable across versions, used for deterministic link names.
 uint64_t Fnv1a64(std::string_view s);
 std::string Hex(uint64_t v, int digits);
+
+// Base64, standard alphabet with padding (RFC 4648 section 4): what etcd's
+// JSON gateway, kubeconfig *-data fields and libcni's cache (Go's
+// encoding/json for []byte) use. Decoding is strict: nullopt for a character
+// outside the alphabet, missing padding or a length that is not a multiple
+// of 4.
+std::string Base64Encode(std::string_view in);
+std::optional<std::string> Base64Decode(std::string_view in);
+
+// Percent-encodes a URL query value or path segment, keeping RFC 3986's
+// unreserved characters (A-Z a-z 0-9 - _ . ~).
+std::string QueryEscape(std::string_view s);
 
 }  // namespace weft

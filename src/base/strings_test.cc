@@ -40,5 +40,32 @@ TEST(Strings, HashIsStable) {
   EXPECT_EQ(Hex(0xabc, 5), "00abc");
 }
 
+// The assertions of the two copies this replaced (runtime/cache_test.cc's and
+// agent/etcd_test.cc's), plus the strictness both callers rely on.
+TEST(Base64, KnownVectorsRoundTripAndGarbage) {
+  EXPECT_EQ(Base64Encode(""), "");
+  EXPECT_EQ(Base64Encode("f"), "Zg==");
+  EXPECT_EQ(Base64Encode("fo"), "Zm8=");
+  EXPECT_EQ(Base64Encode("foo"), "Zm9v");
+  EXPECT_EQ(Base64Encode("foobar"), "Zm9vYmFy");
+  EXPECT_EQ(Base64Encode("/w/subnets/"), "L3cvc3VibmV0cy8=");
+  std::string bin;
+  for (int i = 0; i < 256; ++i) bin.push_back(static_cast<char>(i));
+  EXPECT_EQ(*Base64Decode(Base64Encode(bin)), bin);
+  for (const std::string& s : std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\0\xff\x10", 3)})
+    EXPECT_EQ(Base64Decode(Base64Encode(s)), s);
+  EXPECT_FALSE(Base64Decode("Zg=").has_value());   // padding missing
+  EXPECT_FALSE(Base64Decode("Z!==").has_value());  // outside the alphabet
+  EXPECT_FALSE(Base64Decode("a$b=").has_value());
+  EXPECT_FALSE(Base64Decode("Zg==Zg==").has_value());  // data after padding
+  EXPECT_FALSE(Base64Decode("Zm=v").has_value());
+}
+
+TEST(Strings, QueryEscapeKeepsUnreservedOnly) {
+  EXPECT_EQ(QueryEscape("a-b_c.d~e"), "a-b_c.d~e");
+  EXPECT_EQ(QueryEscape("k=v,w in (x)"), "k%3Dv%2Cw%20in%20%28x%29");
+  EXPECT_EQ(QueryEscape("n/1\xff"), "n%2F1%FF");
+}
+
 }  // namespace
 }  // namespace weft

@@ -17,6 +17,7 @@
 #include "agent/kube.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "fw/backend.h"
 #include "sys/exec.h"
 
 namespace {
@@ -38,6 +39,7 @@ int RealMain(int argc, char** argv) {
   std::string control_plane = "kubernetes", backend = "vxlan", kubeconfig, etcd_endpoints, cluster_cidr;
   std::string etcd_prefix = "/weft/network", etcd_ca, etcd_cert, etcd_key, install_plugin, cni_bin_dir = "/opt/cni/bin";
   std::string log_level = "info", log_file, sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
+  std::string masquerade_backend(weft::fw::BackendName(o.masquerade_backend));
   int64_t lease_ttl = 60, watch_timeout = 300;
   int subnet_len = 24, subnet_len6 = 64;
   double resync_seconds = 30, auth_failure_timeout = 120;
@@ -94,7 +96,7 @@ int RealMain(int argc, char** argv) {
   app.add_option("--state-dir", o.state_dir, "weftd's own state (subnet memory, locks)")->capture_default_str();
   app.add_option("--masquerade", o.masquerade, "Node-wide masquerade of pod traffic leaving the cluster CIDR")
       ->capture_default_str();
-  app.add_option("--masquerade-backend", o.masquerade_backend, "nftables or iptables")
+  app.add_option("--masquerade-backend", masquerade_backend, "nftables or iptables")
       ->check(CLI::IsMember({"nftables", "iptables"}))
       ->capture_default_str();
   app.add_option("--resync-period", resync_seconds, "Seconds between full resyncs")
@@ -151,6 +153,7 @@ int RealMain(int argc, char** argv) {
   }
   if (!o.node_ip.empty())
     if (auto ips = agent::ParseIpPerFamily("--node-ip", o.node_ip); !ips.ok()) return Fail(ips.status());
+  o.masquerade_backend = *weft::fw::ParseBackend(masquerade_backend);  // IsMember checked the spelling
   o.resync = std::chrono::milliseconds(static_cast<int64_t>(resync_seconds * 1000));
   o.auth_failure_timeout = std::chrono::milliseconds(static_cast<int64_t>(auth_failure_timeout * 1000));
   o.control_plane_name = control_plane;

@@ -169,8 +169,8 @@ Status Agent::SetUpNode(State& st) {
     if (!sources.empty()) {
       if (!st.firewall) {
         WEFT_RETURN_IF_ERROR(sys::MkdirAll(opts_.state_dir, 0755));
-        st.firewall = opts_.masquerade_backend == "iptables" ? fw::NewIptablesFirewall(opts_.state_dir)
-                                                             : fw::NewNftFirewall(opts_.state_dir);
+        st.firewall = opts_.masquerade_backend == fw::Backend::kIptables ? fw::NewIptablesFirewall(opts_.state_dir)
+                                                                         : fw::NewNftFirewall(opts_.state_dir);
       }
       fw::MasqueradeSpec m{opts_.network_name, sources, cluster};
       WEFT_RETURN_IF_ERROR(st.firewall->EnsureMasquerade(m).WithPrefix("node-wide masquerade"));
@@ -269,8 +269,7 @@ Status Agent::Run() {
     plugin::ReclaimOptions ro;
     if (!opts_.plugin_data_dir.empty()) ro.data_dir = opts_.plugin_data_dir;
     ro.network = opts_.network_name;
-    ro.hostport_backend =
-        opts_.masquerade_backend == "iptables" ? plugin::FwBackend::kIptables : plugin::FwBackend::kNftables;
+    ro.hostport_backend = opts_.masquerade_backend;
     auto rec = plugin::ReclaimVanished(ro);
     if (!rec.ok()) {
       WEFT_LOG(kWarn, "msg=\"reclaim of vanished attachments failed\" err=\"" + rec.status().ToString() + "\"");

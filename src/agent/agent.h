@@ -15,6 +15,7 @@
 #include "agent/netpol_controller.h"
 #include "agent/types.h"
 #include "base/status.h"
+#include "fw/backend.h"
 
 namespace weft::agent {
 
@@ -37,7 +38,7 @@ struct AgentOptions {
   std::string plugin_log_level;
   std::string state_dir = "/var/lib/weftd";  // masquerade lock
   bool masquerade = true;
-  std::string masquerade_backend = "nftables";
+  fw::Backend masquerade_backend = fw::Backend::kNftables;
   std::chrono::milliseconds resync{std::chrono::seconds(30)};
   std::string metrics_addr = "0.0.0.0:9641";  // "" = no server
   // /healthz fails once the control plane refused every request (401/403,

@@ -10,11 +10,13 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "cni/netconf.h"
+#include "fw/backend.h"
 
 namespace weft::plugin {
 
 enum class Mode { kRouted, kBridge };
-enum class FwBackend { kNftables, kIptables };
+// `masqueradeBackend`: the firewall tool, fw's type (weftd's flag uses it too).
+using FwBackend = fw::Backend;
 
 inline constexpr const char* kDefaultBridge = "weft0";
 // `ipam.type` naming the built-in SQLite IPAM (same as no `ipam` section).

@@ -76,7 +76,8 @@ Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
   WEFT_ASSIGN_OR_RETURN(AddRequest req, ParseAdd(args));
   timer.Mark("config");
   // The pod netns is held open (an fd) for the whole ADD, so it cannot
-  // vanish mid-way; the process itself never changes namespace.
+  // vanish mid-way; the pod socket is opened in it by this thread, which
+  // switches back at once (sys::RunInNetnsOnThisThread).
   WEFT_ASSIGN_OR_RETURN(sys::Netns pod_ns, sys::Netns::Open(req.netns));
   WEFT_ASSIGN_OR_RETURN(sys::Netlink host, sys::Netlink::Open());
   WEFT_ASSIGN_OR_RETURN(sys::Netlink pod, sys::Netlink::OpenInOnThisThread(pod_ns));

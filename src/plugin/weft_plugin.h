@@ -1,6 +1,24 @@
 #pragma once
-// The weft CNI plugin: ADD, DEL, CHECK, STATUS and GC over the routed
-// datapath, the SQLite IPAM and the node-wide masquerade.
+// The weft CNI plugin: the verbs cni::PluginMain dispatches (cmd/weft).
+// Every verb parses the config first (config.h: routed or bridge mode, the
+// built-in SQLite IPAM or a delegated IPAM plugin, masquerade, hostPorts,
+// NetworkPolicy).
+//  ADD     opens the pod netns, the host and pod netlink sockets and the
+//          database, then RunAdd (add.h): allocate (store_ipam.h), arm the
+//          teardown, attach the datapath of the mode (datapath.h), firewall
+//          (node_firewall.h: masquerade, hostPorts), ready.
+//  DEL     the ordered, idempotent teardown (teardown.h); needs neither the
+//          netns nor the database row.
+//  CHECK   the row is ready, the delegated IPAM agrees, the datapath and the
+//          hostPort rules are in the kernel, prevResult lists the addresses.
+//  STATUS  whether an ADD could succeed: the store opens and is writable and
+//          has addresses left (or the delegated IPAM plugin's STATUS).
+//  GC      tears down the rows the runtime no longer lists, and listed ones
+//          whose netns and veth are gone (reclaim.h); resyncs the hostPort
+//          rules; forwards GC to a delegated IPAM plugin.
+
+#include <string>
+#include <vector>
 
 #include "cni/skel.h"
 

@@ -17,8 +17,9 @@ struct nl_sock;
 
 namespace weft::sys {
 
-// Routes Weft programs carry this rtm_protocol so reconcilers and doctor can
-// tell them from anybody else's (also in /etc/iproute2/rt_protos style: 201).
+// The rtm_protocol of every route Weft installs, so the reconcilers and the
+// doctor can tell Weft's routes from anybody else's (`ip route` shows
+// "proto 201" unless /etc/iproute2/rt_protos names it).
 constexpr int kRouteProtoWeft = 201;
 
 struct LinkInfo {

@@ -85,9 +85,17 @@ const json& Container(const json& list, const std::string& name) {
 // runtime gives the container the node's limits, which these stay under.
 std::vector<std::string> Ulimits() { return {"--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"}; }
 
+// podman's default network: a bridge in the root network namespace, made
+// by the first container (or `podman build` RUN step) that is given no
+// network. Every podman call here names one (none, or ns:<node netns>; the
+// image build uses --network host), and TearDown proves it.
+constexpr char kPodmanBridge[] = "cni-podman0";
+bool RootHasLink(const std::string& name) { return Cmd({"ip", "link", "show", "dev", name}) == 0; }
+
 class ImageTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    podman_bridge_before_ = RootHasLink(kPodmanBridge);
     ProbePodman();
     if (IsSkipped()) return;
     BuildImage();
@@ -112,6 +120,11 @@ class ImageTest : public ::testing::Test {
     if (probed_) Cmd({"podman", "rmi", "-f", probe_image_});
     RemoveCgroupTree(Prefix() + "-image");
     if (!root_.empty()) RemoveTree(root_);
+    if (!podman_bridge_before_) {
+      EXPECT_FALSE(RootHasLink(kPodmanBridge))
+          << "podman made its default network's bridge " << kPodmanBridge
+          << " in the root network namespace: a podman run without --network, or a build without --network host";
+    }
   }
 
   // Can podman run a container here at all? A one-file image (static
@@ -333,6 +346,7 @@ class ImageTest : public ::testing::Test {
   std::map<std::string, std::map<std::string, std::string>> mounted_;
   std::string probe_image_;
   bool probed_ = false;
+  bool podman_bridge_before_ = false;
   std::string root_;
   std::unique_ptr<Underlay> ul_;
   std::unique_ptr<FakeApiServer> api_;

@@ -27,7 +27,7 @@ namespace agent = weft::agent;
 
 int Fail(const Status& st) {
   std::fprintf(stderr, "weftd: %s\n", st.ToString().c_str());
-  WEFT_LOG(kError, "msg=\"exiting\" err=\"" + st.ToString() + "\"");
+  WEFT_LOG(kError, "exiting", {"err", st});
   return 1;
 }
 
@@ -131,15 +131,15 @@ int RealMain(int argc, char** argv) {
   if (!weft::log::ParseLevel(log_level, &level))
     return Fail(Status::Error(weft::Code::kInvalidConfig, "--log-level must be debug, info, warn or error"));
   weft::log::SetLevel(level);
-  if (!weft::log::SetFile(log_file))
-    return Fail(Status::Error(weft::Code::kIo, "cannot open --log-file " + log_file));
-  weft::log::SetContext("component=weftd");
+  if (Status st = weft::log::SetFile(log_file); !st.ok())
+    return Fail(st.WithPrefix("--log-file"));
+  weft::log::SetContext({{"component", "weftd"}});
 
   if (!install_plugin.empty()) {
     bool changed = false;
     Status st = agent::InstallPlugin(install_plugin, cni_bin_dir, "weft", &changed);
     if (!st.ok()) return Fail(st);
-    WEFT_LOG(kInfo, "msg=\"installed plugin\" dir=" + cni_bin_dir + (changed ? " changed=true" : " changed=false"));
+    WEFT_LOG(kInfo, "installed plugin", {"dir", cni_bin_dir}, {"changed", changed});
     return 0;
   }
   if (o.node_name.empty())
@@ -206,7 +206,7 @@ int RealMain(int argc, char** argv) {
   if (leave) {
     Status st = cp->Leave();
     if (!st.ok()) return Fail(st);
-    WEFT_LOG(kInfo, "msg=\"left the network\" node=" + o.node_name);
+    WEFT_LOG(kInfo, "left the network", {"node", o.node_name});
     return 0;
   }
 
@@ -223,7 +223,7 @@ int RealMain(int argc, char** argv) {
     int sig = 0;
     while (sigwait(&set, &sig) == 0) {
       if (done.load()) return;
-      WEFT_LOG(kInfo, "msg=\"stopping\" signal=" + std::to_string(sig));
+      WEFT_LOG(kInfo, "stopping", {"signal", sig});
       a.RequestStop();
       return;
     }
@@ -233,7 +233,7 @@ int RealMain(int argc, char** argv) {
   pthread_kill(signals.native_handle(), SIGTERM);
   signals.join();
   if (!st.ok()) return Fail(st);
-  WEFT_LOG(kInfo, "msg=stopped");
+  WEFT_LOG(kInfo, "stopped");
   return 0;
 }
 

@@ -104,8 +104,8 @@ Status Agent::SetUpNode(State& st) {
     if (auto ra = sys::ReadSysctl(ra_key); ra.ok() && Trim(*ra) == "1") {
       Status ra_st = sys::WriteSysctl(ra_key, "2");
       if (!ra_st.ok())
-        WEFT_LOG(kWarn, "msg=\"cannot keep accepting router advertisements on the uplink\" sysctl=" + ra_key +
-                            " err=\"" + ra_st.ToString() + "\"");
+        WEFT_LOG(kWarn, "cannot keep accepting router advertisements on the uplink", {"sysctl", ra_key},
+                 {"err", ra_st});
     }
   }
   int vxlan_index = 0;
@@ -161,9 +161,8 @@ Status Agent::SetUpNode(State& st) {
       if (OfFamily(cluster, !c.is_v4())) {
         sources.push_back(c);
       } else {
-        WEFT_LOG(kWarn, std::string("msg=\"no ") + FamilyName(!c.is_v4()) +
-                            " cluster CIDR known: node-wide masquerade is off for it (set --cluster-cidr)\" pod_cidr=" +
-                            c.ToString());
+        WEFT_LOG(kWarn, "no cluster CIDR known for this family: node-wide masquerade is off for it (set --cluster-cidr)",
+                 {"family", FamilyName(!c.is_v4())}, {"pod_cidr", c.ToString()});
       }
     }
     if (!sources.empty()) {
@@ -199,7 +198,7 @@ Status Agent::SetUpNode(State& st) {
     bool changed = false;
     WEFT_RETURN_IF_ERROR(WriteConflist(opts_.cni_conf_dir, opts_.cni_conf_name, RenderConflist(c), &changed));
     if (changed)
-      WEFT_LOG(kInfo, "msg=\"wrote CNI conflist\" path=" + opts_.cni_conf_dir + "/" + opts_.cni_conf_name);
+      WEFT_LOG(kInfo, "wrote CNI conflist", {"path", opts_.cni_conf_dir + "/" + opts_.cni_conf_name});
   }
   return Status::Ok();
 }
@@ -225,17 +224,14 @@ Status Agent::Reconcile(State& st, const PeerMap& peers, bool full) {
   metrics_.direct_peers = want.direct_peers;
   metrics_.skipped_peers = want.skipped.size();
   if (res.changes > 0 || errors > 0 || !applied.ok())
-    WEFT_LOG(kInfo, "msg=reconciled peers=" + std::to_string(want.peers) +
-                        " vxlan=" + std::to_string(want.vxlan_peers) + " direct=" + std::to_string(want.direct_peers) +
-                        " skipped=" + std::to_string(want.skipped.size()) + " route_upserts=" +
-                        std::to_string(plan.route_upserts.size()) + " route_deletes=" +
-                        std::to_string(plan.route_deletes.size()) + " neigh_changes=" +
-                        std::to_string(plan.arp_upserts.size() + plan.arp_deletes.size()) + " fdb_changes=" +
-                        std::to_string(plan.fdb_adds.size() + plan.fdb_deletes.size()) + " errors=" +
-                        std::to_string(errors) + " pass=" +
-                        (res.fell_back ? "incremental+full" : res.read_kernel ? "full" : "incremental") +
-                        " duration_us=" + std::to_string(us));
-  for (const auto& s : want.skipped) WEFT_LOG(kDebug, "msg=\"peer skipped\" why=\"" + s + "\"");
+    WEFT_LOG(kInfo, "reconciled", {"peers", want.peers}, {"vxlan", want.vxlan_peers},
+             {"direct", want.direct_peers}, {"skipped", want.skipped.size()},
+             {"route_upserts", plan.route_upserts.size()}, {"route_deletes", plan.route_deletes.size()},
+             {"neigh_changes", plan.arp_upserts.size() + plan.arp_deletes.size()},
+             {"fdb_changes", plan.fdb_adds.size() + plan.fdb_deletes.size()}, {"errors", errors},
+             {"pass", res.fell_back ? "incremental+full" : res.read_kernel ? "full" : "incremental"},
+             {"duration_us", us});
+  for (const auto& s : want.skipped) WEFT_LOG(kDebug, "peer skipped", {"why", s});
   if (!applied.ok()) {
     metrics_.reconcile_errors++;
     return applied;
@@ -248,9 +244,9 @@ Status Agent::Run() {
   WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::Open());
   st.nl.emplace(std::move(nl));
   WEFT_ASSIGN_OR_RETURN(st.uplink, DetectUplink(*st.nl, opts_.iface, opts_.node_ip));
-  WEFT_LOG(kInfo, "msg=\"uplink\" iface=" + st.uplink.name + " ip=" + st.uplink.ip.ToString() +
-                      " ip6=" + (st.uplink.ip6 ? st.uplink.ip6->ToString() : std::string("-")) +
-                      " mtu=" + std::to_string(st.uplink.mtu) + " backend=" + BackendName(opts_.backend));
+  WEFT_LOG(kInfo, "uplink", {"iface", st.uplink.name}, {"ip", st.uplink.ip.ToString()},
+           {"ip6", st.uplink.ip6 ? st.uplink.ip6->ToString() : std::string("-")}, {"mtu", st.uplink.mtu},
+           {"backend", BackendName(opts_.backend)});
   st.self.name = opts_.node_name;
   st.self.host_ip = st.uplink.ip;
   st.self.host_ip6 = st.uplink.ip6;
@@ -272,12 +268,12 @@ Status Agent::Run() {
     ro.hostport_backend = opts_.masquerade_backend;
     auto rec = plugin::ReclaimVanished(ro);
     if (!rec.ok()) {
-      WEFT_LOG(kWarn, "msg=\"reclaim of vanished attachments failed\" err=\"" + rec.status().ToString() + "\"");
+      WEFT_LOG(kWarn, "reclaim of vanished attachments failed", {"err", rec.status()});
     } else if (!rec->reclaimed.empty()) {
       std::string which;
       for (const auto& r : rec->reclaimed) which += (which.empty() ? "" : ",") + r;
-      WEFT_LOG(kInfo, "msg=\"reclaimed attachments whose netns and veth are gone\" count=" +
-                          std::to_string(rec->reclaimed.size()) + " attachments=" + which);
+      WEFT_LOG(kInfo, "reclaimed attachments whose netns and veth are gone", {"count", rec->reclaimed.size()},
+               {"attachments", which});
     }
   }
 
@@ -308,15 +304,15 @@ Status Agent::Run() {
     if (auto c = OfFamily(registered, v6)) st.view.pod_cidrs.push_back(c->Masked());
   if (st.view.pod_cidrs.empty()) return Status::Error(Code::kInvalidConfig, "the node has no pod CIDR");
   st.pod_cidrs = st.view.pod_cidrs;
-  WEFT_LOG(kInfo, "msg=registered node=" + opts_.node_name + " pod_cidrs=" + JoinPrefixes(st.pod_cidrs) +
-                      " vtep_mac=" + (st.self.vtep_mac.empty() ? "-" : st.self.vtep_mac));
+  WEFT_LOG(kInfo, "registered", {"node", opts_.node_name}, {"pod_cidrs", JoinPrefixes(st.pod_cidrs)},
+           {"vtep_mac", st.self.vtep_mac.empty() ? "-" : st.self.vtep_mac});
   WEFT_RETURN_IF_ERROR(SetUpNode(st));
 
   Status cp_status;
   std::thread watcher([&] {
     cp_status = cp_->Run(store_, stop_);
     if (!cp_status.ok()) {
-      WEFT_LOG(kError, "msg=\"control plane failed\" err=\"" + cp_status.ToString() + "\"");
+      WEFT_LOG(kError, "control plane failed", {"err", cp_status});
       RequestStop();
     }
   });
@@ -340,7 +336,7 @@ Status Agent::Run() {
     if (snap.version == seen && !resync && now < retry_at) continue;
     if (resync) {
       Status s = SetUpNode(st);
-      if (!s.ok()) WEFT_LOG(kWarn, "msg=\"node setup failed\" err=\"" + s.ToString() + "\"");
+      if (!s.ok()) WEFT_LOG(kWarn, "node setup failed", {"err", s});
       next_resync = now + opts_.resync;
     }
     seen = snap.version;
@@ -350,11 +346,11 @@ Status Agent::Run() {
     if (!reconciled_once || resync) malloc_trim(0);  // the list's JSON and the dumps are gone
     if (r.ok()) {
       retry_at = std::chrono::steady_clock::time_point::max();
-      if (!reconciled_once) WEFT_LOG(kInfo, "msg=ready");
+      if (!reconciled_once) WEFT_LOG(kInfo, "ready");
       reconciled_once = true;
       metrics_.ready = true;
     } else {
-      WEFT_LOG(kWarn, "msg=\"reconcile failed; retrying\" err=\"" + r.ToString() + "\"");
+      WEFT_LOG(kWarn, "reconcile failed; retrying", {"err", r});
       retry_at = now + std::chrono::seconds(1);
     }
   }

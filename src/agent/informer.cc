@@ -25,15 +25,6 @@ const json& Member(const json& j, const char* key) {
   return it == j.end() ? kNull : *it;
 }
 
-std::string Quote(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c == '\n' ? ' ' : c;
-  }
-  return out;
-}
-
 // A list or watch that could not be used: the Status's message when the body is one.
 Status HttpError(const std::string& what, long status, const std::string& body) {
   std::string details = body.substr(0, 512);
@@ -184,7 +175,7 @@ uint64_t ChangeNotifier::value() const {
 
 namespace internal {
 void LogDecodeException(const std::string& key, const std::exception& e) {
-  WEFT_LOG(kWarn, "msg=\"object ignored: decode failed\" key=" + key + " err=\"" + Quote(e.what()) + "\"");
+  WEFT_LOG(kWarn, "object ignored: decode failed", {"key", key}, {"err", e.what()});
 }
 }  // namespace internal
 
@@ -221,7 +212,7 @@ void Informer::Run(const std::atomic<bool>& stop) {
       if (stop.load()) break;
       if (!st.ok()) {
         stats_.errors++;
-        WEFT_LOG(kWarn, "msg=\"list failed\" what=" + spec_.what + " err=\"" + Quote(st.ToString()) + "\"");
+        WEFT_LOG(kWarn, "list failed", {"what", spec_.what}, {"err", st});
         sleep_(backoff.Next(), stop);
         continue;
       }
@@ -236,7 +227,7 @@ void Informer::Run(const std::atomic<bool>& stop) {
         backoff.Reset();  // the server's timeoutSeconds ended the watch: resume at once
         break;
       case WatchEnd::kGone:
-        WEFT_LOG(kInfo, "msg=\"watch expired (410 Gone); re-listing\" what=" + spec_.what + " resourceVersion=" + rv_);
+        WEFT_LOG(kInfo, "watch expired (410 Gone); re-listing", {"what", spec_.what}, {"resourceVersion", rv_});
         need_list = true;
         // Straight back to a list after progress; a watch refused at once waits (no list storm).
         if (progressed) backoff.Reset();
@@ -245,8 +236,7 @@ void Informer::Run(const std::atomic<bool>& stop) {
       case WatchEnd::kFailed:
         stats_.reconnects++;
         stats_.errors++;
-        WEFT_LOG(kWarn, "msg=\"watch failed; reconnecting\" what=" + spec_.what + " resourceVersion=" + rv_ +
-                            " err=\"" + Quote(why.ToString()) + "\"");
+        WEFT_LOG(kWarn, "watch failed; reconnecting", {"what", spec_.what}, {"resourceVersion", rv_}, {"err", why});
         if (progressed) backoff.Reset();
         sleep_(backoff.Next(), stop);
         break;
@@ -279,8 +269,8 @@ Status Informer::List(const std::atomic<bool>& stop) {
     if (resp->status == 410 && !token.empty() && restarts < kMaxRestarts) {
       // The continue token expired (compaction between pages): the pages so far are from a snapshot that is
       // gone; start over.
-      WEFT_LOG(kInfo, "msg=\"list continue token expired (410 Gone); restarting the list\" what=" + spec_.what +
-                          " pages=" + std::to_string(pages));
+      WEFT_LOG(kInfo, "list continue token expired (410 Gone); restarting the list", {"what", spec_.what},
+               {"pages", pages});
       handler_.OnListEnd(false);
       stats_.relists++;
       restarts++;
@@ -311,8 +301,7 @@ Status Informer::List(const std::atomic<bool>& stop) {
   handler_.OnListEnd(true);
   rv_ = list_rv;
   synced_ = true;
-  WEFT_LOG(kInfo, "msg=\"listed\" what=" + spec_.what + " items=" + std::to_string(items) +
-                      " pages=" + std::to_string(pages) + " resourceVersion=" + rv_);
+  WEFT_LOG(kInfo, "listed", {"what", spec_.what}, {"items", items}, {"pages", pages}, {"resourceVersion", rv_});
   return Status::Ok();
 }
 

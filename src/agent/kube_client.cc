@@ -31,8 +31,7 @@ KubeClient::KubeClient(const KubeEndpoint& endpoint, std::unique_ptr<HttpTranspo
   if (!creds_) {
     // An endpoint built by hand (tests): credentials of its own, unshared.
     auto c = KubeCredentials::Load(endpoint.files);
-    if (!c.ok()) WEFT_LOG(kWarn, "msg=\"API credentials unreadable; requests go without a token\" err=\"" +
-                                     c.status().ToString() + "\"");
+    if (!c.ok()) WEFT_LOG(kWarn, "API credentials unreadable; requests go without a token", {"err", c.status()});
     creds_ = c.ok() ? *c : std::make_shared<KubeCredentials>(endpoint.files, KubeCredentials::Clock());
   }
   if (!transport_) transport_ = std::make_unique<HttpClient>(creds_->tls());
@@ -58,8 +57,7 @@ Result<HttpResponse> KubeClient::WithCredentials(const HttpRequest& req, const S
       if (!IsTlsFailure(resp.status())) return resp;
       creds_->health().RecordRefusal(what + ": " + resp.status().details());
       if (attempt == 0 && creds_->TlsFailed(gen)) {
-        WEFT_LOG(kInfo, "msg=\"TLS failure with old credential files; retrying with the new ones\" request=\"" +
-                            what + "\"");
+        WEFT_LOG(kInfo, "TLS failure with old credential files; retrying with the new ones", {"request", what});
         continue;
       }
       return resp;
@@ -71,7 +69,7 @@ Result<HttpResponse> KubeClient::WithCredentials(const HttpRequest& req, const S
     creds_->health().RecordRefusal(what + ": " + Refusal(*resp));
     // 403 is authorization (RBAC): other credentials files would not change it.
     if (resp->status == 401 && attempt == 0 && creds_->Unauthorized(token, gen)) {
-      WEFT_LOG(kInfo, "msg=\"401 with old credentials; retrying with the re-read ones\" request=\"" + what + "\"");
+      WEFT_LOG(kInfo, "401 with old credentials; retrying with the re-read ones", {"request", what});
       continue;
     }
     return resp;

@@ -58,16 +58,15 @@ void KubeCredentials::ReadFilesLocked() {
     auto t = sys::ReadFile(files_.token_file, kMaxTokenBytes);
     std::string token = t.ok() ? std::string(Trim(*t)) : std::string();
     if (!t.ok() || token.empty()) {
-      WEFT_LOG(kWarn, "msg=\"cannot re-read the API token; keeping the last one\" file=" + files_.token_file +
-                          " err=\"" + (t.ok() ? std::string("empty file") : t.status().ToString()) + "\"");
+      WEFT_LOG(kWarn, "cannot re-read the API token; keeping the last one", {"file", files_.token_file},
+               {"err", t.ok() ? std::string("empty file") : t.status().ToString()});
     } else if (token != token_) {
       token_ = std::move(token);
-      WEFT_LOG(kInfo, "msg=\"API token changed; using the new one\" file=" + files_.token_file);
+      WEFT_LOG(kInfo, "API token changed; using the new one", {"file", files_.token_file});
     }
   }
   if (ReadTlsLocked())
-    WEFT_LOG(kInfo, "msg=\"API TLS files changed; new connections use them\" generation=" +
-                        std::to_string(tls_generation_));
+    WEFT_LOG(kInfo, "API TLS files changed; new connections use them", {"generation", tls_generation_});
 }
 
 std::string KubeCredentials::Token() {

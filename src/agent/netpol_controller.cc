@@ -140,8 +140,7 @@ struct NetpolController::Impl {
     if (content == namespaces_written) return;
     Status st = kernel->WriteNamespaces(opts.namespaces_file, content);
     if (!st.ok()) {
-      WEFT_LOG(kWarn, "msg=\"cannot write the plugin's namespaces file\" path=" + opts.namespaces_file + " err=\"" +
-                          st.ToString() + "\"");
+      WEFT_LOG(kWarn, "cannot write the plugin's namespaces file", {"path", opts.namespaces_file}, {"err", st});
       return;
     }
     namespaces_written = std::move(content);
@@ -152,8 +151,7 @@ struct NetpolController::Impl {
   bool KernelMatches() {
     auto counts = kernel->ChainRuleCounts();
     if (!counts.ok()) {
-      WEFT_LOG(kWarn, "msg=\"cannot read table inet weft-netpol; integrity check skipped\" err=\"" +
-                          counts.status().ToString() + "\"");
+      WEFT_LOG(kWarn, "cannot read table inet weft-netpol; integrity check skipped", {"err", counts.status()});
       return true;
     }
     std::map<std::string, size_t> want;
@@ -226,7 +224,7 @@ struct NetpolController::Impl {
       }
       metrics.conntrack_marks += ips.size();
       if (!st.ok())
-        WEFT_LOG(kWarn, "msg=\"marking conntrack entries for a recheck failed\" err=\"" + st.ToString() + "\"");
+        WEFT_LOG(kWarn, "marking conntrack entries for a recheck failed", {"err", st});
       lock.lock();
     }
   }
@@ -299,7 +297,7 @@ void NetpolController::Run(const std::atomic<bool>& stop) {
   // open what a policy closes.
   while (!stop.load() && !(s.pods.synced() && s.namespaces.synced() && s.policies.synced()))
     seen = s.notifier.Wait(seen, std::chrono::milliseconds(500), stop);
-  if (!stop.load()) WEFT_LOG(kInfo, "msg=\"network policy: lists complete\"");
+  if (!stop.load()) WEFT_LOG(kInfo, "network policy: lists complete");
 
   auto next_check = Clock::now() + s.opts.resync;
   auto retry_at = Clock::time_point::max();
@@ -314,7 +312,7 @@ void NetpolController::Run(const std::atomic<bool>& stop) {
       if (check) {
         next_check = woke + s.opts.resync;
         if (s.engine.has_applied() && !s.KernelMatches()) {
-          WEFT_LOG(kWarn, "msg=\"table inet weft-netpol differs from the desired ruleset; replacing it\"");
+          WEFT_LOG(kWarn, "table inet weft-netpol differs from the desired ruleset; replacing it");
           s.engine.ForgetApplied();
         }
       }
@@ -322,18 +320,17 @@ void NetpolController::Run(const std::atomic<bool>& stop) {
       bool applied = false;
       Status st = s.Apply(&applied);
       if (!st.ok()) {
-        WEFT_LOG(kWarn, "msg=\"network policy apply failed; retrying with a full replace\" err=\"" + st.ToString() +
-                            "\"");
+        WEFT_LOG(kWarn, "network policy apply failed; retrying with a full replace", {"err", st});
         retry_at = Clock::now() + std::chrono::seconds(1);
       } else {
         retry_at = Clock::time_point::max();
         if (applied && changes > 0 && !first) s.ObserveLatency(UsSince(woke));
         if (applied || first) {
-          std::string line = "msg=\"network policy synced\" policies=" + std::to_string(s.engine.policy_count()) +
-                             " pods=" + std::to_string(s.engine.pod_count()) + " changes=" +
-                             std::to_string(changes) + " duration_us=" + std::to_string(UsSince(woke));
-          if (first) WEFT_LOG(kInfo, line);
-          else WEFT_LOG(kDebug, line);
+          const log::Level level = first ? log::Level::kInfo : log::Level::kDebug;
+          if (level >= log::GetLevel())
+            log::Write(level, "network policy synced",
+                       {{"policies", s.engine.policy_count()}, {"pods", s.engine.pod_count()},
+                        {"changes", changes}, {"duration_us", UsSince(woke)}});
         }
         if (first) {
           s.metrics.ready = true;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -16,7 +17,7 @@ namespace {
 struct Sink {
   Level level = Level::kWarn;
   int fd = 2;
-  std::string ctx;
+  std::string ctx;  // rendered context fields, each with a leading space
   std::mutex mu;
 };
 
@@ -36,7 +37,21 @@ const char* Name(Level l) {
   return "?";
 }
 
+bool NeedsQuotes(std::string_view v) {
+  if (v.empty()) return true;
+  for (unsigned char c : v) {
+    if (c <= ' ' || c == '=' || c == '"' || c == '\\' || c == 0x7f) return true;
+  }
+  return false;
+}
+
 }  // namespace
+
+Field::Field(std::string_view key, double value) : key_(key) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", value);
+  value_ = buf;
+}
 
 bool ParseLevel(std::string_view s, Level* out) {
   for (Level l : {Level::kDebug, Level::kInfo, Level::kWarn, Level::kError, Level::kOff}) {
@@ -48,46 +63,110 @@ bool ParseLevel(std::string_view s, Level* out) {
   return false;
 }
 
+void AppendValue(std::string* out, std::string_view v) {
+  if (!NeedsQuotes(v)) {
+    out->append(v);
+    return;
+  }
+  out->push_back('"');
+  for (unsigned char c : v) {
+    switch (c) {
+      case '"': out->append("\\\""); break;
+      case '\\': out->append("\\\\"); break;
+      case '\n': out->append("\\n"); break;
+      case '\r': out->append("\\r"); break;
+      case '\t': out->append("\\t"); break;
+      default:
+        if (c < ' ' || c == 0x7f) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\x%02x", c);
+          out->append(buf);
+        } else {
+          out->push_back(static_cast<char>(c));
+        }
+    }
+  }
+  out->push_back('"');
+}
+
+namespace {
+void AppendRange(std::string* out, const Field* begin, const Field* end) {
+  for (const Field* f = begin; f != end; ++f) {
+    out->push_back(' ');
+    out->append(f->key());
+    out->push_back('=');
+    AppendValue(out, f->value());
+  }
+}
+
+std::string FormatRange(Level level, std::string_view msg, const Field* begin, const Field* end);
+
+void WriteLine(std::string line) {
+  line.push_back('\n');
+  Sink& s = GetSink();
+  std::lock_guard<std::mutex> lock(s.mu);
+  ssize_t n = ::write(s.fd, line.data(), line.size());
+  (void)n;  // Logging must never fail an operation.
+}
+}  // namespace
+
+void AppendFields(std::string* out, Fields fields) { AppendRange(out, fields.begin(), fields.end()); }
+void AppendFields(std::string* out, const std::vector<Field>& fields) {
+  AppendRange(out, fields.data(), fields.data() + fields.size());
+}
+
 void SetLevel(Level level) { GetSink().level = level; }
 Level GetLevel() { return GetSink().level; }
 
-bool SetFile(const std::string& path) {
+Status SetFile(const std::string& path) {
   Sink& s = GetSink();
   if (path.empty()) {
     s.fd = 2;
-    return true;
+    return Status::Ok();
   }
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (fd < 0) return false;
+  if (fd < 0) return Status::FromErrno(Reason::kFailed, Domain::kFile, "open log file " + path, errno);
   if (s.fd > 2) ::close(s.fd);
   s.fd = fd;
-  return true;
+  return Status::Ok();
 }
 
-void SetContext(std::string ctx) { GetSink().ctx = std::move(ctx); }
+void SetContext(Fields fields) {
+  std::string ctx;
+  AppendFields(&ctx, fields);
+  GetSink().ctx = std::move(ctx);
+}
 
-void Write(Level level, std::string_view msg) {
-  Sink& s = GetSink();
+std::string FormatLine(Level level, std::string_view msg, Fields fields) {
+  return FormatRange(level, msg, fields.begin(), fields.end());
+}
+
+namespace {
+std::string FormatRange(Level level, std::string_view msg, const Field* begin, const Field* end) {
   auto now = std::chrono::system_clock::now();
   auto secs = std::chrono::system_clock::to_time_t(now);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm tm{};
   gmtime_r(&secs, &tm);
-  char ts[64];
-  std::snprintf(ts, sizeof ts, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms));
-  std::string line = std::string("ts=") + ts + " level=" + Name(level) + " pid=" +
-                     std::to_string(::getpid());
-  if (!s.ctx.empty()) line += " " + s.ctx;
-  line += " msg=\"";
-  for (char c : msg) {
-    if (c == '"' || c == '\\') line += '\\';
-    line += (c == '\n') ? ' ' : c;
-  }
-  line += "\"\n";
-  std::lock_guard<std::mutex> lock(s.mu);
-  ssize_t n = ::write(s.fd, line.data(), line.size());
-  (void)n;  // Logging must never fail an operation.
+  char head[96];
+  std::snprintf(head, sizeof head, "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03dZ level=%s pid=%d",
+                tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(ms), Name(level), static_cast<int>(::getpid()));
+  std::string line = head;
+  line += GetSink().ctx;
+  line += " msg=";
+  AppendValue(&line, msg);
+  AppendRange(&line, begin, end);
+  return line;
+}
+}  // namespace
+
+void Write(Level level, std::string_view msg, Fields fields) {
+  WriteLine(FormatRange(level, msg, fields.begin(), fields.end()));
+}
+
+void Write(Level level, std::string_view msg, const std::vector<Field>& fields) {
+  WriteLine(FormatRange(level, msg, fields.data(), fields.data() + fields.size()));
 }
 
 }  // namespace weft::log

@@ -20,11 +20,21 @@ void PhaseTimer::Mark(std::string_view phase) {
   last_ = now;
 }
 
-std::string PhaseTimer::Summary(std::string_view what) const {
-  std::string s = std::string(what) + " " + Fixed2(Ms(last_ - start_)) + " ms";
-  for (size_t i = 0; i < phases_.size(); ++i)
-    s += (i == 0 ? ": " : ", ") + phases_[i].first + " " + Fixed2(phases_[i].second);
-  return s;
+std::vector<log::Field> PhaseTimer::LogFields() const {
+  std::vector<log::Field> fields;
+  fields.reserve(phases_.size() + 1);
+  fields.emplace_back("total_ms", Fixed2(Ms(last_ - start_)));
+  for (const auto& [name, ms] : phases_) {
+    fields.push_back(log::Field::Dynamic(name + "_ms", Fixed2(ms)));
+  }
+  return fields;
+}
+
+void PhaseTimer::Log(std::string_view what) const {
+  if (log::GetLevel() > log::Level::kDebug) return;
+  std::vector<log::Field> fields = LogFields();
+  fields.insert(fields.begin(), log::Field("op", what));
+  log::Write(log::Level::kDebug, "phase timing", fields);
 }
 
 }  // namespace weft

@@ -12,20 +12,25 @@ TEST(PhaseTimerTest, NamesEveryPhaseAndTheTotal) {
   std::this_thread::sleep_for(std::chrono::milliseconds(3));
   t.Mark("first");
   t.Mark("second");
-  const std::string s = t.Summary("ADD");
-  // "ADD 3.xx ms: first 3.xx, second 0.xx"
-  ASSERT_EQ(s.rfind("ADD ", 0), 0u) << s;
-  EXPECT_NE(s.find(" ms: first "), std::string::npos) << s;
-  EXPECT_NE(s.find(", second 0."), std::string::npos) << s;
-  const double total = std::stod(s.substr(4));
-  const double first = std::stod(s.substr(s.find("first ") + 6));
+  const std::vector<log::Field> f = t.LogFields();
+  // total_ms=3.xx first_ms=3.xx second_ms=0.xx
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_EQ(f[0].key(), "total_ms");
+  EXPECT_EQ(f[1].key(), "first_ms");
+  EXPECT_EQ(f[2].key(), "second_ms");
+  EXPECT_EQ(f[2].value().rfind("0.", 0), 0u) << f[2].value();
+  const double total = std::stod(f[0].value());
+  const double first = std::stod(f[1].value());
   EXPECT_GE(first, 3.0);
   EXPECT_GE(total, first);
 }
 
 TEST(PhaseTimerTest, NoPhasesIsJustTheTotal) {
   PhaseTimer t;
-  EXPECT_EQ(t.Summary("DEL"), "DEL 0.00 ms");
+  const std::vector<log::Field> f = t.LogFields();
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].key(), "total_ms");
+  EXPECT_EQ(f[0].value(), "0.00");
 }
 
 }  // namespace

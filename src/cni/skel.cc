@@ -42,7 +42,7 @@ Status RequireVersion(const NetConf& c, const char* verb, const char* min) {
 int PluginMain(Plugin& plugin, const EnvLookup& lookup, const std::string& stdin_data, std::string* out) {
   std::string version(kLatestVersion);
   auto fail = [&](Status st) {
-    WEFT_LOG(kError, st.ToString());
+    WEFT_LOG(kError, "command failed", {"code", st.code_int()}, {"err", st});
     *out = ErrorJson(st, version);
     return 1;
   };
@@ -62,8 +62,8 @@ int PluginMain(Plugin& plugin, const EnvLookup& lookup, const std::string& stdin
     if (!conf.ok()) return fail(conf.status());
     version = conf->cni_version;
     CmdArgs args{std::move(*env), std::move(*conf), stdin_data};
-    log::SetContext(std::string("cmd=") + CommandName(args.env.command) + " cid=" +
-                    args.env.container_id + " if=" + args.env.ifname + " net=" + args.conf.name);
+    log::SetContext({{"cmd", CommandName(args.env.command)}, {"cid", args.env.container_id},
+                     {"if", args.env.ifname}, {"net", args.conf.name}});
     Status st;
     switch (args.env.command) {
       case Command::kAdd: {

@@ -76,8 +76,9 @@ Result<cni::CniResult> RunAdd(const AddRequest& req, const AddSteps& steps, Phas
 
   cni::CniResult result = steps.datapath.Result();
   result.dns = EffectiveDns(cfg.net.dns, req.rt.dns, alloc.dns);
-  WEFT_LOG(kInfo, "attached " + (rec.ip_v4 ? rec.ip_v4->ToString() : rec.ip_v6->ToString()) + " via " +
-                      req.host_ifname + (host_group ? " (pending, group " + std::to_string(host_group) + ")" : ""));
+  WEFT_LOG(kInfo, "attached", {"ip", rec.ip_v4 ? rec.ip_v4->ToString() : std::string()},
+           {"ip6", rec.ip_v6 ? rec.ip_v6->ToString() : std::string()}, {"host_if", req.host_ifname},
+           {"pending_group", host_group});
   return result;
 }
 

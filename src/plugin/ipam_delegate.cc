@@ -121,7 +121,8 @@ Result<DelegatedIpam::Outcome> DelegatedIpam::Call(const char* command, const De
   WEFT_ASSIGN_OR_RETURN(auto theirs, SupportedVersions(call));
   auto v = NegotiateVersion(version_, theirs);
   if (!v || *v == version_) return Failed(type_, command, r);
-  WEFT_LOG(kInfo, "IPAM plugin " + type_ + " does not speak " + version_ + "; calling it with " + *v);
+  WEFT_LOG(kInfo, "IPAM plugin does not speak our version; calling it with an older one", {"ipam", type_},
+           {"version", version_}, {"using", *v});
   WEFT_ASSIGN_OR_RETURN(std::string lowered, WithCniVersion(stdin_, *v));
   WEFT_ASSIGN_OR_RETURN(auto again, Exec(type_, command, call, lowered));
   if (again.exit_code != 0) return Failed(type_, command, again);
@@ -157,7 +158,8 @@ Status DelegatedIpam::ForwardIfSupported(const char* command, const DelegateCall
     for (const auto& v : *theirs)
       if (cni::AtLeast(v, "1.1.0")) speaks_11 = true;
     if (!speaks_11) {
-      WEFT_LOG(kInfo, "IPAM plugin " + type_ + " does not speak 1.1.0; " + command + " not forwarded");
+      WEFT_LOG(kInfo, "IPAM plugin does not speak 1.1.0; command not forwarded", {"ipam", type_},
+               {"command", command});
       return Status::Ok();
     }
   }

@@ -62,9 +62,8 @@ uint32_t HostVethGroup(const std::optional<NetworkPolicyConfig>& np, std::string
   if (!np) return 0;
   auto file = sys::ReadWholeFile(np->namespaces_file, kMaxNamespacesFileBytes);
   if (!file.ok())
-    WEFT_LOG(kInfo, "networkPolicy: cannot read namespacesFile (" + file.status().ToString() +
-                        "); the pod starts pending (group " + std::to_string(np->pending_group) +
-                        ") until weftd learns its IP");
+    WEFT_LOG(kInfo, "networkPolicy: cannot read namespacesFile; the pod starts pending until weftd learns its IP",
+             {"group", np->pending_group}, {"err", file.status()});
   bool pending = IsPendingNamespace(file.ok() ? std::string_view(*file) : std::string_view(), file.ok(),
                                     pod_namespace);
   return pending ? np->pending_group : 0;

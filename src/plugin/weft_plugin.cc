@@ -14,6 +14,7 @@
 #include "plugin/runtime_config.h"
 #include "plugin/store_ipam.h"
 #include "plugin/teardown.h"
+#include "sys/files.h"
 #include "sys/netlink.h"
 #include "sys/netns.h"
 
@@ -31,8 +32,14 @@ namespace {
 Result<Config> Load(const cni::CmdArgs& args) {
   WEFT_ASSIGN_OR_RETURN(Config cfg, ParseConfig(args.conf));
   log::SetLevel(cfg.log_level);
-  if (!cfg.log_file.empty() && !log::SetFile(cfg.log_file))
-    WEFT_LOG(kWarn, "cannot open logFile " + cfg.log_file + "; logging to stderr");
+  if (!cfg.log_file.empty()) {
+    // The file may sit in a directory that does not exist yet (the plugin's
+    // own dataDir on a new node): create what it needs first.
+    std::string dir = cfg.log_file.substr(0, cfg.log_file.rfind('/'));
+    Status st = dir.empty() ? Status::Ok() : sys::MkdirAll(dir, 0755);
+    if (st.ok()) st = log::SetFile(cfg.log_file);
+    if (!st.ok()) WEFT_LOG(kWarn, "cannot open logFile; logging to stderr", {"path", cfg.log_file}, {"err", st});
+  }
   return cfg;
 }
 
@@ -92,7 +99,7 @@ Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
   NodeFirewall firewall(req.cfg, store);
   auto rollback = [&](bool delete_link) { ipam.Rollback(host, req, delete_link); };
   WEFT_ASSIGN_OR_RETURN(cni::CniResult result, RunAdd(req, {ipam, *datapath, firewall, rollback}, timer));
-  WEFT_LOG(kDebug, timer.Summary("ADD"));
+  timer.Log("ADD");
   return result;
 }
 
@@ -111,7 +118,7 @@ Status WeftPlugin::CmdDel(const cni::CmdArgs& args) {
   WEFT_ASSIGN_OR_RETURN(sys::Netlink host, sys::Netlink::Open());
   WEFT_RETURN_IF_ERROR(TeardownFor(host, store, cfg, DelegateFor(cfg, args), CallFor(args), target));
   timer.Mark("teardown");  // the kernel's veth deletion is most of it
-  WEFT_LOG(kDebug, timer.Summary("DEL"));
+  timer.Log("DEL");
   return Status::Ok();
 }
 
@@ -208,7 +215,7 @@ Status WeftPlugin::CmdGc(const cni::CmdArgs& args, const std::vector<cni::Attach
       first_error = st.WithPrefix("GC " + r.container_id + "/" + r.ifname);
     }
   }
-  WEFT_LOG(kInfo, "GC reclaimed " + std::to_string(reclaimed) + " attachment(s)");
+  WEFT_LOG(kInfo, "GC reclaimed attachments", {"count", reclaimed});
   if (delegated) {
     Status st = delegated->ForwardGc(CallFor(args));
     if (first_error.ok()) first_error = st;

@@ -14,27 +14,23 @@
 
 #include <fstream>
 
-#include "node_state.h"
+#include "node_fixture.h"
 
 namespace weft::testing {
 namespace {
 
-class BadInputTest : public ::testing::Test {
+class BadInputTest : public ::testing::Test, protected ReliabilityNode {
  protected:
   void SetUp() override {
-    node_ = std::make_unique<TestNode>("node");
-    NoDad(*node_);
-    data_dir_ = TempDir("data");
+    StartNode();
     // An attachment already on the node: bad input must not disturb it.
     auto a = Weft("ADD", "anchor", Conf().dump());
     ASSERT_EQ(a.exit_code, 0) << a.out << a.err;
     anchor_result_ = a.Json();
   }
   void TearDown() override {
-    pods_.clear();
-    node_.reset();
+    StopNode();
     for (const auto& m : mounts_) ::umount2(m.c_str(), MNT_DETACH);
-    RemoveTree(data_dir_);
     for (const auto& d : dirs_) RemoveTree(d);
   }
   json Conf(json extra = json::object()) {
@@ -45,11 +41,6 @@ class BadInputTest : public ::testing::Test {
     return c;
   }
   json WithMappings(json mappings) { return Conf({{"runtimeConfig", {{"portMappings", mappings}}}}); }
-  const TestNetns& Pod(const std::string& name) {
-    auto it = pods_.find(name);
-    if (it == pods_.end()) it = pods_.emplace(name, std::make_unique<TestNetns>(name)).first;
-    return *it->second;
-  }
   WeftRun Weft(const std::string& verb, const std::string& cid, const std::string& stdin_data,
                const std::map<std::string, std::string>& env_override = {}) {
     auto env = CniEnv(verb, cid, Pod(cid).path());
@@ -93,9 +84,6 @@ class BadInputTest : public ::testing::Test {
   }
 
   static constexpr const char* kUnset = "\x01unset";
-  std::unique_ptr<TestNode> node_;
-  std::map<std::string, std::unique_ptr<TestNetns>> pods_;
-  std::string data_dir_;
   json anchor_result_;
   bool private_mounts_ = false;
   std::vector<std::string> mounts_, dirs_;

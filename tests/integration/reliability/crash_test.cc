@@ -11,7 +11,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "node_state.h"
+#include "node_fixture.h"
 
 namespace weft::testing {
 namespace {
@@ -30,19 +30,8 @@ std::string CaseName(const ::testing::TestParamInfo<CrashCase>& i) {
   return n;
 }
 
-class CrashFixture {
+class CrashFixture : protected ReliabilityNode {
  protected:
-  void Init() {
-    BecomeSubreaper();
-    node_ = std::make_unique<TestNode>("node");
-    NoDad(*node_);
-    data_dir_ = TempDir("data");
-  }
-  void Fini() {
-    pods_.clear();
-    node_.reset();
-    RemoveTree(data_dir_);
-  }
   // Dual-stack (routed) with a hostPort mapping and the masquerade, so every
   // kind of state weft writes is in play.
   json Conf(const std::string& variant, int host_port) {
@@ -69,17 +58,10 @@ class CrashFixture {
     }
     return c;
   }
-  const TestNetns& Pod(const std::string& name) {
-    auto it = pods_.find(name);
-    if (it == pods_.end()) it = pods_.emplace(name, std::make_unique<TestNetns>(name)).first;
-    return *it->second;
-  }
   WeftRun Weft(const std::string& verb, const std::string& cid, const json& conf, const std::string& crash_at = "") {
-    auto env = CniEnv(verb, cid, cid.empty() ? "" : Pod(cid).path());
+    std::map<std::string, std::string> env;
     if (!crash_at.empty()) env["WEFT_TEST_CRASH_AT"] = crash_at;
-    auto r = RunWeft(*node_, env, conf.dump());
-    ReapOrphans();
-    return r;
+    return RunPlugin(verb, cid, conf.dump(), env);
   }
   WeftRun Gc(const json& conf, const std::vector<std::string>& keep) {
     json c = conf;
@@ -98,9 +80,6 @@ class CrashFixture {
     if (!j.contains("ips") || j["ips"].empty()) return "";
     return j["ips"][0]["address"];
   }
-  std::unique_ptr<TestNode> node_;
-  std::map<std::string, std::unique_ptr<TestNetns>> pods_;
-  std::string data_dir_;
 };
 
 class CrashTest : public CrashFixture, public ::testing::TestWithParam<CrashCase> {
@@ -109,10 +88,10 @@ class CrashTest : public CrashFixture, public ::testing::TestWithParam<CrashCase
     if (!WEFT_HAS_CRASH_POINTS)
       GTEST_SKIP() << "SKIPPED: this build has no crash points; configure with -DWEFT_FAULT_INJECTION=ON "
                       "(scripts/soak.sh and docs/reliability.md use build-fault) to run the crash matrix";
-    Init();
+    StartNode(/*reap=*/true);
   }
   void TearDown() override {
-    if (node_) Fini();
+    if (node_) StopNode();
   }
 };
 
@@ -196,10 +175,10 @@ class GcCrashTest : public CrashFixture, public ::testing::TestWithParam<std::st
  protected:
   void SetUp() override {
     if (!WEFT_HAS_CRASH_POINTS) GTEST_SKIP() << "SKIPPED: no crash points in this build (need WEFT_FAULT_INJECTION)";
-    Init();
+    StartNode(/*reap=*/true);
   }
   void TearDown() override {
-    if (node_) Fini();
+    if (node_) StopNode();
   }
 };
 
@@ -241,14 +220,14 @@ TEST(FaultInjectionBuild, ProductionBuildIgnoresTheCrashVariable) {
 
   struct Fx : CrashFixture {
     using CrashFixture::Conf;
-    using CrashFixture::Fini;
-    using CrashFixture::Init;
+    using CrashFixture::StartNode;
+    using CrashFixture::StopNode;
     using CrashFixture::node_;
     using CrashFixture::Weft;
     using CrashFixture::data_dir_;
     using CrashFixture::WarmUp;
   } fx;
-  fx.Init();
+  fx.StartNode(/*reap=*/true);
   const json conf = fx.Conf("routed", 7020);
   fx.WarmUp(conf);
   const NodeState before = NodeSnapshot(*fx.node_, fx.data_dir_);
@@ -273,7 +252,7 @@ TEST(FaultInjectionBuild, ProductionBuildIgnoresTheCrashVariable) {
     EXPECT_EQ(r.exit_code, 0) << d << ": " << r.out << r.err;
   }
   EXPECT_EQ(Diff(before, NodeSnapshot(*fx.node_, fx.data_dir_)), "");
-  fx.Fini();
+  fx.StopNode();
 }
 
 }  // namespace

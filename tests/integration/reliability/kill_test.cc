@@ -7,24 +7,15 @@
 
 #include <random>
 
-#include "node_state.h"
+#include "node_fixture.h"
 
 namespace weft::testing {
 namespace {
 
-class KillTest : public ::testing::Test {
+class KillTest : public ::testing::Test, protected ReliabilityNode {
  protected:
-  void SetUp() override {
-    BecomeSubreaper();
-    node_ = std::make_unique<TestNode>("node");
-    NoDad(*node_);
-    data_dir_ = TempDir("data");
-  }
-  void TearDown() override {
-    pods_.clear();
-    node_.reset();
-    RemoveTree(data_dir_);
-  }
+  void SetUp() override { StartNode(/*reap=*/true); }
+  void TearDown() override { StopNode(); }
   json Conf(int host_port) {
     return {{"cniVersion", "1.1.0"},
             {"name", "killnet"},
@@ -38,16 +29,9 @@ class KillTest : public ::testing::Test {
             {"runtimeConfig",
              {{"portMappings", json::array({{{"hostPort", host_port}, {"containerPort", 80}, {"protocol", "tcp"}}})}}}};
   }
-  const TestNetns& Pod(const std::string& name) {
-    auto it = pods_.find(name);
-    if (it == pods_.end()) it = pods_.emplace(name, std::make_unique<TestNetns>(name)).first;
-    return *it->second;
-  }
   WeftRun Weft(const std::string& verb, const std::string& cid, const json& conf,
                std::optional<std::chrono::microseconds> kill_after = std::nullopt) {
-    auto r = RunWeft(*node_, CniEnv(verb, cid, cid.empty() ? "" : Pod(cid).path()), conf.dump(), kill_after);
-    ReapOrphans();  // a killed plugin's nft/iptables-restore finishes first
-    return r;
+    return RunPlugin(verb, cid, conf.dump(), {}, kill_after);
   }
   // Median wall time of a clean ADD and DEL of `cid`.
   std::pair<int64_t, int64_t> Measure(const std::string& cid, const json& conf) {
@@ -65,9 +49,6 @@ class KillTest : public ::testing::Test {
     std::sort(del.begin(), del.end());
     return {add[2], del[2]};
   }
-  std::unique_ptr<TestNode> node_;
-  std::map<std::string, std::unique_ptr<TestNetns>> pods_;
-  std::string data_dir_;
 };
 
 TEST_F(KillTest, RandomKillsOfAddAndDelAreRecovered) {

@@ -6,25 +6,17 @@
 // still exist are never touched.
 #include <gtest/gtest.h>
 
-#include "node_state.h"
+#include "node_fixture.h"
 #include "plugin/reclaim.h"
 #include "sys/netns.h"
 
 namespace weft::testing {
 namespace {
 
-class RebootTest : public ::testing::Test {
+class RebootTest : public ::testing::Test, protected ReliabilityNode {
  protected:
-  void SetUp() override {
-    node_ = std::make_unique<TestNode>("node");
-    NoDad(*node_);
-    data_dir_ = TempDir("data");
-  }
-  void TearDown() override {
-    pods_.clear();
-    node_.reset();
-    RemoveTree(data_dir_);
-  }
+  void SetUp() override { StartNode(); }
+  void TearDown() override { StopNode(); }
   // A /29: six usable addresses, so a node full before the reboot is full
   // after it until the stale rows are reclaimed.
   json Conf(int host_port = 0) {
@@ -35,13 +27,8 @@ class RebootTest : public ::testing::Test {
       c["runtimeConfig"] = {{"portMappings", json::array({{{"hostPort", host_port}, {"containerPort", 80}}})}};
     return c;
   }
-  const TestNetns& Pod(const std::string& name) {
-    auto it = pods_.find(name);
-    if (it == pods_.end()) it = pods_.emplace(name, std::make_unique<TestNetns>(name)).first;
-    return *it->second;
-  }
   WeftRun Weft(const std::string& verb, const std::string& cid, const json& conf) {
-    return RunWeft(*node_, CniEnv(verb, cid, cid.empty() ? "" : Pod(cid).path()), conf.dump());
+    return RunPlugin(verb, cid, conf.dump());
   }
   // Fills the range: six pods, two of them with hostPorts.
   void FillNode(const std::string& prefix) {
@@ -82,9 +69,6 @@ class RebootTest : public ::testing::Test {
     node_->Exec(argv, &out);
     return out;
   }
-  std::unique_ptr<TestNode> node_;
-  std::map<std::string, std::unique_ptr<TestNetns>> pods_;
-  std::string data_dir_;
 };
 
 TEST_F(RebootTest, ReclaimFreesEverythingAndNextAddsFindAddresses) {

@@ -4,6 +4,8 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -70,6 +72,86 @@ class SigpipeBlocked {
   sigset_t old_;
 };
 
+// Everything the child needs, made ready by the parent: the child runs in
+// the parent's memory (CLONE_VM) until it execs, so it must not allocate,
+// take a lock or touch errno-dependent library state.
+struct ChildArgs {
+  const char* path;
+  char* const* argv;
+  char* const* envp;
+  int fds[3];               // become the child's 0, 1, 2
+  int netns_fd;             // >= 0: joined before the exec
+  pid_t parent;             // getpid() of the caller, taken before the clone
+  const sigset_t* mask;     // the caller's signal mask, the program's own
+  int err = 0;              // errno of the step that failed; the parent reads it
+  const char* step = "";
+};
+
+// The child, from clone() to execve(). It shares the parent's memory and
+// the parent's thread is suspended until the exec (CLONE_VFORK), so only
+// async-signal-safe calls, no allocation, and no return: a failure is
+// written into `a` and the child exits 127. Not instrumented: a sanitizer's
+// bookkeeping on this borrowed stack would outlive it.
+[[noreturn]] __attribute__((no_sanitize("address", "undefined"))) void ChildFail(ChildArgs* a, const char* step) {
+  a->err = errno;
+  a->step = step;
+  ::_exit(127);
+}
+
+__attribute__((no_sanitize("address", "undefined"))) int ChildMain(void* arg) {
+  auto* a = static_cast<ChildArgs*>(arg);
+  // Killed when the thread that started it dies (weftd or the plugin killed,
+  // OOM, a crash), so no tool outlives its caller holding locks or half a
+  // ruleset. The parent may have died before this line; then the child was
+  // re-parented already and the signal will never come: check, and go.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) ChildFail(a, "prctl(PR_SET_PDEATHSIG)");
+  if (::getppid() != a->parent) ::_exit(127);
+  // Every signal is blocked (the parent blocked them before the clone). The
+  // parent's handlers must never run here, on a borrowed stack in shared
+  // memory: back to the default before the mask is lifted (execve would
+  // reset them only later). Ignored signals stay ignored, as across fork.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction sa;
+    if (sig == SIGKILL || sig == SIGSTOP || ::sigaction(sig, nullptr, &sa) != 0) continue;
+    if (sa.sa_handler == SIG_IGN || sa.sa_handler == SIG_DFL) continue;
+    sa.sa_handler = SIG_DFL;
+    sa.sa_flags = 0;
+    ::sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, nullptr);
+  }
+  ::setpgid(0, 0);  // its own group: the deadline kills the tool's children too
+  for (int i = 0; i < 3; ++i) {
+    // dup2 onto itself keeps FD_CLOEXEC: clear it instead.
+    if (a->fds[i] == i ? ::fcntl(i, F_SETFD, 0) != 0 : ::dup2(a->fds[i], i) != i) ChildFail(a, "dup2");
+  }
+  if (a->netns_fd >= 0 && ::setns(a->netns_fd, CLONE_NEWNET) != 0) ChildFail(a, "setns");
+  ::sigprocmask(SIG_SETMASK, a->mask, nullptr);
+  ::execve(a->path, a->argv, a->envp);
+  ChildFail(a, "exec");
+}
+
+// The child's stack: it needs a few kilobytes (libc wrappers only).
+constexpr size_t kChildStack = 64 * 1024;
+
+// Starts the child with clone(CLONE_VM | CLONE_VFORK), as posix_spawn does:
+// no copy of the caller's page tables, which fork() pays for in proportion
+// to the caller's size (weftd is ~50 MB), and the caller's thread resumes
+// when the child has exec'd or failed. Returns the pid, or -1 with errno.
+pid_t Spawn(ChildArgs* a) {
+  void* stack = ::mmap(nullptr, kChildStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) return -1;
+  sigset_t all, old;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_BLOCK, &all, &old);
+  a->mask = &old;
+  pid_t pid = ::clone(ChildMain, static_cast<char*>(stack) + kChildStack, CLONE_VM | CLONE_VFORK | SIGCHLD, a);
+  const int e = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  ::munmap(stack, kChildStack);
+  errno = e;
+  return pid;
+}
+
 }  // namespace
 
 Result<ExecResult> Exec(const ExecRequest& req) {
@@ -80,11 +162,6 @@ Result<ExecResult> Exec(const ExecRequest& req) {
   UniqueFd out_r(out[0]), out_w(out[1]);
   if (::pipe2(err, O_CLOEXEC) != 0) return Status::FromErrno(Code::kExec, "pipe", errno);
   UniqueFd err_r(err[0]), err_w(err[1]);
-  // A status pipe reports an exec failure (errno) back to the parent.
-  int st[2];
-  if (::pipe2(st, O_CLOEXEC) != 0) return Status::FromErrno(Code::kExec, "pipe", errno);
-  UniqueFd st_r(st[0]), st_w(st[1]);
-
   std::vector<std::string> argv_s = req.argv.empty() ? std::vector<std::string>{req.path} : req.argv;
   std::vector<char*> argv, envp;
   for (auto& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
@@ -92,37 +169,19 @@ Result<ExecResult> Exec(const ExecRequest& req) {
   for (auto& e : req.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
 
-  pid_t pid = ::fork();
-  if (pid < 0) return Status::FromErrno(Code::kExec, "fork", errno);
-  if (pid == 0) {
-    // Child: only async-signal-safe calls from here on.
-    ::setpgid(0, 0);
-    ::dup2(in_r.get(), 0);
-    ::dup2(out_w.get(), 1);
-    ::dup2(err_w.get(), 2);
-    int e = 0;
-    if (req.netns_fd >= 0 && ::setns(req.netns_fd, CLONE_NEWNET) != 0) {
-      e = errno;
-    } else {
-      ::execve(req.path.c_str(), argv.data(), envp.data());
-      e = errno;
-    }
-    ssize_t n = ::write(st_w.get(), &e, sizeof e);
-    (void)n;
-    ::_exit(127);
+  ChildArgs child{req.path.c_str(), argv.data(), envp.data(), {in_r.get(), out_w.get(), err_w.get()},
+                  req.netns_fd, ::getpid(), nullptr};
+  const pid_t pid = Spawn(&child);
+  if (pid < 0) return Status::FromErrno(Code::kExec, "clone", errno);
+  if (child.err != 0) {
+    ::waitpid(pid, nullptr, 0);
+    const std::string step = child.step;
+    return Status::FromErrno(Code::kExec, step == "exec" ? "exec " + req.path : step + " for " + req.path, child.err);
   }
-  SigpipeBlocked no_sigpipe;  // after the fork: the child must not inherit it
+  SigpipeBlocked no_sigpipe;  // while the child is fed (the child has exec'd: it does not inherit it)
   in_r.Reset();
   out_w.Reset();
   err_w.Reset();
-  st_w.Reset();
-
-  int exec_errno = 0;
-  ssize_t got = ::read(st_r.get(), &exec_errno, sizeof exec_errno);
-  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
-    ::waitpid(pid, nullptr, 0);
-    return Status::FromErrno(Code::kExec, "exec " + req.path, exec_errno);
-  }
 
   ExecResult res;
   auto deadline = std::chrono::steady_clock::now() + req.timeout;

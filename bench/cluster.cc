@@ -269,23 +269,10 @@ Status MakeNodeOnUnderlay(const std::string& node, const std::string& ul, int oc
 // --- RouteWatch ------------------------------------------------------------------
 
 Result<RouteWatch> RouteWatch::Open(const std::string& netns_path) {
-  WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::Open(netns_path));
-  int fd = -1;
-  WEFT_RETURN_IF_ERROR(sys::RunInNetns(ns, [&] {
-    fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
-    return fd < 0 ? Status::FromErrno(Code::kKernel, "netlink socket", errno) : Status::Ok();
-  }));
-  UniqueFd sock(fd);
   // 5000 peers announce 5000 routes in a burst; a big buffer keeps that from
   // overflowing (an overflow still works, at the price of one dump).
-  int buf = 64 << 20;
-  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
-    (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
-  sockaddr_nl sa{};
-  sa.nl_family = AF_NETLINK;
-  sa.nl_groups = RTMGRP_IPV4_ROUTE;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
-    return Status::FromErrno(Code::kKernel, "bind netlink RTMGRP_IPV4_ROUTE", errno);
+  WEFT_ASSIGN_OR_RETURN(auto sock, OpenNetlinkListener(netns_path, NETLINK_ROUTE, RTMGRP_IPV4_ROUTE, 64 << 20,
+                                                       "netlink RTMGRP_IPV4_ROUTE"));
   RouteWatch w(std::move(sock), netns_path);
   WEFT_RETURN_IF_ERROR(w.Resync());
   return w;

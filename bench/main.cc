@@ -88,8 +88,6 @@ std::string FirstLine(const std::string& path, const std::string& key) {
   return "";
 }
 
-void OnSignal(int) { InterruptFlag().store(true); }
-
 // Sections measured by a hook: an executable bench/<name> (today a script
 // running a C++ tool built beside weft-bench) run as
 // `<name> --out DIR --prefix P --build-dir B [--quick]` that prints one JSON
@@ -133,12 +131,10 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "weft-bench: needs root (it creates network namespaces)\n");
     return 2;
   }
-  ::mkdir(a.out.c_str(), 0755);
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
+  if (Status st = StartBenchDriver(a.out, a.build_dir, {}); !st.ok()) {
+    std::fprintf(stderr, "weft-bench: %s\n", st.msg().c_str());
+    return 1;
+  }
   auto want = [&](const std::string& s) { return a.only.empty() || a.only.count(s); };
 
   json r;
@@ -244,11 +240,4 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace weft::bench
 
-int main(int argc, char** argv) {
-  try {
-    return weft::bench::Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "weft-bench: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return weft::bench::RunDriverMain("weft-bench", argc, argv, weft::bench::Main); }

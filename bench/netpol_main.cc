@@ -1060,8 +1060,6 @@ Result<json> Bench::Run() {
   return out;
 }
 
-void OnSignal(int) { InterruptFlag().store(true); }
-
 int Main(int argc, char** argv) {
   Args a;
   if (!ParseArgs(argc, argv, &a)) {
@@ -1071,21 +1069,14 @@ int Main(int argc, char** argv) {
                  "                         [--dp-rounds N] [--dp-seconds S] [--events-only] [--profile]\n");
     return 2;
   }
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-  ::mkdir(a.out.c_str(), 0755);
+  if (Status st = StartBenchDriver(a.out, a.build_dir, {"/cmd/weftd/weftd", "/cmd/weft/weft"}); !st.ok()) {
+    std::fprintf(stderr, "weft-bench-netpol: %s\n", st.msg().c_str());
+    return 1;
+  }
   if (!agent::InitHttp().ok()) {
     std::fprintf(stderr, "weft-bench-netpol: cannot initialise the HTTP client\n");
     return 1;
   }
-  for (const char* b : {"/cmd/weftd/weftd", "/cmd/weft/weft"})
-    if (::access((a.build_dir + b).c_str(), X_OK) != 0) {
-      std::fprintf(stderr, "weft-bench-netpol: %s%s is not built\n", a.build_dir.c_str(), b);
-      return 1;
-    }
   CleanupPrefix(a.prefix);  // a leftover of a crashed run with this pid
   Result<json> r = Status::Error(Code::kInternal, "not run");
   {
@@ -1112,10 +1103,5 @@ int Main(int argc, char** argv) {
 }  // namespace weft::bench
 
 int main(int argc, char** argv) {
-  try {
-    return weft::bench::Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "weft-bench-netpol: %s\n", e.what());
-    return 1;
-  }
+  return weft::bench::RunDriverMain("weft-bench-netpol", argc, argv, weft::bench::Main);
 }

@@ -57,25 +57,13 @@ std::string PortCmpBytes(uint16_t port) {
 }
 
 Result<NftWatch> NftWatch::Open(const std::string& netns_path, const std::string& table) {
-  WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::Open(netns_path));
-  int fd = -1;
-  WEFT_RETURN_IF_ERROR(sys::RunInNetns(ns, [&] {
-    fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_NETFILTER);
-    return fd < 0 ? Status::FromErrno(Code::kKernel, "netlink netfilter socket", errno) : Status::Ok();
-  }));
-  UniqueFd sock(fd);
   // A full replace of a big table announces every element; the kernel
   // packs notifications into page-sized messages, but tens of MB of them
   // arrive in one burst.
-  int buf = 256 << 20;
-  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
-    (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
-  sockaddr_nl sa{};
-  sa.nl_family = AF_NETLINK;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
-    return Status::FromErrno(Code::kKernel, "bind netlink netfilter", errno);
+  WEFT_ASSIGN_OR_RETURN(auto sock, OpenNetlinkListener(netns_path, NETLINK_NETFILTER, 0, 256 << 20, "netlink netfilter"));
+  // NFNLGRP_NFTABLES is past the 32 groups a bind can name.
   int group = NFNLGRP_NFTABLES;
-  if (::setsockopt(fd, SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof group) != 0)
+  if (::setsockopt(sock.get(), SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof group) != 0)
     return Status::FromErrno(Code::kKernel, "join NFNLGRP_NFTABLES", errno);
   return NftWatch(std::move(sock), table);
 }

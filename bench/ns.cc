@@ -2,14 +2,18 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/netlink.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <exception>
 #include <thread>
 
 #include "sys/exec.h"
@@ -23,6 +27,52 @@ std::atomic<bool>& InterruptFlag() {
 
 void CheckInterrupt() {
   if (InterruptFlag().load()) throw Interrupted{};
+}
+
+namespace {
+void OnSignal(int) { InterruptFlag().store(true); }
+}  // namespace
+
+Status StartBenchDriver(const std::string& out, const std::string& build_dir,
+                        const std::vector<std::string>& binaries) {
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  ::mkdir(out.c_str(), 0755);
+  for (const auto& b : binaries)
+    if (::access((build_dir + b).c_str(), X_OK) != 0)
+      return Status::Error(Code::kIo, build_dir + b + " is not built");
+  return Status::Ok();
+}
+
+int RunDriverMain(const char* tool, int argc, char** argv, int (*body)(int, char**)) {
+  try {
+    return body(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", tool, e.what());
+    return 1;
+  }
+}
+
+Result<UniqueFd> OpenNetlinkListener(const std::string& netns_path, int protocol, uint32_t groups, int rcvbuf,
+                                     const std::string& what) {
+  WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::Open(netns_path));
+  int fd = -1;
+  WEFT_RETURN_IF_ERROR(sys::RunInNetns(ns, [&] {
+    fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, protocol);
+    return fd < 0 ? Status::FromErrno(Code::kKernel, what + " socket", errno) : Status::Ok();
+  }));
+  UniqueFd sock(fd);
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) != 0)
+    (void)::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  sockaddr_nl sa{};
+  sa.nl_family = AF_NETLINK;
+  sa.nl_groups = groups;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+    return Status::FromErrno(Code::kKernel, "bind " + what, errno);
+  return sock;
 }
 
 std::string NetnsPath(const std::string& name) { return "/run/netns/" + name; }

@@ -4,11 +4,13 @@
 // all of it after a crash or Ctrl-C. Nothing here touches the root netns.
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "base/ip.h"
 #include "base/status.h"
+#include "base/unique_fd.h"
 #include "sys/netlink.h"
 #include "sys/netns.h"
 
@@ -20,6 +22,24 @@ std::atomic<bool>& InterruptFlag();
 // Throws Interrupted when the flag is set.
 struct Interrupted {};
 void CheckInterrupt();
+
+// What every weft-bench-* driver does first: SIGINT and SIGTERM set
+// InterruptFlag (the driver cleans up and exits 130), SIGPIPE is ignored,
+// the output directory `out` is made, and each of `binaries` (paths under
+// `build_dir`) must be built: the error names the first that is not.
+Status StartBenchDriver(const std::string& out, const std::string& build_dir,
+                        const std::vector<std::string>& binaries);
+// A driver's main(): runs `body`; an exception it lets out is printed as
+// "<tool>: <what>" and exits 1.
+int RunDriverMain(const char* tool, int argc, char** argv, int (*body)(int, char**));
+
+// A non-blocking netlink socket of `protocol` (NETLINK_ROUTE,
+// NETLINK_NETFILTER) opened in the netns at `netns_path` and bound to the
+// multicast `groups` (a bit mask; 0 for none), with a receive buffer of
+// `rcvbuf` bytes (forced past net.core.rmem_max when allowed) so that a
+// burst of notifications is not lost. `what` names it in errors.
+Result<UniqueFd> OpenNetlinkListener(const std::string& netns_path, int protocol, uint32_t groups, int rcvbuf,
+                                     const std::string& what);
 
 // Creates /run/netns/<name> in-process (unshare on a helper thread and a
 // bind mount), about 10x cheaper than exec'ing `ip netns add`, which matters

@@ -220,8 +220,6 @@ Result<json> MeasureCount(const Args& a, const sys::Netns& ul, const std::string
   return r;
 }
 
-void OnSignal(int) { InterruptFlag().store(true); }
-
 int Main(int argc, char** argv) {
   Args a;
   if (!ParseArgs(argc, argv, &a)) {
@@ -230,18 +228,12 @@ int Main(int argc, char** argv) {
                  "[--changes N]\n");
     return 2;
   }
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-  ::mkdir(a.out.c_str(), 0755);
-  if (!agent::InitHttp().ok()) {
-    std::fprintf(stderr, "weft-bench-weftd: cannot initialise the HTTP client\n");
+  if (Status st = StartBenchDriver(a.out, a.build_dir, {"/cmd/weftd/weftd"}); !st.ok()) {
+    std::fprintf(stderr, "weft-bench-weftd: %s\n", st.msg().c_str());
     return 1;
   }
-  if (::access((a.build_dir + "/cmd/weftd/weftd").c_str(), X_OK) != 0) {
-    std::fprintf(stderr, "weft-bench-weftd: %s/cmd/weftd/weftd is not built\n", a.build_dir.c_str());
+  if (!agent::InitHttp().ok()) {
+    std::fprintf(stderr, "weft-bench-weftd: cannot initialise the HTTP client\n");
     return 1;
   }
 
@@ -321,10 +313,5 @@ int Main(int argc, char** argv) {
 }  // namespace weft::bench
 
 int main(int argc, char** argv) {
-  try {
-    return weft::bench::Main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "weft-bench-weftd: %s\n", e.what());
-    return 1;
-  }
+  return weft::bench::RunDriverMain("weft-bench-weftd", argc, argv, weft::bench::Main);
 }

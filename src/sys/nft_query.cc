@@ -62,7 +62,11 @@ Result<std::vector<std::string>> NftRuleComments(NftFamily family, const std::st
   return out;
 }
 
-Result<std::vector<NftRuleInfo>> NftRules(NftFamily family, const std::string& table, const std::string& chain) {
+namespace {
+
+// One dump of the rules, on a socket of its own (an interrupted dump is
+// read to its end by libnl, so the next attempt starts clean).
+Result<std::vector<NftRuleInfo>> DumpRules(NftFamily family, const std::string& table, const std::string& chain) {
   nl_sock* sk = nl_socket_alloc();
   if (!sk) return Status::Error(Code::kFirewall, "allocate nfnetlink socket");
   struct Free {
@@ -91,6 +95,12 @@ Result<std::vector<NftRuleInfo>> NftRules(NftFamily family, const std::string& t
   if (err == -NLE_OBJ_NOTFOUND || err == -NLE_NODEV) return std::vector<NftRuleInfo>{};
   if (err < 0) return NlError(err, "dump nftables rules of " + table + (chain.empty() ? "" : "/" + chain));
   return ctx.rules;
+}
+
+}  // namespace
+
+Result<std::vector<NftRuleInfo>> NftRules(NftFamily family, const std::string& table, const std::string& chain) {
+  return RetryInterruptedNftDump<std::vector<NftRuleInfo>>([&] { return DumpRules(family, table, chain); });
 }
 
 }  // namespace weft::sys

@@ -3,7 +3,9 @@
 // uses this to check, in tens of microseconds, whether a ruleset it owns is
 // already in place, so it only pays for `nft -f` when something is missing.
 
+#include <cerrno>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,23 @@ struct NftRuleInfo {
   uint64_t handle = 0;
   std::string comment;
 };
+
+// The kernel interrupts an nftables dump (NLM_F_DUMP_INTR, seen as EINTR)
+// when another process commits a ruleset meanwhile, as concurrent plugins
+// and weftd do. A dump only reads, so this layer reads it again, up to
+// kNftDumpAttempts times in all; only a dump interrupted every time is an
+// error (EINTR, and the attempts named). Every dump below goes through
+// RetryInterruptedNftDump: callers never repeat one.
+inline constexpr int kNftDumpAttempts = 5;
+
+template <typename T>
+Result<T> RetryInterruptedNftDump(const std::function<Result<T>()>& dump) {
+  Result<T> r = dump();
+  for (int i = 1; i < kNftDumpAttempts && !r.ok() && r.status().sys_errno() == EINTR; ++i) r = dump();
+  if (!r.ok() && r.status().sys_errno() == EINTR)
+    return r.status().WithPrefix("interrupted by concurrent changes " + std::to_string(kNftDumpAttempts) + " times");
+  return r;
+}
 
 // The rules of `table` (only `chain`'s when it is not empty), in chain order,
 // with their handles and comments. A missing table or chain yields an empty

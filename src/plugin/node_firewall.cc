@@ -21,7 +21,9 @@ fw::MasqueradeSpec MasqSpec(const Config& cfg, const ipam::PodRecord& rec) {
 Status NodeFirewall::EnsureMasquerade(const ipam::PodRecord& rec) {
   auto fw = cfg_.masquerade_backend == FwBackend::kIptables ? fw::NewIptablesFirewall(cfg_.data_dir)
                                                             : fw::NewNftFirewall(cfg_.data_dir);
-  Status st = RetryInterruptedDump([&] { return fw->EnsureMasquerade(MasqSpec(cfg_, rec)); });
+  // Its nftables read retries a dump a concurrent commit interrupts
+  // (sys::RetryInterruptedNftDump): nothing to repeat here.
+  Status st = fw->EnsureMasquerade(MasqSpec(cfg_, rec));
   return st.Prefix("masquerade");
 }
 

@@ -1,7 +1,6 @@
 #include "plugin/teardown.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <map>
 
 #include "base/crash_point.h"
@@ -33,18 +32,9 @@ std::unique_ptr<fw::HostPortFirewall> HostPortsFor(FwBackend backend, const std:
   return backend == FwBackend::kIptables ? fw::NewIptablesHostPorts(data_dir) : fw::NewNftHostPorts(data_dir);
 }
 
-Status RetryInterruptedDump(const std::function<Status()>& op) {
-  Status st;
-  for (int attempt = 0; attempt < 5; ++attempt) {
-    st = op();
-    if (st.ok() || st.sys_errno() != EINTR) break;
-  }
-  return st;
-}
-
 Status SyncHostPorts(FwBackend backend, const std::string& data_dir, ipam::Store& store) {
   auto fw = HostPortsFor(backend, data_dir);
-  Status st = RetryInterruptedDump([&] { return fw->Sync([&] { return DesiredHostPorts(store); }); });
+  Status st = fw->Sync([&] { return DesiredHostPorts(store); });
   return st.Prefix("hostPorts");
 }
 

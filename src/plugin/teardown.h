@@ -37,13 +37,6 @@ Result<std::vector<fw::HostPortRule>> DesiredHostPorts(ipam::Store& store);
 
 std::unique_ptr<fw::HostPortFirewall> HostPortsFor(FwBackend backend, const std::string& data_dir);
 
-// Runs `op` again (at most 5 times in all) while it fails with EINTR: the
-// firewalls' "already in place?" read is a netlink dump, which the kernel
-// interrupts (NLM_F_DUMP_INTR) when another process commits a ruleset
-// meanwhile, as concurrent plugins do. Level-triggered syncs are safe to
-// repeat.
-Status RetryInterruptedDump(const std::function<Status()>& op);
-
 // Makes the kernel's hostPort ruleset for `data_dir` match the database.
 Status SyncHostPorts(FwBackend backend, const std::string& data_dir, ipam::Store& store);
 

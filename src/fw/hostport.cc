@@ -1,12 +1,16 @@
 #include "fw/hostport.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <map>
 #include <tuple>
 
+#include "base/log.h"
 #include "base/strings.h"
 #include "fw/tool.h"
 #include "sys/files.h"
 #include "sys/nft_query.h"
+#include "sys/nft_set.h"
 
 namespace weft::fw {
 
@@ -54,39 +58,182 @@ std::string HostPortMarker(const std::vector<HostPortRule>& rules) {
   return "weft-hp:" + Hex(Fnv1a64(k), 16);
 }
 
-size_t NftHostPortChainRules(const std::vector<HostPortRule>& rules) { return 2 * Canonical(rules).size(); }
+namespace {
 
-std::string NftHostPortRuleComment(const HostPortRule& r) { return "weft-hp:" + Hex(Fnv1a64(Key(r)), 12); }
+// Each field of a concatenation takes a multiple of 4 bytes (one register).
+void PutField(std::string* k, const std::string& bytes) {
+  *k += bytes;
+  k->resize((k->size() + 3) / 4 * 4, '\0');
+}
+std::string Proto(const std::string& p) {
+  uint8_t n = p == "tcp" ? 6 : p == "udp" ? 17 : p == "sctp" ? 132 : 0;
+  return std::string(1, static_cast<char>(n));
+}
+std::string Port(int port) {
+  return {static_cast<char>((port >> 8) & 0xff), static_cast<char>(port & 0xff)};
+}
+std::string Addr(const IpAddress& a) {
+  return std::string(reinterpret_cast<const char*>(a.bytes()), static_cast<size_t>(a.size()));
+}
+// The first and last address of `p`.
+std::pair<std::string, std::string> Range(const IpPrefix& p) {
+  std::string lo = Addr(p.Masked().addr()), hi = lo;
+  for (size_t i = 0; i < hi.size(); ++i) {
+    int bits = static_cast<int>(i) * 8;
+    int keep = std::clamp(p.len() - bits, 0, 8);
+    hi[i] = static_cast<char>(static_cast<uint8_t>(hi[i]) | (0xff >> keep));
+  }
+  return {lo, hi};
+}
 
-std::vector<NftChainRule> NftHostPortChain(const std::vector<HostPortRule>& in) {
-  std::vector<NftChainRule> out;
-  const std::string mark = " meta mark set meta mark | " + std::string(kMarkHex);
-  for (const auto& r : Canonical(in)) {
-    const std::string ip = r.is_v4() ? "ip" : "ip6";
-    std::string match = r.host_ip.empty() ? std::string("meta nfproto ") + (r.is_v4() ? "ipv4" : "ipv6")
-                                          : ip + " daddr " + r.host_ip;
-    match += " " + r.protocol + " dport " + std::to_string(r.host_port);
-    std::string sources = r.container.Masked().ToString();
-    if (r.is_v4()) sources = "{ " + sources + ", " + kLoopback4 + " }";
-    const std::string c = NftHostPortRuleComment(r);
-    // The mark must come first: the DNAT rule ends the chain for the packet.
-    out.push_back({c + ":m", match + " " + ip + " saddr " + sources + mark});
-    out.push_back({c + ":d", match + " dnat " + ip + " to " + HostPort(r.container.addr(), r.container_port)});
+std::string HexWords(const std::string& bytes) {
+  static const char* d = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (i && i % 4 == 0) s += '.';
+    s += d[static_cast<uint8_t>(bytes[i]) >> 4];
+    s += d[static_cast<uint8_t>(bytes[i]) & 15];
+  }
+  return s;
+}
+
+// nft syntax of one map element, for the `nft -f` script.
+std::string ElementScript(const HostPortRule& r) {
+  std::string k = r.host_ip.empty() ? "" : r.host_ip + " . ";
+  k += r.protocol + " . " + std::to_string(r.host_port);
+  return k + " : " + r.container.addr().ToString() + " . " + std::to_string(r.container_port);
+}
+
+std::string MapOf(const HostPortRule& r) {
+  return std::string(r.is_v4() ? "hp4" : "hp6") + (r.host_ip.empty() ? "" : "a");
+}
+
+// Rules whose hostIP (if any) is of their own family: the only ones a map
+// can hold (DesiredHostPorts never makes others).
+std::vector<HostPortRule> Publishable(const std::vector<HostPortRule>& rules) {
+  std::vector<HostPortRule> out;
+  for (const auto& r : Canonical(rules)) {
+    if (!r.host_ip.empty()) {
+      auto hip = IpAddress::Parse(r.host_ip);
+      if (!hip || hip->is_v4() != r.is_v4()) continue;
+    }
+    out.push_back(r);
   }
   return out;
+}
+
+// `a` + 1 as raw bytes; false when it wraps.
+bool Increment(std::string* a) {
+  for (size_t i = a->size(); i-- > 0;) {
+    uint8_t b = static_cast<uint8_t>((*a)[i]);
+    (*a)[i] = static_cast<char>(b + 1);
+    if (b != 0xff) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+const std::vector<std::string>& NftHostPortMaps() {
+  static const std::vector<std::string> k = {"hp4", "hp4a", "hp6", "hp6a"};
+  return k;
+}
+
+std::vector<sys::NftElement> NftHostPortElements(const std::vector<HostPortRule>& rules) {
+  std::vector<sys::NftElement> out;
+  for (const auto& r : Publishable(rules)) {
+    std::string key;
+    if (!r.host_ip.empty()) PutField(&key, Addr(*IpAddress::Parse(r.host_ip)));
+    PutField(&key, Proto(r.protocol));
+    PutField(&key, Port(r.host_port));
+    std::string data;
+    PutField(&data, Addr(r.container.addr()));
+    PutField(&data, Port(r.container_port));
+    out.push_back({MapOf(r), key, "", data});
+  }
+  return out;
+}
+
+std::vector<IpPrefix> NftHostPortSources(const std::vector<HostPortRule>& rules) {
+  std::vector<IpPrefix> all;
+  for (const auto& r : Publishable(rules)) {
+    all.push_back(r.container.Masked());
+    if (r.is_v4()) all.push_back(*IpPrefix::Parse(kLoopback4));
+  }
+  std::sort(all.begin(), all.end(), [](const IpPrefix& a, const IpPrefix& b) {
+    return std::make_tuple(!a.is_v4(), a.addr(), a.len()) < std::make_tuple(!b.is_v4(), b.addr(), b.len());
+  });
+  std::vector<IpPrefix> out;
+  for (const auto& p : all) {
+    bool covered = std::any_of(all.begin(), all.end(), [&](const IpPrefix& o) {
+      return o.is_v4() == p.is_v4() && o.len() < p.len() && o.Contains(p.addr());
+    });
+    bool dup = !out.empty() && out.back().addr() == p.addr() && out.back().len() == p.len();
+    if (!covered && !dup) out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<sys::NftElement> NftSourceElements(const IpPrefix& p) {
+  const std::string set = p.is_v4() ? "hp4-src" : "hp6-src";
+  auto [lo, hi] = Range(p);
+  std::vector<sys::NftElement> out = {{set, lo, "", ""}};
+  if (Increment(&hi)) out.push_back({set, hi, "", "", sys::kNftIntervalEnd});
+  return out;
+}
+
+std::vector<std::string> NftIntervals(const std::vector<sys::NftElement>& elements) {
+  std::vector<std::pair<std::string, std::string>> starts;  // (set, key)
+  std::vector<std::pair<std::string, std::string>> ends;
+  for (const auto& e : elements)
+    ((e.flags & sys::kNftIntervalEnd) ? ends : starts).emplace_back(e.set, e.key);
+  std::sort(ends.begin(), ends.end());
+  std::vector<std::string> out;
+  for (const auto& [set, key] : starts) {
+    // The range ends at the first end element above its start.
+    auto it = std::upper_bound(ends.begin(), ends.end(), std::make_pair(set, key));
+    std::string end = it != ends.end() && it->first == set ? it->second : "";
+    out.push_back(set + " " + HexWords(key) + "-" + HexWords(end));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string NftElementText(const sys::NftElement& e) {
+  std::string s = e.set + " " + HexWords(e.key);
+  if (!e.key_end.empty()) s += "-" + HexWords(e.key_end);
+  if (!e.data.empty()) s += " : " + HexWords(e.data);
+  return s;
 }
 
 std::string RenderNftHostPorts(const std::string& table, const std::vector<HostPortRule>& rules) {
   std::string s = "table inet " + table + "\ndelete table inet " + table + "\n";
   if (Canonical(rules).empty()) return s;
   const std::string base = std::string(" comment \"") + kNftHostPortBase + "\"";
+  const std::string mark = " meta mark set meta mark | " + std::string(kMarkHex) + base;
   s += "table inet " + table + " {\n";
+  for (const char* f : {"4", "6"}) {
+    const std::string addr = f == std::string("4") ? "ipv4_addr" : "ipv6_addr";
+    const std::string to = " : " + addr + " . inet_service; }\n";
+    s += std::string("  map hp") + f + " { type inet_proto . inet_service" + to;
+    s += std::string("  map hp") + f + "a { type " + addr + " . inet_proto . inet_service" + to;
+    s += std::string("  set hp") + f + "-src { type " + addr + "; flags interval; }\n";
+  }
   s += "  chain prerouting {\n    type nat hook prerouting priority dstnat; policy accept;\n";
   s += "    fib daddr type local jump hostports" + base + "\n  }\n";
   s += "  chain output {\n    type nat hook output priority -100; policy accept;\n";
   s += "    fib daddr type local jump hostports" + base + "\n  }\n";
+  // The marks first: a DNAT ends the chain for the packet. A map is also a
+  // set of its keys.
   s += "  chain hostports {\n";
-  for (const auto& r : NftHostPortChain(rules)) s += "    " + r.text + " comment \"" + r.comment + "\"\n";
+  s += "    ip saddr @hp4-src meta l4proto . th dport @hp4" + mark + "\n";
+  s += "    ip saddr @hp4-src ip daddr . meta l4proto . th dport @hp4a" + mark + "\n";
+  s += "    ip6 saddr @hp6-src meta l4proto . th dport @hp6" + mark + "\n";
+  s += "    ip6 saddr @hp6-src ip6 daddr . meta l4proto . th dport @hp6a" + mark + "\n";
+  s += "    dnat ip to ip daddr . meta l4proto . th dport map @hp4a" + base + "\n";
+  s += "    meta nfproto ipv4 dnat ip to meta l4proto . th dport map @hp4" + base + "\n";
+  s += "    dnat ip6 to ip6 daddr . meta l4proto . th dport map @hp6a" + base + "\n";
+  s += "    meta nfproto ipv6 dnat ip6 to meta l4proto . th dport map @hp6" + base + "\n";
   s += "  }\n";
   s += "  chain postrouting {\n    type nat hook postrouting priority srcnat; policy accept;\n";
   s += "    meta mark & " + std::string(kMarkHex) + " == " + kMarkHex + " masquerade" + base + "\n  }\n";
@@ -94,52 +241,39 @@ std::string RenderNftHostPorts(const std::string& table, const std::vector<HostP
   s += "    iifname != \"lo\" ip daddr " + std::string(kLoopback4) + " ct state != { established, related } drop" +
        base + "\n  }\n";
   s += "}\n";
+  for (const auto& p : NftHostPortSources(rules))
+    s += "add element inet " + table + " " + (p.is_v4() ? "hp4-src" : "hp6-src") + " { " + p.ToString() + " }\n";
+  for (const auto& r : Publishable(rules))
+    s += "add element inet " + table + " " + MapOf(r) + " { " + ElementScript(r) + " }\n";
   return s;
 }
 
 bool NftHostPortBaseInPlace(const std::vector<sys::NftRuleInfo>& have) {
   int base = 0;
-  for (const auto& r : have)
-    if (r.chain != "hostports") {
-      if (r.comment != kNftHostPortBase) return false;
-      ++base;
-    }
-  return base == 4;  // prerouting, output, postrouting, localhost-guard
+  for (const auto& r : have) {
+    if (r.comment != kNftHostPortBase) return false;
+    ++base;
+  }
+  return base == 12;  // prerouting, output, 8 in hostports, postrouting, localhost-guard
 }
 
-std::string RenderNftHostPortDiff(const std::string& table, const std::vector<HostPortRule>& want,
-                                  const std::vector<sys::NftRuleInfo>& have) {
-  const std::vector<NftChainRule> desired = NftHostPortChain(want);
-  // A mapping is intact when its ":m" and ":d" rules are each there exactly
-  // once, in that order. Anything else of it is deleted and re-added whole.
-  std::vector<const sys::NftRuleInfo*> chain;
-  for (const auto& r : have)
-    if (r.chain == "hostports") chain.push_back(&r);
-  auto positions = [&](const std::string& comment) {
-    std::vector<size_t> at;
-    for (size_t i = 0; i < chain.size(); ++i)
-      if (chain[i]->comment == comment) at.push_back(i);
-    return at;
-  };
-  std::vector<std::string> keep, add;
-  for (size_t i = 0; i + 1 < desired.size(); i += 2) {
-    auto m = positions(desired[i].comment), d = positions(desired[i + 1].comment);
-    if (m.size() == 1 && d.size() == 1 && m[0] < d[0]) {
-      keep.push_back(desired[i].comment);
-      keep.push_back(desired[i + 1].comment);
-    } else {
-      add.push_back("add rule inet " + table + " hostports " + desired[i].text + " comment \"" +
-                    desired[i].comment + "\"");
-      add.push_back("add rule inet " + table + " hostports " + desired[i + 1].text + " comment \"" +
-                    desired[i + 1].comment + "\"");
-    }
+std::vector<sys::NftChange> NftHostPortDiff(const std::vector<HostPortRule>& want,
+                                            const std::vector<sys::NftElement>& have) {
+  auto desired = NftHostPortElements(want);
+  auto same_key = [](const sys::NftElement& a, const sys::NftElement& b) { return a.set == b.set && a.key == b.key; };
+  std::vector<sys::NftChange> del, add;
+  for (const auto& h : have) {
+    auto it = std::find_if(desired.begin(), desired.end(), [&](const auto& d) { return same_key(d, h); });
+    if (it == desired.end() || it->data != h.data) del.push_back({sys::NftChange::kDeleteElement, h});
   }
-  std::string s;
-  for (const auto* r : chain)
-    if (std::find(keep.begin(), keep.end(), r->comment) == keep.end())
-      s += "delete rule inet " + table + " hostports handle " + std::to_string(r->handle) + "\n";
-  for (const auto& a : add) s += a + "\n";
-  return s;
+  for (const auto& d : desired)
+    if (std::find(have.begin(), have.end(), d) == have.end()) add.push_back({sys::NftChange::kAddElement, d});
+  // Deletions first: a key with other data is deleted, then added anew.
+  auto by_set = [](const sys::NftChange& a, const sys::NftChange& b) { return a.elem.set < b.elem.set; };
+  std::stable_sort(del.begin(), del.end(), by_set);
+  std::stable_sort(add.begin(), add.end(), by_set);
+  del.insert(del.end(), add.begin(), add.end());
+  return del;
 }
 
 IptablesHostPortChains IptablesHostPortChainNames(const std::string& data_dir) {
@@ -221,38 +355,170 @@ class NftHostPorts : public HostPortFirewall {
  public:
   explicit NftHostPorts(std::string data_dir) : data_dir_(std::move(data_dir)), table_(HostPortTable(data_dir_)) {}
 
-  // Level-triggered, but incremental: the common ADD appends two rules and
-  // deletes nothing (deleting nf_tables objects stalls the deleting process
-  // for milliseconds when it exits). The table is built whole only the first
-  // time, when its base chains were tampered with, or removed when no
-  // mapping is left.
   Status Sync(const HostPortSource& source) override {
     WEFT_ASSIGN_OR_RETURN(auto want, source());
-    WEFT_ASSIGN_OR_RETURN(std::string script, Plan(want));
-    if (script.empty()) return Status::Ok();
-    WEFT_ASSIGN_OR_RETURN(auto lock, sys::FileLock::Acquire(data_dir_ + "/firewall.lock"));
-    WEFT_ASSIGN_OR_RETURN(want, source());  // under the lock: includes every committed row
-    WEFT_ASSIGN_OR_RETURN(script, Plan(want));
-    if (script.empty()) return Status::Ok();
-    WEFT_ASSIGN_OR_RETURN(auto r, RunTool("nft", {"-f", "-"}, script));
-    if (r.exit_code != 0) return ToolError("nft: update hostPort table " + table_, r);
-    return Status::Ok();
+    WEFT_ASSIGN_OR_RETURN(Plan plan, MakePlan(want));
+    if (plan.kind == Plan::kNone) return Status::Ok();
+    WEFT_ASSIGN_OR_RETURN(auto lock, Lock());
+    return SyncLocked(source);
+  }
+
+  Status Add(const std::vector<HostPortRule>& mine, const HostPortSource& source) override {
+    WEFT_ASSIGN_OR_RETURN(auto lock, Lock());
+    std::vector<sys::NftChange> changes;
+    // The pod's subnet as a hairpin source: re-adding a present range is a
+    // no-op in the kernel.
+    for (const auto& p : NftHostPortSources(mine))
+      for (auto& e : NftSourceElements(p)) changes.push_back({sys::NftChange::kAddElement, std::move(e)});
+    for (auto& e : NftHostPortElements(mine)) changes.push_back({sys::NftChange::kAddElement, std::move(e)});
+    Status st = sys::NftApply(sys::NftFamily::kInet, table_, changes, &keep_);
+    if (st.ok()) return st;
+    // No table yet (the node's first mapping), a table of another layout,
+    // or a key still holding stale data: the full diff repairs all of them.
+    WEFT_LOG(kInfo, "hostPort elements not added alone; syncing the whole table", {"table", table_}, {"err", st});
+    return SyncLocked(source);
+  }
+
+  Status Remove(const std::vector<HostPortRule>& mine, const HostPortSource& source,
+                const std::function<Result<bool>()>& others) override {
+    WEFT_ASSIGN_OR_RETURN(auto lock, Lock());
+    WEFT_ASSIGN_OR_RETURN(bool any, others());
+    std::vector<sys::NftChange> changes;
+    if (!any) {
+      changes.push_back({sys::NftChange::kDeleteTable, {}});
+    } else {
+      for (auto& e : NftHostPortElements(mine)) changes.push_back({sys::NftChange::kDeleteElement, std::move(e)});
+    }
+    Status st = sys::NftApply(sys::NftFamily::kInet, table_, changes, &keep_);
+    if (st.ok() || (!any && st.sys_errno() == ENOENT)) return Status::Ok();
+    // An element already gone (a DEL retried after a crash) aborts the
+    // batch: the full diff removes whatever of ours is left.
+    WEFT_LOG(kInfo, "hostPort elements not deleted alone; syncing the whole table", {"table", table_}, {"err", st});
+    return SyncLocked(source);
+  }
+
+  Result<std::string> Verify(const std::vector<HostPortRule>& mine) override {
+    WEFT_ASSIGN_OR_RETURN(auto rules, sys::NftRules(sys::NftFamily::kInet, table_));
+    if (!NftHostPortBaseInPlace(rules))
+      return "table inet " + table_ + " is missing or its rules differ from weft's (" + std::to_string(rules.size()) +
+             " rule(s))";
+    std::string missing;
+    std::map<std::string, std::vector<sys::NftElement>> sets;
+    for (const auto& e : NftHostPortElements(mine)) {
+      if (!sets.count(e.set)) {
+        WEFT_ASSIGN_OR_RETURN(sets[e.set], sys::NftElements(sys::NftFamily::kInet, table_, e.set));
+      }
+      const auto& have = sets[e.set];
+      if (std::find(have.begin(), have.end(), e) == have.end())
+        missing += (missing.empty() ? "" : ", ") + NftElementText(e);
+    }
+    WEFT_ASSIGN_OR_RETURN(auto sources, Sources());
+    for (const auto& p : NftHostPortSources(mine)) {
+      auto want = NftIntervals(NftSourceElements(p));
+      if (!std::includes(sources.begin(), sources.end(), want.begin(), want.end()))
+        missing += std::string(missing.empty() ? "" : ", ") + (p.is_v4() ? "hp4-src " : "hp6-src ") + p.ToString();
+    }
+    if (missing.empty()) return std::string();
+    return "table inet " + table_ + " lacks element(s) " + missing;
   }
 
  private:
-  // The nft script that makes the kernel match `want` ("" when it does).
-  Result<std::string> Plan(const std::vector<HostPortRule>& want) {
-    WEFT_ASSIGN_OR_RETURN(auto have, sys::NftRules(sys::NftFamily::kInet, table_));
-    if (Canonical(want).empty()) return have.empty() ? std::string() : RenderNftHostPorts(table_, want);
-    if (!NftHostPortBaseInPlace(have)) return RenderNftHostPorts(table_, want);
-    return RenderNftHostPortDiff(table_, want, have);
+  struct Plan {
+    enum Kind { kNone, kDeleteTable, kRebuild, kElements } kind = kNone;
+    std::vector<sys::NftChange> changes;
+  };
+
+  Result<sys::FileLock> Lock() { return sys::FileLock::Acquire(data_dir_ + "/firewall.lock"); }
+
+  // The ranges in hp4-src and hp6-src (NftIntervals).
+  Result<std::vector<std::string>> Sources() {
+    std::vector<sys::NftElement> all;
+    for (const char* set : {"hp4-src", "hp6-src"}) {
+      WEFT_ASSIGN_OR_RETURN(auto es, sys::NftElements(sys::NftFamily::kInet, table_, set));
+      all.insert(all.end(), es.begin(), es.end());
+    }
+    return NftIntervals(all);
   }
+
+  // What makes the kernel match `want`: nothing, deleting the table,
+  // building it whole (no table, or its base rules differ), or element
+  // changes.
+  Result<Plan> MakePlan(const std::vector<HostPortRule>& want) {
+    Plan p;
+    if (Canonical(want).empty()) {
+      WEFT_ASSIGN_OR_RETURN(bool exists, sys::NftTableExists(sys::NftFamily::kInet, table_));
+      if (exists) p.kind = Plan::kDeleteTable;
+      return p;
+    }
+    WEFT_ASSIGN_OR_RETURN(auto rules, sys::NftRules(sys::NftFamily::kInet, table_));
+    if (!NftHostPortBaseInPlace(rules)) {
+      p.kind = Plan::kRebuild;
+      return p;
+    }
+    // The hairpin sources change only with the pods' subnets: when they
+    // differ, the table is built whole.
+    std::vector<sys::NftElement> src;
+    for (const auto& pre : NftHostPortSources(want)) {
+      auto es = NftSourceElements(pre);
+      src.insert(src.end(), es.begin(), es.end());
+    }
+    WEFT_ASSIGN_OR_RETURN(auto sources, Sources());
+    if (sources != NftIntervals(src)) {
+      p.kind = Plan::kRebuild;
+      return p;
+    }
+    std::vector<sys::NftElement> have;
+    for (const auto& map : NftHostPortMaps()) {
+      WEFT_ASSIGN_OR_RETURN(auto es, sys::NftElements(sys::NftFamily::kInet, table_, map));
+      have.insert(have.end(), es.begin(), es.end());
+    }
+    p.changes = NftHostPortDiff(want, have);
+    if (!p.changes.empty()) p.kind = Plan::kElements;
+    return p;
+  }
+
+  // REQUIRES: the lock is held.
+  Status SyncLocked(const HostPortSource& source) {
+    WEFT_ASSIGN_OR_RETURN(auto want, source());  // under the lock: includes every committed row
+    WEFT_ASSIGN_OR_RETURN(Plan plan, MakePlan(want));
+    switch (plan.kind) {
+      case Plan::kNone:
+        return Status::Ok();
+      case Plan::kDeleteTable: {
+        Status st = sys::NftApply(sys::NftFamily::kInet, table_, {{sys::NftChange::kDeleteTable, {}}}, &keep_);
+        return st.ok() || st.sys_errno() == ENOENT ? Status::Ok() : st;
+      }
+      case Plan::kElements:
+        return sys::NftApply(sys::NftFamily::kInet, table_, plan.changes, &keep_);
+      case Plan::kRebuild:
+        break;
+    }
+    WEFT_ASSIGN_OR_RETURN(auto r, RunTool("nft", {"-f", "-"}, RenderNftHostPorts(table_, want)));
+    if (r.exit_code != 0) return ToolError("nft: build hostPort table " + table_, r);
+    return Status::Ok();
+  }
+
   std::string data_dir_, table_;
+  // The nfnetlink socket of the last change, closed with this object: a
+  // process that closes it right after deleting nf_tables objects waits for
+  // their destruction (an RCU grace period, ~10 ms); DEL keeps this object
+  // until its veth is gone, so that wait overlaps the veth's own.
+  UniqueFd keep_;
 };
 
 class IptablesHostPorts : public HostPortFirewall {
  public:
   explicit IptablesHostPorts(std::string data_dir) : data_dir_(std::move(data_dir)) {}
+
+  // The chains are rebuilt whole: ADD and DEL cost what a full sync does.
+  Status Add(const std::vector<HostPortRule>&, const HostPortSource& source) override { return Sync(source); }
+  Status Remove(const std::vector<HostPortRule>&, const HostPortSource& source,
+                const std::function<Result<bool>()>&) override {
+    return Sync(source);
+  }
+  // Every rule carries the marker of the whole set, so one attachment's
+  // rules cannot be told apart: CHECK does not look at them.
+  Result<std::string> Verify(const std::vector<HostPortRule>&) override { return std::string(); }
 
   Status Sync(const HostPortSource& source) override {
     // The iptables backend already pays for iptables-save per family, so it

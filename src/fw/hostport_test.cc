@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace weft::fw {
 namespace {
 
@@ -9,89 +11,127 @@ HostPortRule Rule(const std::string& hip, int hp, const std::string& proto, cons
   return {hip, hp, proto, *IpPrefix::Parse(pod), cp};
 }
 
-TEST(HostPorts, NftRulesetDnatsMarksAndMasquerades) {
+TEST(HostPorts, NftTableLooksMappingsUpInMaps) {
   std::vector<HostPortRule> rules = {Rule("", 8080, "tcp", "10.244.2.5/24", 80),
                                      Rule("192.0.2.10", 5353, "udp", "10.244.2.6/24", 53),
                                      Rule("", 8080, "tcp", "fd00::5/64", 80)};
   std::string s = RenderNftHostPorts("weft-hp-x", rules);
   EXPECT_EQ(s.find("table inet weft-hp-x\ndelete table inet weft-hp-x\ntable inet weft-hp-x {"), 0u) << s;
-  EXPECT_NE(s.find("fib daddr type local jump hostports"), std::string::npos) << s;
+  EXPECT_NE(s.find("map hp4 { type inet_proto . inet_service : ipv4_addr . inet_service; }"), std::string::npos) << s;
+  EXPECT_NE(s.find("map hp6a { type ipv6_addr . inet_proto . inet_service : ipv6_addr . inet_service; }"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find("set hp4-src { type ipv4_addr; flags interval; }"), std::string::npos) << s;
+  EXPECT_NE(s.find("fib daddr type local jump hostports comment \"weft-hp-base:2\""), std::string::npos) << s;
   EXPECT_NE(s.find("type nat hook output priority -100"), std::string::npos) << s;
-  EXPECT_NE(s.find("meta nfproto ipv4 tcp dport 8080 dnat ip to 10.244.2.5:80 comment \"weft-hp:"),
-            std::string::npos) << s;
-  EXPECT_NE(s.find("fib daddr type local jump hostports comment \"weft-hp-base:1\""), std::string::npos) << s;
-  EXPECT_NE(s.find("meta nfproto ipv4 tcp dport 8080 ip saddr { 10.244.2.0/24, 127.0.0.0/8 } meta mark set"),
-            std::string::npos) << s;
-  EXPECT_NE(s.find("ip daddr 192.0.2.10 udp dport 5353 dnat ip to 10.244.2.6:53"), std::string::npos) << s;
-  EXPECT_NE(s.find("meta nfproto ipv6 tcp dport 8080 dnat ip6 to [fd00::5]:80"), std::string::npos) << s;
+  // The marks come before the DNATs, which end the chain.
+  EXPECT_LT(s.find("ip saddr @hp4-src meta l4proto . th dport @hp4 meta mark set meta mark | 0x2000"),
+            s.find("dnat ip to ip daddr . meta l4proto . th dport map @hp4a")) << s;
+  EXPECT_NE(s.find("meta nfproto ipv4 dnat ip to meta l4proto . th dport map @hp4 comment"), std::string::npos) << s;
+  EXPECT_NE(s.find("meta nfproto ipv6 dnat ip6 to meta l4proto . th dport map @hp6 comment"), std::string::npos) << s;
   EXPECT_NE(s.find("meta mark & 0x2000 == 0x2000 masquerade"), std::string::npos) << s;
   EXPECT_NE(s.find("iifname != \"lo\" ip daddr 127.0.0.0/8"), std::string::npos) << s;
-  EXPECT_EQ(NftHostPortChainRules(rules), 6u);
+  // The mappings are map elements, the subnets hairpin sources.
+  EXPECT_NE(s.find("add element inet weft-hp-x hp4 { tcp . 8080 : 10.244.2.5 . 80 }"), std::string::npos) << s;
+  EXPECT_NE(s.find("add element inet weft-hp-x hp4a { 192.0.2.10 . udp . 5353 : 10.244.2.6 . 53 }"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find("add element inet weft-hp-x hp6 { tcp . 8080 : fd00::5 . 80 }"), std::string::npos) << s;
+  EXPECT_NE(s.find("add element inet weft-hp-x hp4-src { 10.244.2.0/24 }"), std::string::npos) << s;
+  EXPECT_NE(s.find("add element inet weft-hp-x hp4-src { 127.0.0.0/8 }"), std::string::npos) << s;
+  EXPECT_NE(s.find("add element inet weft-hp-x hp6-src { fd00::/64 }"), std::string::npos) << s;
+  EXPECT_EQ(NftHostPortElements(rules).size(), 3u);
+  // The rules do not depend on the mappings.
+  std::string other = RenderNftHostPorts("weft-hp-x", {Rule("", 1, "udp", "10.0.0.2/8", 2)});
+  EXPECT_EQ(s.substr(0, s.find("add element")), other.substr(0, other.find("add element")));
 }
 
-// The table as the kernel would report it after RenderNftHostPorts(want).
-std::vector<sys::NftRuleInfo> Installed(const std::vector<HostPortRule>& want) {
-  std::vector<sys::NftRuleInfo> have;
-  uint64_t h = 1;
-  for (const char* c : {"prerouting", "output"}) have.push_back({c, h++, kNftHostPortBase});
-  for (const auto& r : NftHostPortChain(want)) have.push_back({"hostports", h++, r.comment});
-  for (const char* c : {"postrouting", "localhost-guard"}) have.push_back({c, h++, kNftHostPortBase});
-  return have;
+TEST(HostPorts, NftElementsAreInTheKernelsLayout) {
+  auto es = NftHostPortElements({Rule("", 8080, "tcp", "10.244.2.5/24", 80)});
+  ASSERT_EQ(es.size(), 1u);
+  // Each field of a concatenation padded to 4 bytes.
+  EXPECT_EQ(es[0].set, "hp4");
+  EXPECT_EQ(es[0].key, std::string("\x06\0\0\0\x1f\x90\0\0", 8));
+  EXPECT_EQ(es[0].data, std::string("\x0a\xf4\x02\x05\0\x50\0\0", 8));
+  EXPECT_EQ(NftElementText(es[0]), "hp4 06000000.1f900000 : 0af40205.00500000");
+  auto v6 = NftHostPortElements({Rule("2001:db8::1", 53, "udp", "fd00::5/64", 5353)});
+  ASSERT_EQ(v6.size(), 1u);
+  EXPECT_EQ(v6[0].set, "hp6a");
+  EXPECT_EQ(v6[0].key.size(), 24u);
+  EXPECT_EQ(v6[0].data.size(), 20u);
+  // A hostIP of the other family publishes nothing in this one.
+  EXPECT_TRUE(NftHostPortElements({Rule("192.0.2.1", 53, "udp", "fd00::5/64", 53)}).empty());
 }
 
-TEST(HostPorts, NftDiffAddsANewMappingWithoutDeletingAnything) {
+TEST(HostPorts, NftHairpinSourcesAreRangesWithAnExclusiveEnd) {
+  auto src = NftHostPortSources({Rule("", 1, "tcp", "10.244.2.5/24", 80), Rule("", 2, "tcp", "10.244.2.6/24", 80),
+                                 Rule("", 3, "tcp", "10.0.0.2/8", 80), Rule("", 4, "tcp", "10.99.0.2/16", 80),
+                                 Rule("", 5, "udp", "fd00::5/64", 53)});
+  // 10.244.2.0/24 and 10.99.0.0/16 lie in 10.0.0.0/8.
+  ASSERT_EQ(src.size(), 3u);
+  EXPECT_EQ(src[0].ToString(), "10.0.0.0/8");
+  EXPECT_EQ(src[1].ToString(), "127.0.0.0/8");
+  EXPECT_EQ(src[2].ToString(), "fd00::/64");
+  auto es = NftSourceElements(*IpPrefix::Parse("10.244.2.0/24"));
+  ASSERT_EQ(es.size(), 2u);
+  EXPECT_EQ(es[0].set, "hp4-src");
+  EXPECT_EQ(es[0].key, std::string("\x0a\xf4\x02\x00", 4));
+  EXPECT_EQ(es[0].flags, 0u);
+  EXPECT_EQ(es[1].key, std::string("\x0a\xf4\x03\x00", 4));
+  EXPECT_EQ(es[1].flags, sys::kNftIntervalEnd);
+  // The kernel lists ranges as such elements, in any order, with nft's own
+  // zero end element; NftIntervals reads them back.
+  auto lo = NftSourceElements(*IpPrefix::Parse("127.0.0.0/8"));
+  std::vector<sys::NftElement> listed = {lo[1], es[1], lo[0], es[0], {"hp4-src", std::string(4, '\0'), "", "", 1}};
+  auto want = es;
+  want.insert(want.end(), lo.begin(), lo.end());
+  EXPECT_EQ(NftIntervals(listed), NftIntervals(want));
+  EXPECT_EQ(NftIntervals(want), (std::vector<std::string>{"hp4-src 0af40200-0af40300", "hp4-src 7f000000-80000000"}));
+}
+
+TEST(HostPorts, NftDiffAddsOnlyWhatIsMissing) {
   auto a = Rule("", 8080, "tcp", "10.244.2.5/24", 80), b = Rule("", 9090, "tcp", "10.244.2.6/24", 90);
-  auto have = Installed({a});
-  EXPECT_TRUE(NftHostPortBaseInPlace(have));
-  EXPECT_EQ(RenderNftHostPortDiff("t", {a}, have), "");  // in place: nothing to do
-  std::string s = RenderNftHostPortDiff("t", {a, b}, have);
-  EXPECT_EQ(s.find("delete"), std::string::npos) << s;
-  auto chain = NftHostPortChain({b});
-  EXPECT_EQ(s, "add rule inet t hostports " + chain[0].text + " comment \"" + chain[0].comment + "\"\n" +
-                   "add rule inet t hostports " + chain[1].text + " comment \"" + chain[1].comment + "\"\n");
+  auto have = NftHostPortElements({a});
+  EXPECT_TRUE(NftHostPortDiff({a}, have).empty());  // in place: nothing to do
+  auto d = NftHostPortDiff({a, b}, have);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].op, sys::NftChange::kAddElement);
+  EXPECT_EQ(d[0].elem, NftHostPortElements({b})[0]);
 }
 
-TEST(HostPorts, NftDiffDeletesStaleMappingsByHandle) {
-  auto a = Rule("", 8080, "tcp", "10.244.2.5/24", 80), b = Rule("", 9090, "tcp", "10.244.2.6/24", 90);
-  auto have = Installed({a, b});
-  uint64_t b_mark = 0, b_dnat = 0;
-  auto bc = NftHostPortChain({b});
-  for (const auto& r : have) {
-    if (r.comment == bc[0].comment) b_mark = r.handle;
-    if (r.comment == bc[1].comment) b_dnat = r.handle;
-  }
-  std::string s = RenderNftHostPortDiff("t", {a}, have);
-  EXPECT_EQ(s, "delete rule inet t hostports handle " + std::to_string(b_mark) + "\n" +
-                   "delete rule inet t hostports handle " + std::to_string(b_dnat) + "\n");
+TEST(HostPorts, NftDiffDeletesStaleElements) {
+  auto a = Rule("", 8080, "tcp", "10.244.2.5/24", 80), b = Rule("192.0.2.1", 9090, "tcp", "10.244.2.6/24", 90);
+  auto d = NftHostPortDiff({a}, NftHostPortElements({a, b}));
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].op, sys::NftChange::kDeleteElement);
+  EXPECT_EQ(d[0].elem.set, "hp4a");
+  // Nothing wanted: everything goes.
+  EXPECT_EQ(NftHostPortDiff({}, NftHostPortElements({a, b})).size(), 2u);
 }
 
-TEST(HostPorts, NftDiffRepairsABrokenMappingWhole) {
+TEST(HostPorts, NftDiffReplacesAKeyHoldingOtherData) {
   auto a = Rule("", 8080, "tcp", "10.244.2.5/24", 80);
-  auto have = Installed({a});
-  // Someone deleted the mark rule: the DNAT one goes too, and both come back
-  // in order (the mark must precede the DNAT).
-  have.erase(std::find_if(have.begin(), have.end(), [](const sys::NftRuleInfo& r) { return r.chain == "hostports"; }));
-  std::string s = RenderNftHostPortDiff("t", {a}, have);
-  EXPECT_NE(s.find("delete rule inet t hostports handle"), std::string::npos) << s;
-  auto c = NftHostPortChain({a});
-  EXPECT_LT(s.find(c[0].comment), s.find(c[1].comment)) << s;
-  // Duplicates are trimmed as well.
-  auto dup = Installed({a});
-  dup.push_back({"hostports", 99, c[1].comment});
-  EXPECT_NE(RenderNftHostPortDiff("t", {a}, dup), "");
+  auto stale = Rule("", 8080, "tcp", "10.244.2.9/24", 80);  // a crashed pod's, say
+  auto d = NftHostPortDiff({a}, NftHostPortElements({stale}));
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].op, sys::NftChange::kDeleteElement);
+  EXPECT_EQ(d[1].op, sys::NftChange::kAddElement);
+  EXPECT_EQ(d[1].elem, NftHostPortElements({a})[0]);
 }
 
 TEST(HostPorts, NftBaseMustBeComplete) {
-  auto a = Rule("", 8080, "tcp", "10.244.2.5/24", 80);
-  auto have = Installed({a});
-  have.erase(have.begin());  // the prerouting jump is gone
+  std::vector<sys::NftRuleInfo> have;
+  for (uint64_t h = 1; h <= 12; ++h) have.push_back({h <= 2 ? "prerouting" : "hostports", h, kNftHostPortBase});
+  EXPECT_TRUE(NftHostPortBaseInPlace(have));
+  auto extra = have;
+  extra.push_back({"hostports", 99, "weft-hp:0123"});  // the previous layout's per-mapping rule
+  EXPECT_FALSE(NftHostPortBaseInPlace(extra));
+  have.erase(have.begin());  // a jump is gone
   EXPECT_FALSE(NftHostPortBaseInPlace(have));
   EXPECT_FALSE(NftHostPortBaseInPlace({}));
 }
 
 TEST(HostPorts, NoRulesMeansDeleteTheTable) {
   EXPECT_EQ(RenderNftHostPorts("t", {}), "table inet t\ndelete table inet t\n");
-  EXPECT_EQ(NftHostPortChainRules({}), 0u);
+  EXPECT_TRUE(NftHostPortElements({}).empty());
 }
 
 TEST(HostPorts, MarkerIgnoresOrderAndDuplicatesButNotContent) {

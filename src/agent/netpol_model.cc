@@ -428,139 +428,169 @@ void Engine::ReleasePolicySets(const PolicyState& ps) {
         if (!b->empty()) ReleaseSet(*b);
 }
 
+namespace {
+
+// The port half of a rule's statements on `pod` ("" = any port). Named
+// ports resolve against the pod for ingress; egress named ports live in the
+// rule's named-port set instead.
+std::vector<std::string> PortMatches(const Rule& rule, const Pod& pod, bool ingress) {
+  if (rule.any_port) return {""};
+  std::vector<std::string> ports;
+  for (const auto& ref : rule.ports) {
+    if (!ref.proto_valid) continue;
+    std::string proto = std::string("meta l4proto ") + NftProtoName(ref.proto);
+    uint16_t port = ref.port, end = ref.end_port;
+    if (!ref.name.empty()) {
+      if (!ingress) continue;  // egress: the named-port set below
+      port = pod.ResolvePort(ref.name, ref.proto);
+      end = 0;
+      if (port == 0) continue;  // this pod has no such port
+    }
+    if (port == 0) ports.push_back(proto);
+    else if (end > port) ports.push_back(proto + " th dport " + std::to_string(port) + "-" + std::to_string(end));
+    else ports.push_back(proto + " th dport " + std::to_string(port));
+  }
+  return ports;
+}
+
+// A local pod's chain in full: invalid packets dropped, the pod's own
+// traffic allowed, the policies' rules, then the counted drop.
+std::vector<std::string> PodChainRules(const Pod& pod, bool ingress, std::vector<std::string> rules) {
+  std::vector<std::string> full;
+  full.push_back("ct state invalid drop");
+  for (const auto& ip : pod.ips)
+    full.push_back(std::string(ip.is_v4() ? "ip " : "ip6 ") + (ingress ? "saddr " : "daddr ") + ip.ToString() +
+                   (ingress ? " accept" : " return") + " comment \"itself\"");
+  for (auto& r : rules) full.push_back(std::move(r));
+  full.push_back(std::string("counter name \"") + (ingress ? kDropIngress : kDropEgress) + "\" drop");
+  return full;
+}
+
+}  // namespace
+
+std::vector<std::string> Engine::RuleStatements(const std::string& policy_key, const Rule& rule, size_t index,
+                                                const RuleSets& sets, bool ingress, const Pod& pod) {
+  const char* addr = ingress ? "saddr" : "daddr";
+  const char* verdict = ingress ? "accept" : "return";
+  std::vector<std::string> peers;
+  if (rule.any_peer) {
+    peers.push_back("");
+  } else {
+    if (!sets.pods.empty()) {
+      peers.push_back(std::string("ip ") + addr + " @" + sets.pods + "-p4");
+      peers.push_back(std::string("ip6 ") + addr + " @" + sets.pods + "-p6");
+    }
+    if (!sets.blocks4.empty()) peers.push_back(std::string("ip ") + addr + " @" + sets.blocks4 + "-b4");
+    if (!sets.blocks6.empty()) peers.push_back(std::string("ip6 ") + addr + " @" + sets.blocks6 + "-b6");
+  }
+  std::vector<std::string> ports = PortMatches(rule, pod, ingress);
+  // nft keeps at most 128 bytes of a comment.
+  std::string what = policy_key.substr(0, 100) + (ingress ? " ingress " : " egress ") + std::to_string(index);
+  std::string tag = "comment \"" + what + "\"";
+  std::vector<std::string> out;
+  for (const auto& p : peers)
+    for (const auto& q : ports) out.push_back(Join({p, q, verdict, tag}));
+  if (!ingress && !sets.named.empty()) {
+    out.push_back("ip daddr . meta l4proto . th dport @" + sets.named + "-n4 " + verdict + " " + tag);
+    out.push_back("ip6 daddr . meta l4proto . th dport @" + sets.named + "-n6 " + verdict + " " + tag);
+  }
+  return out;
+}
+
+Engine::PodRules Engine::LocalPodRules(const Pod& pod) const {
+  PodRules out;
+  auto pol_keys = policies_by_ns_.find(pod.ns);
+  if (pol_keys == policies_by_ns_.end()) return out;
+  for (const auto& pkey : pol_keys->second) {
+    const PolicyState& ps = policies_.at(pkey);
+    const Policy& pol = ps.policy;
+    if (!pol.pod_selector.Matches(pod.labels)) continue;
+    for (int dir = 0; dir < 2; ++dir) {
+      bool ingress = dir == 0;
+      if (ingress ? !pol.isolates_ingress : !pol.isolates_egress) continue;
+      (ingress ? out.isolated_in : out.isolated_eg) = true;
+      const auto& rules = ingress ? pol.ingress : pol.egress;
+      const auto& sets = ingress ? ps.in : ps.eg;
+      auto& chain = ingress ? out.in : out.eg;
+      for (size_t r = 0; r < rules.size(); ++r)
+        for (auto& s : RuleStatements(pkey, rules[r], r, sets[r], ingress, pod)) chain.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+void Engine::WithdrawLocalPod(const std::string& key) {
+  auto it = local_ips_.find(key);
+  if (it == local_ips_.end()) return;
+  for (const auto& ip : it->second) {
+    std::string s = ip.ToString();
+    if (ip.is_v4()) {
+      desired_.ingress4.erase(s);
+      desired_.egress4.erase(s);
+      desired_.ingress4r.erase(s);
+      desired_.egress4r.erase(s);
+    } else {
+      desired_.ingress6.erase(s);
+      desired_.egress6.erase(s);
+      desired_.ingress6r.erase(s);
+      desired_.egress6r.erase(s);
+    }
+    ElementDelta(ip.is_v4() ? "local4" : "local6", s, false);
+  }
+  local_ips_.erase(it);
+}
+
+void Engine::DropChain(const std::string& name) {
+  if (desired_.chains.erase(name)) dirty_chains_.insert(name);
+}
+
+void Engine::PutChain(const std::string& name, std::vector<std::string> rules) {
+  auto it = desired_.chains.find(name);
+  if (it == desired_.chains.end() || it->second != rules) {
+    desired_.chains[name] = std::move(rules);
+    dirty_chains_.insert(name);
+  }
+}
+
+void Engine::SetPodChain(const Pod& pod, const std::string& name, bool isolated, bool ingress,
+                         std::vector<std::string> rules) {
+  // "in-X" judges packets as they come; "rin-X" replies of connections
+  // marked for a recheck, with source and destination swapped.
+  std::string reply_name = "r" + name;
+  if (!isolated) {
+    DropChain(name);
+    DropChain(reply_name);
+    return;
+  }
+  std::vector<std::string> full = PodChainRules(pod, ingress, std::move(rules));
+  std::vector<std::string> reply;
+  for (const auto& r : full) reply.push_back(SwapDirection(r));
+  PutChain(name, std::move(full));
+  PutChain(reply_name, std::move(reply));
+  for (const auto& ip : pod.ips) {
+    bool v4 = ip.is_v4();
+    auto& map = ingress ? (v4 ? desired_.ingress4 : desired_.ingress6) : (v4 ? desired_.egress4 : desired_.egress6);
+    auto& rmap = ingress ? (v4 ? desired_.ingress4r : desired_.ingress6r) : (v4 ? desired_.egress4r : desired_.egress6r);
+    map[ip.ToString()] = name;
+    rmap[ip.ToString()] = reply_name;
+  }
+}
+
 void Engine::RebuildLocalPod(const std::string& key) {
   std::string cid = PodChainId(key);
   std::string in_chain = "in-" + cid, eg_chain = "eg-" + cid;
-  // Withdraw what the pod owned.
-  if (auto it = local_ips_.find(key); it != local_ips_.end()) {
-    for (const auto& ip : it->second) {
-      std::string s = ip.ToString();
-      if (ip.is_v4()) {
-        desired_.ingress4.erase(s);
-        desired_.egress4.erase(s);
-        desired_.ingress4r.erase(s);
-        desired_.egress4r.erase(s);
-      } else {
-        desired_.ingress6.erase(s);
-        desired_.egress6.erase(s);
-        desired_.ingress6r.erase(s);
-        desired_.egress6r.erase(s);
-      }
-      ElementDelta(ip.is_v4() ? "local4" : "local6", s, false);
-    }
-    local_ips_.erase(it);
-  }
-  auto drop_chain = [&](const std::string& n) {
-    if (desired_.chains.erase(n)) dirty_chains_.insert(n);
-  };
+  WithdrawLocalPod(key);
   auto pit = pods_.find(key);
   if (pit == pods_.end() || !IsLocal(pit->second)) {
-    for (const auto& c : {in_chain, eg_chain, "r" + in_chain, "r" + eg_chain}) drop_chain(c);
+    for (const auto& c : {in_chain, eg_chain, "r" + in_chain, "r" + eg_chain}) DropChain(c);
     return;
   }
   const Pod& pod = pit->second;
   local_ips_[key] = pod.ips;
   for (const auto& ip : pod.ips) ElementDelta(ip.is_v4() ? "local4" : "local6", ip.ToString(), true);
-
-  std::vector<std::string> in_rules, eg_rules;
-  bool iso_in = false, iso_eg = false;
-  auto pol_keys = policies_by_ns_.find(pod.ns);
-  if (pol_keys != policies_by_ns_.end()) {
-    for (const auto& pkey : pol_keys->second) {
-      const PolicyState& ps = policies_.at(pkey);
-      const Policy& pol = ps.policy;
-      if (!pol.pod_selector.Matches(pod.labels)) continue;
-      for (int dir = 0; dir < 2; ++dir) {
-        bool ingress = dir == 0;
-        if (ingress ? !pol.isolates_ingress : !pol.isolates_egress) continue;
-        (ingress ? iso_in : iso_eg) = true;
-        const auto& rules = ingress ? pol.ingress : pol.egress;
-        const auto& sets = ingress ? ps.in : ps.eg;
-        auto& out = ingress ? in_rules : eg_rules;
-        const char* addr = ingress ? "saddr" : "daddr";
-        const char* verdict = ingress ? "accept" : "return";
-        for (size_t r = 0; r < rules.size(); ++r) {
-          const Rule& rule = rules[r];
-          std::vector<std::string> peers;
-          if (rule.any_peer) {
-            peers.push_back("");
-          } else {
-            if (!sets[r].pods.empty()) {
-              peers.push_back(std::string("ip ") + addr + " @" + sets[r].pods + "-p4");
-              peers.push_back(std::string("ip6 ") + addr + " @" + sets[r].pods + "-p6");
-            }
-            if (!sets[r].blocks4.empty()) peers.push_back(std::string("ip ") + addr + " @" + sets[r].blocks4 + "-b4");
-            if (!sets[r].blocks6.empty()) peers.push_back(std::string("ip6 ") + addr + " @" + sets[r].blocks6 + "-b6");
-          }
-          std::vector<std::string> ports;
-          if (rule.any_port) {
-            ports.push_back("");
-          } else {
-            for (const auto& ref : rule.ports) {
-              if (!ref.proto_valid) continue;
-              std::string proto = std::string("meta l4proto ") + NftProtoName(ref.proto);
-              uint16_t port = ref.port, end = ref.end_port;
-              if (!ref.name.empty()) {
-                if (!ingress) continue;  // egress: the named-port set below
-                port = pod.ResolvePort(ref.name, ref.proto);
-                end = 0;
-                if (port == 0) continue;  // this pod has no such port
-              }
-              if (port == 0) ports.push_back(proto);
-              else if (end > port) ports.push_back(proto + " th dport " + std::to_string(port) + "-" + std::to_string(end));
-              else ports.push_back(proto + " th dport " + std::to_string(port));
-            }
-          }
-          // nft keeps at most 128 bytes of a comment.
-          std::string what = pkey.substr(0, 100) + (ingress ? " ingress " : " egress ") + std::to_string(r);
-          std::string tag = "comment \"" + what + "\"";
-          for (const auto& p : peers)
-            for (const auto& q : ports) out.push_back(Join({p, q, verdict, tag}));
-          if (!ingress && !sets[r].named.empty()) {
-            out.push_back("ip daddr . meta l4proto . th dport @" + sets[r].named + "-n4 " + verdict + " " + tag);
-            out.push_back("ip6 daddr . meta l4proto . th dport @" + sets[r].named + "-n6 " + verdict + " " + tag);
-          }
-        }
-      }
-    }
-  }
-  auto put_chain = [&](const std::string& name, std::vector<std::string> rules) {
-    auto it = desired_.chains.find(name);
-    if (it == desired_.chains.end() || it->second != rules) {
-      desired_.chains[name] = std::move(rules);
-      dirty_chains_.insert(name);
-    }
-  };
-  auto set_chain = [&](const std::string& name, bool isolated, bool ingress, std::vector<std::string> rules) {
-    // "in-X" judges packets as they come; "rin-X" replies of connections
-    // marked for a recheck, with source and destination swapped.
-    std::string reply_name = "r" + name;
-    if (!isolated) {
-      drop_chain(name);
-      drop_chain(reply_name);
-      return;
-    }
-    std::vector<std::string> full;
-    full.push_back("ct state invalid drop");
-    for (const auto& ip : pod.ips)
-      full.push_back(std::string(ip.is_v4() ? "ip " : "ip6 ") + (ingress ? "saddr " : "daddr ") + ip.ToString() +
-                     (ingress ? " accept" : " return") + " comment \"itself\"");
-    for (auto& r : rules) full.push_back(std::move(r));
-    full.push_back(std::string("counter name \"") + (ingress ? kDropIngress : kDropEgress) + "\" drop");
-    std::vector<std::string> reply;
-    for (const auto& r : full) reply.push_back(SwapDirection(r));
-    put_chain(name, std::move(full));
-    put_chain(reply_name, std::move(reply));
-    for (const auto& ip : pod.ips) {
-      bool v4 = ip.is_v4();
-      auto& map = ingress ? (v4 ? desired_.ingress4 : desired_.ingress6) : (v4 ? desired_.egress4 : desired_.egress6);
-      auto& rmap = ingress ? (v4 ? desired_.ingress4r : desired_.ingress6r) : (v4 ? desired_.egress4r : desired_.egress6r);
-      map[ip.ToString()] = name;
-      rmap[ip.ToString()] = reply_name;
-    }
-  };
-  set_chain(in_chain, iso_in, true, std::move(in_rules));
-  set_chain(eg_chain, iso_eg, false, std::move(eg_rules));
+  PodRules rules = LocalPodRules(pod);
+  SetPodChain(pod, in_chain, rules.isolated_in, true, std::move(rules.in));
+  SetPodChain(pod, eg_chain, rules.isolated_eg, false, std::move(rules.eg));
 }
 
 void Engine::RebuildLocalPodsOfNamespace(const std::string& ns) {

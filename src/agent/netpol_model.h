@@ -178,6 +178,26 @@ class Engine {
   void ReleasePolicySets(const PolicyState& ps);
   void RebuildLocalPod(const std::string& key);
   void RebuildLocalPodsOfNamespace(const std::string& ns);
+  // RebuildLocalPod's steps. The rules the policies selecting a local pod
+  // give its chains, and whether it is isolated in each direction:
+  struct PodRules {
+    std::vector<std::string> in, eg;
+    bool isolated_in = false, isolated_eg = false;
+  };
+  PodRules LocalPodRules(const Pod& pod) const;
+  // The nft statements of rule `index` of policy `policy_key` in a chain of
+  // `pod`. Pure.
+  static std::vector<std::string> RuleStatements(const std::string& policy_key, const Rule& rule, size_t index,
+                                                 const RuleSets& sets, bool ingress, const Pod& pod);
+  // Removes the dispatch-map entries and local-set elements of the pod's
+  // last addresses.
+  void WithdrawLocalPod(const std::string& key);
+  // Installs chain `name` and its reply twin "r<name>" with the dispatch
+  // entries of the pod's addresses, or drops both when not isolated.
+  void SetPodChain(const Pod& pod, const std::string& name, bool isolated, bool ingress,
+                   std::vector<std::string> rules);
+  void PutChain(const std::string& name, std::vector<std::string> rules);
+  void DropChain(const std::string& name);
   void ElementDelta(const std::string& set, const std::string& elem, bool add);
 
   EngineOptions opts_;

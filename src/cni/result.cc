@@ -166,93 +166,123 @@ Result<Dns> DecodeDns(const json& j) {
   return d;
 }
 
-Result<CniResult> DecodeResult(const json& j, const std::string& fallback_version) {
-  if (!j.is_object()) return Bad("result must be a JSON object");
-  CniResult r;
+namespace {
+
+// The result's cniVersion: its own, else the caller's, else 0.1.0 (which
+// had none).
+Result<std::string> DecodeVersion(const json& j, const std::string& fallback_version) {
   std::string version = fallback_version;
   if (j.contains("cniVersion")) {
     if (!j["cniVersion"].is_string()) return Bad("cniVersion must be a string");
     version = j["cniVersion"].get<std::string>();
   }
   if (version.empty()) version = "0.1.0";
-  if (!IsSupported(version))
-    return Status::Error(Code::kIncompatibleVersion, "result has unsupported cniVersion \"" + version + "\"");
-  r.cni_version = version;
-  if (j.contains("dns")) { WEFT_ASSIGN_OR_RETURN(r.dns, DecodeDns(j["dns"])); }
+  return version;
+}
 
-  if (IsLegacy(version)) {
-    for (const char* k : {"ip4", "ip6"}) {
-      if (!j.contains(k) || j[k].is_null()) continue;
-      const json& b = j[k];
-      if (!b.is_object()) return Bad(std::string(k) + " must be an object");
-      if (!b.contains("ip")) return Bad(std::string(k) + " without ip");
-      IpConfig c;
-      WEFT_ASSIGN_OR_RETURN(c.address, Prefix(b["ip"], std::string(k) + ".ip"));
-      if (b.contains("gateway") && !b["gateway"].is_null()) {
-        WEFT_ASSIGN_OR_RETURN(IpAddress gw, Addr(b["gateway"], std::string(k) + ".gateway"));
-        c.gateway = gw;
-      }
-      r.ips.push_back(c);
-      if (b.contains("routes") && !b["routes"].is_null()) {
-        if (!b["routes"].is_array()) return Bad(std::string(k) + ".routes must be an array");
-        for (const auto& rt : b["routes"]) {
-          WEFT_ASSIGN_OR_RETURN(Route route, DecodeRoute(rt));
-          r.routes.push_back(route);
-        }
-      }
-    }
-    return r;
+// A routes array (null: none), appended to `out`; `field` names it in errors.
+Status DecodeRoutes(const json& routes, const std::string& field, std::vector<Route>* out) {
+  if (routes.is_null()) return Status::Ok();
+  if (!routes.is_array()) return Bad(field + " must be an array");
+  for (const auto& rt : routes) {
+    WEFT_ASSIGN_OR_RETURN(Route route, DecodeRoute(rt));
+    out->push_back(route);
   }
+  return Status::Ok();
+}
 
+// 0.1.0/0.2.0: one "ip4" and one "ip6" block, each with its own routes.
+Status DecodeLegacyBlocks(const json& j, CniResult* r) {
+  for (const char* k : {"ip4", "ip6"}) {
+    if (!j.contains(k) || j[k].is_null()) continue;
+    const json& b = j[k];
+    if (!b.is_object()) return Bad(std::string(k) + " must be an object");
+    if (!b.contains("ip")) return Bad(std::string(k) + " without ip");
+    IpConfig c;
+    WEFT_ASSIGN_OR_RETURN(c.address, Prefix(b["ip"], std::string(k) + ".ip"));
+    if (b.contains("gateway") && !b["gateway"].is_null()) {
+      WEFT_ASSIGN_OR_RETURN(IpAddress gw, Addr(b["gateway"], std::string(k) + ".gateway"));
+      c.gateway = gw;
+    }
+    r->ips.push_back(c);
+    if (b.contains("routes")) WEFT_RETURN_IF_ERROR(DecodeRoutes(b["routes"], std::string(k) + ".routes", &r->routes));
+  }
+  return Status::Ok();
+}
+
+// An optional string field of an interface.
+Status InterfaceString(const json& o, const char* k, std::string* into) {
+  if (!o.contains(k) || o[k].is_null()) return Status::Ok();
+  if (!o[k].is_string()) return Bad(std::string("interface ") + k + " must be a string");
+  *into = o[k].get<std::string>();
+  return Status::Ok();
+}
+
+Result<Interface> DecodeInterface(const json& o) {
+  if (!o.is_object() || !o.contains("name") || !o["name"].is_string())
+    return Bad("each interface needs a string name");
+  Interface i;
+  i.name = o["name"].get<std::string>();
+  WEFT_RETURN_IF_ERROR(InterfaceString(o, "mac", &i.mac));
+  WEFT_RETURN_IF_ERROR(InterfaceString(o, "sandbox", &i.sandbox));
+  WEFT_RETURN_IF_ERROR(InterfaceString(o, "socketPath", &i.socket_path));
+  WEFT_RETURN_IF_ERROR(InterfaceString(o, "pciID", &i.pci_id));
+  WEFT_ASSIGN_OR_RETURN(i.mtu, OptInt(o, "mtu"));
+  return i;
+}
+
+// One entry of "ips"; its interface index must name one of the
+// `interfaces` decoded before it.
+Result<IpConfig> DecodeIp(const json& o, size_t interfaces) {
+  if (!o.is_object() || !o.contains("address")) return Bad("each ip needs an address");
+  IpConfig c;
+  WEFT_ASSIGN_OR_RETURN(c.address, Prefix(o["address"], "ips.address"));
+  if (o.contains("version") && o["version"].is_string()) {
+    std::string v = o["version"].get<std::string>();
+    if (v != "4" && v != "6") return Bad("ips.version must be \"4\" or \"6\"");
+    if ((v == "6") != c.address.addr().is_v6()) return Bad("ips.version does not match the address");
+  }
+  if (o.contains("gateway") && !o["gateway"].is_null()) {
+    WEFT_ASSIGN_OR_RETURN(IpAddress gw, Addr(o["gateway"], "ips.gateway"));
+    c.gateway = gw;
+  }
+  WEFT_ASSIGN_OR_RETURN(c.interface, OptInt(o, "interface"));
+  if (c.interface && (*c.interface < 0 || *c.interface >= static_cast<int>(interfaces)))
+    return Bad("ips.interface " + std::to_string(*c.interface) + " is out of range");
+  return c;
+}
+
+// 0.3.0 and later: interfaces, then ips (which refer to them), then routes.
+Status DecodeCurrent(const json& j, CniResult* r) {
   if (j.contains("interfaces") && !j["interfaces"].is_null()) {
     if (!j["interfaces"].is_array()) return Bad("interfaces must be an array");
     for (const auto& o : j["interfaces"]) {
-      if (!o.is_object() || !o.contains("name") || !o["name"].is_string())
-        return Bad("each interface needs a string name");
-      Interface i;
-      i.name = o["name"].get<std::string>();
-      auto str = [&](const char* k, std::string* into) -> Status {
-        if (!o.contains(k) || o[k].is_null()) return Status::Ok();
-        if (!o[k].is_string()) return Bad(std::string("interface ") + k + " must be a string");
-        *into = o[k].get<std::string>();
-        return Status::Ok();
-      };
-      WEFT_RETURN_IF_ERROR(str("mac", &i.mac));
-      WEFT_RETURN_IF_ERROR(str("sandbox", &i.sandbox));
-      WEFT_RETURN_IF_ERROR(str("socketPath", &i.socket_path));
-      WEFT_RETURN_IF_ERROR(str("pciID", &i.pci_id));
-      WEFT_ASSIGN_OR_RETURN(i.mtu, OptInt(o, "mtu"));
-      r.interfaces.push_back(i);
+      WEFT_ASSIGN_OR_RETURN(Interface i, DecodeInterface(o));
+      r->interfaces.push_back(i);
     }
   }
   if (j.contains("ips") && !j["ips"].is_null()) {
     if (!j["ips"].is_array()) return Bad("ips must be an array");
     for (const auto& o : j["ips"]) {
-      if (!o.is_object() || !o.contains("address")) return Bad("each ip needs an address");
-      IpConfig c;
-      WEFT_ASSIGN_OR_RETURN(c.address, Prefix(o["address"], "ips.address"));
-      if (o.contains("version") && o["version"].is_string()) {
-        std::string v = o["version"].get<std::string>();
-        if (v != "4" && v != "6") return Bad("ips.version must be \"4\" or \"6\"");
-        if ((v == "6") != c.address.addr().is_v6()) return Bad("ips.version does not match the address");
-      }
-      if (o.contains("gateway") && !o["gateway"].is_null()) {
-        WEFT_ASSIGN_OR_RETURN(IpAddress gw, Addr(o["gateway"], "ips.gateway"));
-        c.gateway = gw;
-      }
-      WEFT_ASSIGN_OR_RETURN(c.interface, OptInt(o, "interface"));
-      if (c.interface && (*c.interface < 0 || *c.interface >= static_cast<int>(r.interfaces.size())))
-        return Bad("ips.interface " + std::to_string(*c.interface) + " is out of range");
-      r.ips.push_back(c);
+      WEFT_ASSIGN_OR_RETURN(IpConfig c, DecodeIp(o, r->interfaces.size()));
+      r->ips.push_back(c);
     }
   }
-  if (j.contains("routes") && !j["routes"].is_null()) {
-    if (!j["routes"].is_array()) return Bad("routes must be an array");
-    for (const auto& rt : j["routes"]) {
-      WEFT_ASSIGN_OR_RETURN(Route route, DecodeRoute(rt));
-      r.routes.push_back(route);
-    }
-  }
+  if (j.contains("routes")) return DecodeRoutes(j["routes"], "routes", &r->routes);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<CniResult> DecodeResult(const json& j, const std::string& fallback_version) {
+  if (!j.is_object()) return Bad("result must be a JSON object");
+  CniResult r;
+  WEFT_ASSIGN_OR_RETURN(std::string version, DecodeVersion(j, fallback_version));
+  if (!IsSupported(version))
+    return Status::Error(Code::kIncompatibleVersion, "result has unsupported cniVersion \"" + version + "\"");
+  r.cni_version = version;
+  if (j.contains("dns")) { WEFT_ASSIGN_OR_RETURN(r.dns, DecodeDns(j["dns"])); }
+  WEFT_RETURN_IF_ERROR(IsLegacy(version) ? DecodeLegacyBlocks(j, &r) : DecodeCurrent(j, &r));
   return r;
 }
 

@@ -99,114 +99,158 @@ std::pair<std::string, std::string> SplitEntry(const std::string& e) {
 
 }  // namespace
 
-Result<NftTable> ParseNftTable(std::string_view text) {
+namespace {
+
+// ParseNftTable's state machine, fed one trimmed line at a time: before the
+// table, between its blocks, inside a chain, set/map or stateful object, or
+// inside an "elements = { ..." wrapped over several lines.
+class TableParser {
+ public:
+  Status Line(std::string_view line);
+  // True once the table's closing brace was read.
+  bool done() const { return done_; }
+  Result<NftTable> Finish();
+
+ private:
   enum class Block { kNone, kChain, kSet, kObject };
-  NftTable t;
-  bool in_table = false, done = false;
-  Block block = Block::kNone;
-  std::string name;         // of the current block
-  bool collecting = false;  // inside "elements = { ..." over several lines
-  std::string elements;
+
+  Status OpenBlock(std::string_view line);
+  void ChainLine(std::string_view line);
+  void SetLine(std::string_view line);
+  void ContinueElements(std::string_view line);
+
+  NftTable t_;
+  bool in_table_ = false, done_ = false;
+  Block block_ = Block::kNone;
+  std::string name_;         // of the current block
+  bool collecting_ = false;  // inside "elements = { ..." over several lines
+  std::string elements_;
+};
+
+Status TableParser::Line(std::string_view line) {
+  if (collecting_) {
+    ContinueElements(line);
+    return Status::Ok();
+  }
+  if (line.empty() || line[0] == '#') return Status::Ok();
+  if (!in_table_) {
+    if (StartsWith(line, "table ") && line.back() == '{') {
+      in_table_ = true;
+      t_.name = std::string(TrimWs(line.substr(6, line.size() - 7)));
+    }
+    return Status::Ok();
+  }
+  if (block_ == Block::kNone) {
+    if (line == "}") {
+      done_ = true;
+      return Status::Ok();
+    }
+    return OpenBlock(line);
+  }
+  if (line == "}") {
+    block_ = Block::kNone;
+    return Status::Ok();
+  }
+  switch (block_) {
+    case Block::kChain:
+      ChainLine(line);
+      break;
+    case Block::kSet:
+      SetLine(line);
+      break;
+    case Block::kObject:
+    case Block::kNone:
+      break;  // a counter's values, a quota's state: not compared
+  }
+  return Status::Ok();
+}
+
+// "chain NAME {", "set NAME {", "map NAME {", "counter NAME {" or a
+// one-line "counter NAME { }".
+Status TableParser::OpenBlock(std::string_view line) {
+  if (line.back() != '{' && line.back() != '}')
+    return Status::Error(Code::kDecode, "nft table " + t_.name + ": unexpected line", std::string(line));
+  std::string_view head = TrimWs(line.substr(0, line.find('{')));
+  size_t sp = head.rfind(' ');
+  if (sp == std::string_view::npos)
+    return Status::Error(Code::kDecode, "nft table " + t_.name + ": unexpected line", std::string(line));
+  std::string_view kind = head.substr(0, sp);
+  name_ = std::string(head.substr(sp + 1));
+  if (name_.size() >= 2 && name_.front() == '"' && name_.back() == '"') name_ = name_.substr(1, name_.size() - 2);
+  if (kind == "chain") {
+    t_.chains[name_];
+    block_ = Block::kChain;
+  } else if (kind == "set" || kind == "map") {
+    t_.sets[name_].map = kind == "map";
+    block_ = Block::kSet;
+  } else {
+    t_.objects.insert(std::string(kind) + " " + name_);
+    block_ = Block::kObject;
+  }
+  if (line.back() == '}') block_ = Block::kNone;  // one line
+  return Status::Ok();
+}
+
+void TableParser::ChainLine(std::string_view line) {
+  NftChain& c = t_.chains[name_];
+  if (c.rules.empty() && c.hook.empty() && StartsWith(line, "type ") && line.find(" hook ") != std::string_view::npos)
+    c.hook = std::string(line);
+  else
+    c.rules.push_back(SortAnonymousSets(DropCounterValues(std::string(line))));
+}
+
+void TableParser::SetLine(std::string_view line) {
+  if (StartsWith(line, "elements = {")) {
+    std::string_view rest = line.substr(12);
+    size_t close = rest.find('}');
+    elements_ = std::string(rest.substr(0, close));
+    if (close == std::string_view::npos) {
+      collecting_ = true;
+    } else {
+      for (auto& e : SplitElements(elements_)) t_.sets[name_].elements.insert(std::move(e));
+    }
+    return;
+  }
+  // "type ipv4_addr; flags interval;" (a script) or one per line (nft's listing).
+  size_t p = 0;
+  while (p < line.size()) {
+    size_t semi = line.find(';', p);
+    if (semi == std::string_view::npos) semi = line.size();
+    std::string_view d = TrimWs(line.substr(p, semi - p));
+    if (!d.empty()) t_.sets[name_].decl.emplace_back(d);
+    p = semi + 1;
+  }
+}
+
+void TableParser::ContinueElements(std::string_view line) {
+  size_t close = line.find('}');
+  elements_ += ' ';
+  elements_ += line.substr(0, close);
+  if (close != std::string_view::npos) {
+    collecting_ = false;
+    for (auto& e : SplitElements(elements_)) t_.sets[name_].elements.insert(std::move(e));
+  }
+}
+
+Result<NftTable> TableParser::Finish() {
+  if (!in_table_) return Status::Error(Code::kDecode, "no nft table in the text");
+  if (!done_ || collecting_ || block_ != Block::kNone)
+    return Status::Error(Code::kDecode, "nft table " + t_.name + " is not terminated");
+  return std::move(t_);
+}
+
+}  // namespace
+
+Result<NftTable> ParseNftTable(std::string_view text) {
+  TableParser parser;
   size_t pos = 0;
-  while (pos < text.size() && !done) {
+  while (pos < text.size() && !parser.done()) {
     size_t end = text.find('\n', pos);
     if (end == std::string_view::npos) end = text.size();
-    std::string_view line = TrimWs(text.substr(pos, end - pos));
+    WEFT_RETURN_IF_ERROR(parser.Line(TrimWs(text.substr(pos, end - pos))));
     pos = end + 1;
-    if (collecting) {
-      size_t close = line.find('}');
-      elements += ' ';
-      elements += line.substr(0, close);
-      if (close != std::string_view::npos) {
-        collecting = false;
-        for (auto& e : SplitElements(elements)) t.sets[name].elements.insert(std::move(e));
-      }
-      continue;
-    }
-    if (line.empty() || line[0] == '#') continue;
-    if (!in_table) {
-      if (StartsWith(line, "table ") && line.back() == '{') {
-        in_table = true;
-        t.name = std::string(TrimWs(line.substr(6, line.size() - 7)));
-      }
-      continue;
-    }
-    if (block == Block::kNone) {
-      if (line == "}") {
-        done = true;
-        continue;
-      }
-      if (line.back() != '{' && line.back() != '}')
-        return Status::Error(Code::kDecode, "nft table " + t.name + ": unexpected line", std::string(line));
-      // "chain NAME {", "set NAME {", "map NAME {", "counter NAME {" or a
-      // one-line "counter NAME { }".
-      std::string_view head = TrimWs(line.substr(0, line.find('{')));
-      size_t sp = head.rfind(' ');
-      if (sp == std::string_view::npos)
-        return Status::Error(Code::kDecode, "nft table " + t.name + ": unexpected line", std::string(line));
-      std::string_view kind = head.substr(0, sp);
-      name = std::string(head.substr(sp + 1));
-      if (name.size() >= 2 && name.front() == '"' && name.back() == '"') name = name.substr(1, name.size() - 2);
-      const bool one_line = line.back() == '}';
-      if (kind == "chain") {
-        t.chains[name];
-        block = Block::kChain;
-      } else if (kind == "set" || kind == "map") {
-        t.sets[name].map = kind == "map";
-        block = Block::kSet;
-      } else {
-        t.objects.insert(std::string(kind) + " " + name);
-        block = Block::kObject;
-      }
-      if (one_line) block = Block::kNone;
-      continue;
-    }
-    if (line == "}") {
-      block = Block::kNone;
-      continue;
-    }
-    switch (block) {
-      case Block::kChain: {
-        NftChain& c = t.chains[name];
-        if (c.rules.empty() && c.hook.empty() && StartsWith(line, "type ") &&
-            line.find(" hook ") != std::string_view::npos)
-          c.hook = std::string(line);
-        else
-          c.rules.push_back(SortAnonymousSets(DropCounterValues(std::string(line))));
-        break;
-      }
-      case Block::kSet: {
-        if (StartsWith(line, "elements = {")) {
-          std::string_view rest = line.substr(12);
-          size_t close = rest.find('}');
-          elements = std::string(rest.substr(0, close));
-          if (close == std::string_view::npos) {
-            collecting = true;
-          } else {
-            for (auto& e : SplitElements(elements)) t.sets[name].elements.insert(std::move(e));
-          }
-          break;
-        }
-        // "type ipv4_addr; flags interval;" (a script) or one per line (nft's listing).
-        size_t p = 0;
-        while (p < line.size()) {
-          size_t semi = line.find(';', p);
-          if (semi == std::string_view::npos) semi = line.size();
-          std::string_view d = TrimWs(line.substr(p, semi - p));
-          if (!d.empty()) t.sets[name].decl.emplace_back(d);
-          p = semi + 1;
-        }
-        break;
-      }
-      case Block::kObject:
-      case Block::kNone:
-        break;  // a counter's values, a quota's state: not compared
-    }
   }
-  if (!in_table) return Status::Error(Code::kDecode, "no nft table in the text");
-  if (!done || collecting || block != Block::kNone)
-    return Status::Error(Code::kDecode, "nft table " + t.name + " is not terminated");
-  return t;
+  return parser.Finish();
 }
 
 NftTableDiff DiffNftTables(const NftTable& want, const NftTable& have) {

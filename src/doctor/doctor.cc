@@ -156,6 +156,7 @@ void DiagnoseNetpol(const NetpolView& v, std::vector<Finding>* out) {
 
 }  // namespace
 
+
 std::map<std::string, std::vector<std::string>> ScriptChainComments(const std::string& script) {
   std::map<std::string, std::vector<std::string>> out;
   std::string chain;
@@ -223,87 +224,104 @@ agent::Plan PeerPlan(const PeerView& v) {
   return agent::Diff(agent::ComputeDesired(v.local, v.peers).state, v.kernel);
 }
 
-std::vector<Finding> Diagnose(const Snapshot& s) {
-  std::vector<Finding> out;
+namespace {
 
-  // Attachments against the kernel.
-  std::set<std::string> row_veths;
-  std::set<IpAddress> db_addrs;
-  std::map<IpAddress, std::vector<std::string>> owners;
-  std::set<std::string> link_names;
-  for (const auto& l : s.links) link_names.insert(l.name);
+// Each row against the kernel: a vanished attachment (and nothing else), or
+// any of a missing veth, a missing netns, a stuck ADD or DEL.
+void DiagnoseAttachments(const Snapshot& s, std::vector<Finding>* out) {
   for (const auto& p : s.pods) {
     const auto& r = p.row;
-    row_veths.insert(r.host_ifname);
-    for (const auto* ip : {&r.ip_v4, &r.ip_v6})
-      if (*ip) {
-        db_addrs.insert((*ip)->addr());
-        owners[(*ip)->addr()].push_back(Attachment(r));
-      }
     const std::string who = Attachment(r) + " (" + Addresses(r) + ", veth " + r.host_ifname + ")";
     if (!p.veth_present && !p.netns_alive) {
-      out.push_back({Kind::kVanishedAttachment, Attachment(r),
-                     "attachment " + who + " is in the database but its veth and its netns " + r.netns +
-                         " are both gone",
-                     true, "release its address and port mappings (the same teardown as GC)"});
+      out->push_back({Kind::kVanishedAttachment, Attachment(r),
+                      "attachment " + who + " is in the database but its veth and its netns " + r.netns +
+                          " are both gone",
+                      true, "release its address and port mappings (the same teardown as GC)"});
       continue;  // a vanished row is also reported as nothing else
     }
     if (!p.veth_present)
-      out.push_back({Kind::kMissingVeth, Attachment(r),
-                     "attachment " + who + " has no host veth, but its netns " + r.netns + " still exists", false,
-                     "the pod may still be running: let the runtime decide (CHECK reports it, DEL removes it)"});
+      out->push_back({Kind::kMissingVeth, Attachment(r),
+                      "attachment " + who + " has no host veth, but its netns " + r.netns + " still exists", false,
+                      "the pod may still be running: let the runtime decide (CHECK reports it, DEL removes it)"});
     if (!p.netns_alive)
-      out.push_back({Kind::kMissingNetns, Attachment(r),
-                     "attachment " + who + ": its netns " + r.netns + " is gone but the veth is still there", false,
-                     "a veth with this name still exists, so the attachment is not certainly gone: run the "
-                     "runtime's DEL for it"});
+      out->push_back({Kind::kMissingNetns, Attachment(r),
+                      "attachment " + who + ": its netns " + r.netns + " is gone but the veth is still there", false,
+                      "a veth with this name still exists, so the attachment is not certainly gone: run the "
+                      "runtime's DEL for it"});
     if (r.state != ipam::kStateReady && p.age_s >= 0 && p.age_s >= s.stuck_after_s)
-      out.push_back({Kind::kStuckAttachment, Attachment(r),
-                     "attachment " + who + " has been in state \"" + r.state + "\" for " + std::to_string(p.age_s) +
-                         " s (an ADD or DEL that died half-way)",
-                     false,
-                     "its netns or veth still exists: the runtime's DEL or GC of this attachment finishes it"});
+      out->push_back({Kind::kStuckAttachment, Attachment(r),
+                      "attachment " + who + " has been in state \"" + r.state + "\" for " +
+                          std::to_string(p.age_s) + " s (an ADD or DEL that died half-way)",
+                      false,
+                      "its netns or veth still exists: the runtime's DEL or GC of this attachment finishes it"});
   }
+}
+
+void DiagnoseDuplicateAddresses(const Snapshot& s, std::vector<Finding>* out) {
+  std::map<IpAddress, std::vector<std::string>> owners;
+  for (const auto& p : s.pods)
+    for (const auto* ip : {&p.row.ip_v4, &p.row.ip_v6})
+      if (*ip) owners[(*ip)->addr()].push_back(Attachment(p.row));
   for (const auto& [addr, who] : owners)
     if (who.size() > 1) {
       std::string list;
       for (const auto& w : who) list += (list.empty() ? "" : ", ") + w;
-      out.push_back({Kind::kDuplicateAddress, addr.ToString(),
-                     "address " + addr.ToString() + " is held by " + std::to_string(who.size()) +
-                         " attachments: " + list,
-                     false, "which pod really has it is a decision for an operator: DEL the wrong one"});
+      out->push_back({Kind::kDuplicateAddress, addr.ToString(),
+                      "address " + addr.ToString() + " is held by " + std::to_string(who.size()) +
+                          " attachments: " + list,
+                      false, "which pod really has it is a decision for an operator: DEL the wrong one"});
     }
+}
 
+// wft* links that no row names as its host veth.
+void DiagnoseOrphanVeths(const Snapshot& s, std::vector<Finding>* out) {
+  std::set<std::string> row_veths;
+  for (const auto& p : s.pods) row_veths.insert(p.row.host_ifname);
   for (const auto& l : s.links) {
     if (l.name.rfind("wft", 0) != 0 || row_veths.count(l.name)) continue;
-    out.push_back({Kind::kOrphanVeth, l.name,
-                   "link " + l.name + " (" + (l.kind.empty() ? "link" : l.kind) +
-                       ") looks like a weft host veth but no attachment in " + s.data_dir + " owns it",
-                   true, "delete the link (an ADD records its row before it creates the veth)"});
+    out->push_back({Kind::kOrphanVeth, l.name,
+                    "link " + l.name + " (" + (l.kind.empty() ? "link" : l.kind) +
+                        ") looks like a weft host veth but no attachment in " + s.data_dir + " owns it",
+                    true, "delete the link (an ADD records its row before it creates the veth)"});
   }
+}
 
+// Weft's host routes (protocol 201) to addresses no row holds.
+void DiagnoseStaleHostRoutes(const Snapshot& s, std::vector<Finding>* out) {
+  std::set<IpAddress> db_addrs;
+  for (const auto& p : s.pods)
+    for (const auto* ip : {&p.row.ip_v4, &p.row.ip_v6})
+      if (*ip) db_addrs.insert((*ip)->addr());
   for (const auto& r : s.host_routes) {
     if (db_addrs.count(r.dst.addr())) continue;
-    out.push_back({Kind::kStaleHostRoute, r.dst.ToString(),
-                   "host route " + DescribeRoute(s, r) + " (protocol 201) leads to an address the database does "
-                   "not have",
-                   true, "delete the route"});
+    out->push_back({Kind::kStaleHostRoute, r.dst.ToString(),
+                    "host route " + DescribeRoute(s, r) + " (protocol 201) leads to an address the database does "
+                    "not have",
+                    true, "delete the route"});
   }
+}
 
+// Markers `rs` wants that the kernel lacks (`missing`) and holds beyond
+// what it wants (`extra`), chain by chain, counting repeats.
+void CountRulesetDifferences(const RulesetView& rs, size_t* missing, size_t* extra) {
+  std::set<std::string> chains;
+  for (const auto& [c, v] : rs.want) chains.insert(c);
+  for (const auto& [c, v] : rs.have) chains.insert(c);
+  for (const auto& c : chains) {
+    std::multiset<std::string> w, h;
+    if (auto it = rs.want.find(c); it != rs.want.end()) w.insert(it->second.begin(), it->second.end());
+    if (auto it = rs.have.find(c); it != rs.have.end()) h.insert(it->second.begin(), it->second.end());
+    for (const auto& x : w) *missing += h.count(x) >= w.count(x) ? 0 : 1;
+    for (const auto& x : h) *extra += w.count(x) >= h.count(x) ? 0 : 1;
+  }
+}
+
+void DiagnoseRulesets(const Snapshot& s, std::vector<Finding>* out) {
   for (const auto& rs : s.rulesets) {
     if (!rs.checked) continue;
     size_t have_n = 0, missing = 0, extra = 0;
     for (const auto& [chain, cs] : rs.have) have_n += cs.size();
-    std::set<std::string> chains;
-    for (const auto& [c, v] : rs.want) chains.insert(c);
-    for (const auto& [c, v] : rs.have) chains.insert(c);
-    for (const auto& c : chains) {
-      std::multiset<std::string> w, h;
-      if (auto it = rs.want.find(c); it != rs.want.end()) w.insert(it->second.begin(), it->second.end());
-      if (auto it = rs.have.find(c); it != rs.have.end()) h.insert(it->second.begin(), it->second.end());
-      for (const auto& x : w) missing += h.count(x) >= w.count(x) ? 0 : 1;
-      for (const auto& x : h) extra += w.count(x) >= h.count(x) ? 0 : 1;
-    }
+    CountRulesetDifferences(rs, &missing, &extra);
     std::string problem;
     if (rs.want.empty() && have_n > 0) {
       problem = "holds " + std::to_string(have_n) + " rule(s) but the database has nothing for it";
@@ -314,10 +332,21 @@ std::vector<Finding> Diagnose(const Snapshot& s) {
                 std::to_string(extra) + " rule(s) with a stale marker";
     }
     if (!problem.empty())
-      out.push_back({Kind::kRulesetMismatch, rs.what, rs.what + " " + problem, true,
-                     "re-render the ruleset from the database in one atomic batch"});
+      out->push_back({Kind::kRulesetMismatch, rs.what, rs.what + " " + problem, true,
+                      "re-render the ruleset from the database in one atomic batch"});
   }
+}
 
+}  // namespace
+
+std::vector<Finding> Diagnose(const Snapshot& s) {
+  std::vector<Finding> out;
+  // Attachments against the kernel.
+  DiagnoseAttachments(s, &out);
+  DiagnoseDuplicateAddresses(s, &out);
+  DiagnoseOrphanVeths(s, &out);
+  DiagnoseStaleHostRoutes(s, &out);
+  DiagnoseRulesets(s, &out);
   if (s.peers) DiagnosePeers(s, *s.peers, &out);
   if (s.netpol) DiagnoseNetpol(*s.netpol, &out);
   return out;

@@ -65,8 +65,12 @@ cni::Interface ResultInterface(const sys::LinkInfo& link, const std::string& san
 int DeriveMtu(sys::Netlink& host) {
   // /proc/net/route walks the FIB trie in order, so a default route is on
   // the first lines: this stays cheap however many pod routes the node has.
-  auto f = sys::ReadFile("/proc/net/route", 8192);
-  if (f.ok()) {
+  // The kernel formats as many 128-byte lines as the read asks for, so ask
+  // for the header and three routes first (the default route is the first
+  // one), and for 64 lines only when it is not among them.
+  for (size_t want : {size_t{512}, size_t{8192}}) {
+    auto f = sys::ReadFile("/proc/net/route", want);
+    if (!f.ok()) break;
     auto lines = Split(*f, '\n');
     for (size_t i = 1; i < lines.size() && i < 64; ++i) {
       auto cols = Split(lines[i], '\t');
@@ -76,6 +80,7 @@ int DeriveMtu(sys::Netlink& host) {
         if (l.ok() && l->has_value() && (*l)->mtu > 0) return (*l)->mtu;
       }
     }
+    if (f->size() < want) break;  // the whole table was read
   }
   return 1500;
 }

@@ -21,6 +21,7 @@
 #include "sys/netns.h"
 #include "sys/nft_query.h"
 
+
 namespace weft::doctor {
 namespace {
 
@@ -309,6 +310,7 @@ Result<Snapshot> ReadSnapshot(const Options& o) {
     WEFT_ASSIGN_OR_RETURN(auto view, ReadRuleset("hostPort ruleset (table inet " + table + ")", table,
                                                  fw::RenderNftHostPorts(table, rules),
                                                  fw::RenderNftHostPorts(table, {sample})));
+
     s.rulesets.push_back(std::move(view));
   }
   if (o.masquerade) {
@@ -346,135 +348,171 @@ Result<Snapshot> ReadSnapshot(const Options& o) {
   return s;
 }
 
-FixReport Fix(const Options& o, const Snapshot& snap, const std::vector<Finding>& findings) {
-  FixReport rep;
-  auto fail = [&](const std::string& what, const Status& st) { rep.failed.push_back(what + ": " + st.ToString()); };
+namespace {
+
+// Which repairs the fixable findings call for.
+struct FixPlan {
   bool reclaim = false, orphans = false, routes = false, hostports = false, masq = false, peers = false,
        netpol = false;
+};
+
+FixPlan PlanFixes(const std::vector<Finding>& findings) {
+  FixPlan p;
   for (const auto& f : findings) {
     if (!f.fixable) continue;
     switch (f.kind) {
-      case Kind::kVanishedAttachment: reclaim = true; break;
-      case Kind::kOrphanVeth: orphans = true; break;
-      case Kind::kStaleHostRoute: routes = true; break;
+      case Kind::kVanishedAttachment: p.reclaim = true; break;
+      case Kind::kOrphanVeth: p.orphans = true; break;
+      case Kind::kStaleHostRoute: p.routes = true; break;
       case Kind::kRulesetMismatch:
-        (f.subject.find("hostPort") == 0 ? hostports : masq) = true;
+        (f.subject.find("hostPort") == 0 ? p.hostports : p.masq) = true;
         break;
       case Kind::kPeerMissing:
-      case Kind::kPeerStale: peers = true; break;
-      case Kind::kNetpolMismatch: netpol = true; break;
+      case Kind::kPeerStale: p.peers = true; break;
+      case Kind::kNetpolMismatch: p.netpol = true; break;
       default: break;
     }
   }
+  return p;
+}
+
+void Failed(FixReport* rep, const std::string& what, const Status& st) {
+  rep->failed.push_back(what + ": " + st.ToString());
+}
+
+void ReleaseVanished(const Options& o, FixReport* rep) {
+  // The plugin's reclaim re-tests every row itself (netns and veth both
+  // gone) inside its own transactions.
+  plugin::ReclaimOptions ro;
+  ro.data_dir = o.data_dir;
+  ro.hostport_backend = o.hostport_backend;
+  auto r = plugin::ReclaimVanished(ro);
+  if (!r.ok()) Failed(rep, "release vanished attachments", r.status());
+  if (r.ok())
+    for (const auto& a : r->reclaimed) rep->done.push_back("released attachment " + a + " (veth and netns gone)");
+}
+
+// Orphan links and stale host routes: re-read the rows just before acting,
+// so an attachment recorded since the snapshot is never touched.
+void DeleteOrphansAndStaleRoutes(const Options& o, const Snapshot& snap, const std::vector<Finding>& findings,
+                                 const FixPlan& plan, sys::Netlink& nl, FixReport* rep) {
+  bool have_db = false;
+  auto rows = (plan.orphans || plan.routes) ? ReadRows(o.data_dir, &have_db)
+                                            : Result<std::vector<ipam::PodRecord>>(std::vector<ipam::PodRecord>{});
+  if (!rows.ok()) {
+    Failed(rep, "re-read the database", rows.status());
+    return;
+  }
+  std::set<std::string> veths;
+  std::set<IpAddress> addrs;
+  for (const auto& r : *rows) {
+    veths.insert(r.host_ifname);
+    for (const auto* ip : {&r.ip_v4, &r.ip_v6})
+      if (*ip) addrs.insert((*ip)->addr());
+  }
+  for (const auto& f : findings) {
+    if (f.kind == Kind::kOrphanVeth && !veths.count(f.subject)) {
+      bool existed = false;
+      Status st = nl.DeleteLink(f.subject, &existed);
+      if (!st.ok()) Failed(rep, "delete link " + f.subject, st);
+      else rep->done.push_back("deleted orphan link " + f.subject);
+    }
+  }
+  if (plan.routes)
+    for (const auto& r : snap.host_routes) {
+      if (addrs.count(r.dst.addr())) continue;
+      bool existed = false;
+      Status st = nl.DeleteRoute(r, &existed);
+      if (!st.ok()) Failed(rep, "delete route " + r.dst.ToString(), st);
+      else rep->done.push_back(existed ? "deleted stale host route " + r.dst.ToString()
+                                       : "stale host route " + r.dst.ToString() + " went with its link");
+    }
+}
+
+void ResyncHostPorts(const Options& o, FixReport* rep) {
+  auto store = ipam::Store::Open(o.data_dir);
+  Status st = store.ok() ? plugin::SyncHostPorts(o.hostport_backend, o.data_dir, *store) : store.status();
+  if (!st.ok()) Failed(rep, "re-sync the hostPort ruleset", st);
+  else rep->done.push_back("re-rendered the hostPort ruleset from the database");
+}
+
+// REQUIRES: o.masquerade.
+void ResyncMasquerade(const Options& o, FixReport* rep) {
+  Status st = sys::MkdirAll(o.weftd_state_dir, 0755);
+  if (st.ok()) {
+    auto fwl = o.masquerade_backend == plugin::FwBackend::kIptables ? fw::NewIptablesFirewall(o.weftd_state_dir)
+                                                                     : fw::NewNftFirewall(o.weftd_state_dir);
+    st = fwl->EnsureMasquerade(*o.masquerade);
+  }
+  if (!st.ok()) Failed(rep, "re-sync the masquerade ruleset", st);
+  else rep->done.push_back("re-rendered the masquerade ruleset for network " + o.masquerade->network);
+}
+
+void ApplyPeerPlan(const PeerView& peers, FixReport* rep) {
+  agent::Plan plan = PeerPlan(peers);
+  auto dnl = sys::Netlink::Open();
+  if (!dnl.ok()) {
+    Failed(rep, "open netlink", dnl.status());
+    return;
+  }
+  auto dp = agent::NewKernelDatapath(std::move(*dnl), peers.local.vxlan_index);
+  int errors = 0;
+  Status st = dp->Apply(plan, &errors);
+  if (!st.ok()) Failed(rep, "apply the reconciler plan (" + std::to_string(errors) + " step(s) failed)", st);
+  rep->done.push_back("applied weftd's reconciler plan: " + std::to_string(plan.size() - static_cast<size_t>(errors)) +
+                      " of " + std::to_string(plan.size()) + " route/ARP/FDB change(s)");
+}
+
+// weftd's full replace script ("add table; delete table; table {...}")
+// in one transaction. Fetched again just before, and once more after:
+// if weftd moved on meanwhile, its newer ruleset is applied instead.
+// `applied` is the script applied last ("" when none was).
+Status ApplyWeftdRuleset(const std::string& weftd_addr, std::string* applied) {
+  Weftd weftd(weftd_addr);
+  Status st = Status::Ok();
+  for (int i = 0; i < 3 && st.ok(); ++i) {
+    auto r = weftd.Get("/netpol/ruleset");
+    if (!r.ok()) st = r.status();
+    else if (r->status != 200)
+      st = Status::Error(Code::kControlPlane,
+                         "weftd answered GET /netpol/ruleset with HTTP " + std::to_string(r->status));
+    if (!st.ok() || r->body == *applied) break;
+    auto nft = fw::RunTool("nft", {"-f", "-"}, r->body);
+    st = !nft.ok() ? nft.status()
+         : nft->exit_code != 0 ? fw::ToolError(std::string("nft -f (table ") + kNetpolTable + ")", *nft)
+                               : Status::Ok();
+    if (st.ok()) *applied = r->body;
+  }
+  return st;
+}
+
+void ReapplyNetpol(const Options& o, FixReport* rep) {
+  std::string applied;
+  Status st = ApplyWeftdRuleset(o.weftd_addr, &applied);
+  if (!st.ok() || applied.empty())
+    Failed(rep, std::string("re-apply weftd's ruleset (table ") + kNetpolTable + ")",
+           st.ok() ? Status::Error(Code::kControlPlane, "nothing applied") : st);
+  else
+    rep->done.push_back(std::string("re-applied weftd's NetworkPolicy ruleset (table ") + kNetpolTable +
+                        ") in one nft transaction");
+}
+
+}  // namespace
+
+FixReport Fix(const Options& o, const Snapshot& snap, const std::vector<Finding>& findings) {
+  FixReport rep;
+  const FixPlan plan = PlanFixes(findings);
   auto nl = sys::Netlink::Open();
   if (!nl.ok()) {
-    fail("open netlink", nl.status());
+    Failed(&rep, "open netlink", nl.status());
     return rep;
   }
-
-  if (reclaim) {
-    // The plugin's reclaim re-tests every row itself (netns and veth both
-    // gone) inside its own transactions.
-    plugin::ReclaimOptions ro;
-    ro.data_dir = o.data_dir;
-    ro.hostport_backend = o.hostport_backend;
-    auto r = plugin::ReclaimVanished(ro);
-    if (!r.ok()) fail("release vanished attachments", r.status());
-    if (r.ok())
-      for (const auto& a : r->reclaimed) rep.done.push_back("released attachment " + a + " (veth and netns gone)");
-  }
-
-  // Orphan links and stale host routes: re-read the rows just before acting,
-  // so an attachment recorded since the snapshot is never touched.
-  bool have_db = false;
-  auto rows = (orphans || routes) ? ReadRows(o.data_dir, &have_db) : Result<std::vector<ipam::PodRecord>>(
-                                                                          std::vector<ipam::PodRecord>{});
-  if (!rows.ok()) {
-    fail("re-read the database", rows.status());
-  } else {
-    std::set<std::string> veths;
-    std::set<IpAddress> addrs;
-    for (const auto& r : *rows) {
-      veths.insert(r.host_ifname);
-      for (const auto* ip : {&r.ip_v4, &r.ip_v6})
-        if (*ip) addrs.insert((*ip)->addr());
-    }
-    for (const auto& f : findings) {
-      if (f.kind == Kind::kOrphanVeth && !veths.count(f.subject)) {
-        bool existed = false;
-        Status st = nl->DeleteLink(f.subject, &existed);
-        if (!st.ok()) fail("delete link " + f.subject, st);
-        else rep.done.push_back("deleted orphan link " + f.subject);
-      }
-    }
-    if (routes)
-      for (const auto& r : snap.host_routes) {
-        if (addrs.count(r.dst.addr())) continue;
-        bool existed = false;
-        Status st = nl->DeleteRoute(r, &existed);
-        if (!st.ok()) fail("delete route " + r.dst.ToString(), st);
-        else rep.done.push_back(existed ? "deleted stale host route " + r.dst.ToString()
-                                        : "stale host route " + r.dst.ToString() + " went with its link");
-      }
-  }
-
-  if (hostports) {
-    auto store = ipam::Store::Open(o.data_dir);
-    Status st = store.ok() ? plugin::SyncHostPorts(o.hostport_backend, o.data_dir, *store) : store.status();
-    if (!st.ok()) fail("re-sync the hostPort ruleset", st);
-    else rep.done.push_back("re-rendered the hostPort ruleset from the database");
-  }
-  if (masq && o.masquerade) {
-    Status st = sys::MkdirAll(o.weftd_state_dir, 0755);
-    if (st.ok()) {
-      auto fwl = o.masquerade_backend == plugin::FwBackend::kIptables ? fw::NewIptablesFirewall(o.weftd_state_dir)
-                                                                       : fw::NewNftFirewall(o.weftd_state_dir);
-      st = fwl->EnsureMasquerade(*o.masquerade);
-    }
-    if (!st.ok()) fail("re-sync the masquerade ruleset", st);
-    else rep.done.push_back("re-rendered the masquerade ruleset for network " + o.masquerade->network);
-  }
-  if (peers && snap.peers) {
-    agent::Plan plan = PeerPlan(*snap.peers);
-    auto dnl = sys::Netlink::Open();
-    if (!dnl.ok()) {
-      fail("open netlink", dnl.status());
-    } else {
-      auto dp = agent::NewKernelDatapath(std::move(*dnl), snap.peers->local.vxlan_index);
-      int errors = 0;
-      Status st = dp->Apply(plan, &errors);
-      if (!st.ok()) fail("apply the reconciler plan (" + std::to_string(errors) + " step(s) failed)", st);
-      rep.done.push_back("applied weftd's reconciler plan: " + std::to_string(plan.size() - static_cast<size_t>(errors)) + " of " +
-                         std::to_string(plan.size()) + " route/ARP/FDB change(s)");
-    }
-  }
-  if (netpol) {
-    // weftd's full replace script ("add table; delete table; table {...}")
-    // in one transaction. Fetched again just before, and once more after:
-    // if weftd moved on meanwhile, its newer ruleset is applied instead.
-    Weftd weftd(o.weftd_addr);
-    std::string applied;
-    Status st = Status::Ok();
-    for (int i = 0; i < 3 && st.ok(); ++i) {
-      auto r = weftd.Get("/netpol/ruleset");
-      if (!r.ok()) st = r.status();
-      else if (r->status != 200)
-        st = Status::Error(Code::kControlPlane,
-                           "weftd answered GET /netpol/ruleset with HTTP " + std::to_string(r->status));
-      if (!st.ok() || r->body == applied) break;
-      auto nft = fw::RunTool("nft", {"-f", "-"}, r->body);
-      st = !nft.ok() ? nft.status()
-           : nft->exit_code != 0 ? fw::ToolError(std::string("nft -f (table ") + kNetpolTable + ")", *nft)
-                                 : Status::Ok();
-      if (st.ok()) applied = r->body;
-    }
-    if (!st.ok() || applied.empty())
-      fail(std::string("re-apply weftd's ruleset (table ") + kNetpolTable + ")",
-           st.ok() ? Status::Error(Code::kControlPlane, "nothing applied") : st);
-    else
-      rep.done.push_back(std::string("re-applied weftd's NetworkPolicy ruleset (table ") + kNetpolTable +
-                         ") in one nft transaction");
-  }
+  if (plan.reclaim) ReleaseVanished(o, &rep);
+  DeleteOrphansAndStaleRoutes(o, snap, findings, plan, *nl, &rep);
+  if (plan.hostports) ResyncHostPorts(o, &rep);
+  if (plan.masq && o.masquerade) ResyncMasquerade(o, &rep);
+  if (plan.peers && snap.peers) ApplyPeerPlan(*snap.peers, &rep);
+  if (plan.netpol) ReapplyNetpol(o, &rep);
   return rep;
 }
 

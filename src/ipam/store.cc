@@ -347,14 +347,9 @@ Status Store::Release(const std::string& cid, const std::string& ifname, bool* e
 }
 
 Status Store::BeginDelete(const std::string& cid, const std::string& ifname) {
-  WEFT_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(db_));
-  WEFT_ASSIGN_OR_RETURN(Stmt del, Stmt::Prepare(db_, "DELETE FROM portmap_entries WHERE container_id=?1 AND ifname=?2"));
-  del.Bind(1, cid).Bind(2, ifname);
-  WEFT_RETURN_IF_ERROR(del.Run());
   WEFT_ASSIGN_OR_RETURN(Stmt upd, Stmt::Prepare(db_, "UPDATE pods SET state=?1 WHERE container_id=?2 AND ifname=?3"));
   upd.Bind(1, std::string(kStateDeleting)).Bind(2, cid).Bind(3, ifname);
-  WEFT_RETURN_IF_ERROR(upd.Run());
-  return txn.Commit();
+  return upd.Run();
 }
 
 Status Store::AddPortMappings(const std::string& cid, const std::string& ifname,
@@ -409,6 +404,29 @@ Result<std::vector<PortMapping>> Store::ListPortMappings() {
     out.push_back(m);
   }
   return out;
+}
+
+Result<std::vector<PortMapping>> Store::PortMappingsOf(const std::string& cid, const std::string& ifname) {
+  WEFT_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db_,
+      "SELECT host_ip, host_port, protocol, container_ip, container_port FROM portmap_entries "
+      "WHERE container_id=?1 AND ifname=?2 ORDER BY protocol, host_port, host_ip"));
+  s.Bind(1, cid).Bind(2, ifname);
+  std::vector<PortMapping> out;
+  while (true) {
+    WEFT_ASSIGN_OR_RETURN(bool row, s.Step());
+    if (!row) break;
+    out.push_back({s.Text(0), static_cast<int>(s.Int(1)), s.Text(2), s.Text(3), static_cast<int>(s.Int(4)), cid,
+                   ifname});
+  }
+  return out;
+}
+
+Result<bool> Store::HasLivePortMappings() {
+  WEFT_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db_,
+      "SELECT 1 FROM portmap_entries e JOIN pods p ON p.container_id=e.container_id AND p.ifname=e.ifname "
+      "WHERE p.state != ?1 LIMIT 1"));
+  s.Bind(1, std::string(kStateDeleting));
+  return s.Step();
 }
 
 Status Store::CheckWritable() {

@@ -83,9 +83,10 @@ class Store {
   // Deletes the row and, by cascade, its port mappings. OK if absent;
   // `*existed` tells whether a row was removed.
   Status Release(const std::string& cid, const std::string& ifname, bool* existed = nullptr);
-  // First step of a teardown, in one transaction: deletes the attachment's
-  // port mappings and sets its state to kStateDeleting. The row (and with it
-  // the address) stays until Release. OK if the row is absent.
+  // First step of a teardown: sets the attachment's state to
+  // kStateDeleting. The row, its address and its port mappings (which no
+  // other attachment can claim meanwhile) stay until Release. OK if the row
+  // is absent.
   Status BeginDelete(const std::string& cid, const std::string& ifname);
 
   // Port mappings of one attachment, inserted in one transaction. A clash on
@@ -93,6 +94,10 @@ class Store {
   Status AddPortMappings(const std::string& cid, const std::string& ifname,
                          const std::vector<PortMapping>& maps);
   Result<std::vector<PortMapping>> ListPortMappings();
+  // One attachment's port mappings (an index lookup).
+  Result<std::vector<PortMapping>> PortMappingsOf(const std::string& cid, const std::string& ifname);
+  // Whether any attachment not being deleted has a port mapping.
+  Result<bool> HasLivePortMappings();
 
   // Takes and releases the write lock (an empty BEGIN IMMEDIATE): fails the
   // way an ADD would when the database is read-only or unwritable.

@@ -139,7 +139,7 @@ TEST_F(StoreTest, PortMappingsCascadeAndConflictsNameTheOwner) {
   EXPECT_EQ((*left)[0].protocol, "udp");
 }
 
-TEST_F(StoreTest, BeginDeleteDropsMappingsButKeepsTheAddress) {
+TEST_F(StoreTest, BeginDeleteKeepsTheAddressAndTheMappings) {
   auto s = Store::Open(dir_);
   ASSERT_TRUE(s.ok());
   auto a = s->Reserve(Pod("a"), Ranges({"10.0.0.0/30"}));
@@ -149,15 +149,33 @@ TEST_F(StoreTest, BeginDeleteDropsMappingsButKeepsTheAddress) {
   auto row = s->Find("a", "eth0");
   ASSERT_TRUE(row.ok() && row->has_value());
   EXPECT_EQ((*row)->state, kStateDeleting);
-  auto maps = s->ListPortMappings();
+  // The mappings stay with the row (nobody else can claim the port until
+  // the teardown has removed its rules), but no longer count as live.
+  auto maps = s->PortMappingsOf("a", "eth0");
   ASSERT_TRUE(maps.ok());
-  EXPECT_TRUE(maps->empty());
+  ASSERT_EQ(maps->size(), 1u);
+  EXPECT_EQ((*maps)[0].host_port, 8080);
+  EXPECT_EQ((*maps)[0].container_id, "a");
+  auto live = s->HasLivePortMappings();
+  ASSERT_TRUE(live.ok());
+  EXPECT_FALSE(*live);
+  EXPECT_EQ(s->AddPortMappings("x", "eth0", {PortMapping{"", 8080, "tcp", "10.0.0.2", 80}}).code(),
+            Code::kHostPortConflict);
   // The address is still held: the next pod gets the other one, then none.
   auto b = s->Reserve(Pod("b"), Ranges({"10.0.0.0/30"}));
   ASSERT_TRUE(b.ok());
   EXPECT_NE(b->ip_v4->addr(), a->ip_v4->addr());
   EXPECT_EQ(s->Reserve(Pod("c"), Ranges({"10.0.0.0/30"})).status().code(), Code::kNoFreeAddress);
   EXPECT_TRUE(s->BeginDelete("absent", "eth0").ok());
+  // Release takes the mappings with the row.
+  ASSERT_TRUE(s->AddPortMappings("b", "eth0", {PortMapping{"", 9090, "tcp", "10.0.0.2", 90}}).ok());
+  live = s->HasLivePortMappings();
+  ASSERT_TRUE(live.ok());
+  EXPECT_TRUE(*live);
+  ASSERT_TRUE(s->Release("a", "eth0").ok());
+  maps = s->PortMappingsOf("a", "eth0");
+  ASSERT_TRUE(maps.ok());
+  EXPECT_TRUE(maps->empty());
 }
 
 // Many processes allocating at once never get the same address.

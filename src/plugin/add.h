@@ -77,8 +77,9 @@ class AddFirewall {
   virtual ~AddFirewall() = default;
   // The node-wide masquerade for the network (`masquerade: true`).
   virtual Status EnsureMasquerade(const ipam::PodRecord& rec) = 0;
-  // The hostPort ruleset from the database, after route_localnet on
-  // `localnet_dev` (DNAT of 127.0.0.1 needs it where the packet leaves).
+  // The pod's own hostPort entries (its claimed mappings), after
+  // route_localnet on `localnet_dev` (DNAT of 127.0.0.1 needs it where the
+  // packet leaves); nothing else on the node is touched.
   virtual Status SyncHostPorts(const ipam::PodRecord& rec, const std::string& localnet_dev) = 0;
   // Drops UDP conntrack entries that would bypass the pod's new DNAT rules.
   virtual Status FlushUdpConntrack(const ipam::PodRecord& rec) = 0;

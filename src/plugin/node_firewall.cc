@@ -1,7 +1,5 @@
 #include "plugin/node_firewall.h"
 
-#include <algorithm>
-
 #include "fw/hostport.h"
 #include "fw/masquerade.h"
 #include "plugin/teardown.h"
@@ -29,15 +27,13 @@ Status NodeFirewall::EnsureMasquerade(const ipam::PodRecord& rec) {
 
 Status NodeFirewall::SyncHostPorts(const ipam::PodRecord& rec, const std::string& localnet_dev) {
   if (rec.ip_v4) WEFT_RETURN_IF_ERROR(sys::EnsureSysctl("net/ipv4/conf/" + localnet_dev + "/route_localnet", "1"));
-  return plugin::SyncHostPorts(cfg_.masquerade_backend, cfg_.data_dir, store_);
+  // Only this pod's entries: the cost does not grow with the node.
+  return AddHostPorts(cfg_.masquerade_backend, cfg_.data_dir, store_, rec);
 }
 
 Status NodeFirewall::FlushUdpConntrack(const ipam::PodRecord& rec) {
-  WEFT_ASSIGN_OR_RETURN(auto mine, DesiredHostPorts(store_));
-  std::erase_if(mine, [&](const fw::HostPortRule& r) {
-    return !((rec.ip_v4 && r.container == *rec.ip_v4) || (rec.ip_v6 && r.container == *rec.ip_v6));
-  });
-  return fw::FlushUdpConntrack(mine);
+  WEFT_ASSIGN_OR_RETURN(auto maps, store_.PortMappingsOf(rec.container_id, rec.ifname));
+  return fw::FlushUdpConntrack(HostPortRulesOf(rec, maps));
 }
 
 }  // namespace weft::plugin

@@ -1,7 +1,8 @@
 #pragma once
 // ADD's firewall steps on the node (AddFirewall, add.h): the masquerade
-// through the configured backend, the hostPort ruleset rendered from the
-// database, and the UDP conntrack flush for the pod's mappings.
+// through the configured backend, the pod's own hostPort entries (its
+// mappings as recorded in the database), and the UDP conntrack flush for
+// them.
 
 #include <string>
 

@@ -28,6 +28,10 @@ Result<ReclaimReport> ReclaimVanished(const ReclaimOptions& opts) {
       if (first_error.ok()) first_error = st.WithPrefix("reclaim " + id);
     }
   }
+  // weftd's resync: the full hostPort diff (ADD and DEL touch only their
+  // own entries).
+  if (Status hp = SyncHostPorts(opts.hostport_backend, opts.data_dir, store); !hp.ok() && first_error.ok())
+    first_error = hp.WithPrefix("reclaim");
   if (!first_error.ok()) return first_error;
   return report;
 }

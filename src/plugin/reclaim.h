@@ -13,11 +13,11 @@
 //    whose netns lives at another path keeps its veth, so it is never
 //    reclaimed either.
 //  - Reclaiming = the same ordered, idempotent teardown as DEL (teardown.h):
-//    port mappings leave the database, the hostPort ruleset of
-//    `hostport_backend` is re-rendered when the row had any, then the row
-//    (its addresses) is deleted. Rows in every state (adding, ready,
-//    deleting) qualify. A crash during reclaim is finished by the next
-//    reclaim, DEL or GC.
+//    the row turns deleting, its hostPort entries of `hostport_backend`
+//    leave the kernel, then the row (its addresses and mappings) is deleted.
+//    Rows in every state (adding, ready, deleting) qualify. A crash during
+//    reclaim is finished by the next reclaim, DEL or GC. At the end the
+//    hostPort table gets the full diff against the database (as GC does).
 //  - Addresses from a delegated IPAM plugin (host-local, ...) are only
 //    dropped from weft's database: weftd has no plugin config to exec it
 //    with. The runtime's next GC (forwarded to that plugin) frees them in

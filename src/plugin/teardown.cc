@@ -8,22 +8,32 @@
 
 namespace weft::plugin {
 
+std::vector<fw::HostPortRule> HostPortRulesOf(const ipam::PodRecord& pod, const std::vector<ipam::PortMapping>& maps) {
+  std::vector<fw::HostPortRule> out;
+  for (const auto& m : maps) {
+    std::optional<IpAddress> hip;
+    if (!m.host_ip.empty()) hip = IpAddress::Parse(m.host_ip);
+    for (const auto& addr : {pod.ip_v4, pod.ip_v6}) {
+      if (!addr || (hip && hip->is_v4() != addr->is_v4())) continue;
+      out.push_back({m.host_ip, m.host_port, m.protocol, *addr, m.container_port});
+    }
+  }
+  return out;
+}
+
 Result<std::vector<fw::HostPortRule>> DesiredHostPorts(ipam::Store& store) {
   WEFT_ASSIGN_OR_RETURN(auto maps, store.ListPortMappings());
   std::vector<fw::HostPortRule> out;
   if (maps.empty()) return out;
   WEFT_ASSIGN_OR_RETURN(auto pods, store.ListPods(""));
   std::map<std::pair<std::string, std::string>, const ipam::PodRecord*> by_key;
-  for (const auto& p : pods) by_key[{p.container_id, p.ifname}] = &p;
+  for (const auto& p : pods)
+    if (p.state != ipam::kStateDeleting) by_key[{p.container_id, p.ifname}] = &p;
   for (const auto& m : maps) {
     auto it = by_key.find({m.container_id, m.ifname});
     if (it == by_key.end()) continue;
-    std::optional<IpAddress> hip;
-    if (!m.host_ip.empty()) hip = IpAddress::Parse(m.host_ip);
-    for (const auto& addr : {it->second->ip_v4, it->second->ip_v6}) {
-      if (!addr || (hip && hip->is_v4() != addr->is_v4())) continue;
-      out.push_back({m.host_ip, m.host_port, m.protocol, *addr, m.container_port});
-    }
+    auto rules = HostPortRulesOf(*it->second, {m});
+    out.insert(out.end(), rules.begin(), rules.end());
   }
   return out;
 }
@@ -38,29 +48,47 @@ Status SyncHostPorts(FwBackend backend, const std::string& data_dir, ipam::Store
   return st.Prefix("hostPorts");
 }
 
-namespace {
-
-Result<bool> HasPortMappings(ipam::Store& store, const std::string& cid, const std::string& ifname) {
-  WEFT_ASSIGN_OR_RETURN(auto maps, store.ListPortMappings());
-  return std::any_of(maps.begin(), maps.end(),
-                     [&](const ipam::PortMapping& m) { return m.container_id == cid && m.ifname == ifname; });
+Status AddHostPorts(FwBackend backend, const std::string& data_dir, ipam::Store& store, const ipam::PodRecord& pod) {
+  WEFT_ASSIGN_OR_RETURN(auto maps, store.PortMappingsOf(pod.container_id, pod.ifname));
+  const auto mine = HostPortRulesOf(pod, maps);
+  auto fw = HostPortsFor(backend, data_dir);
+  Status st = fw->Add(mine, [&] { return DesiredHostPorts(store); });
+  return st.Prefix("hostPorts");
 }
 
-}  // namespace
+Status VerifyHostPorts(FwBackend backend, const std::string& data_dir, ipam::Store& store,
+                       const ipam::PodRecord& pod) {
+  WEFT_ASSIGN_OR_RETURN(auto maps, store.PortMappingsOf(pod.container_id, pod.ifname));
+  if (maps.empty()) return Status::Ok();
+  auto fw = HostPortsFor(backend, data_dir);
+  WEFT_ASSIGN_OR_RETURN(std::string missing, fw->Verify(HostPortRulesOf(pod, maps)));
+  if (missing.empty()) return Status::Ok();
+  return Status::Error(Code::kCheckFailed,
+                       "hostPorts of " + pod.container_id + "/" + pod.ifname + " not in place: " + missing);
+}
 
 Status Teardown(sys::Netlink& host, ipam::Store& store, FwBackend backend, const std::string& data_dir,
                 const DelegatedIpam* delegated, const DelegateCall& call, const TeardownTarget& t) {
+  // Kept until the veth is gone: its nfnetlink socket closes after the
+  // kernel has destroyed the deleted entries, not while it does.
+  std::unique_ptr<fw::HostPortFirewall> hostports;
   if (t.row) {
     // Attachments without mappings (the common case) do no firewall work.
-    bool resync = t.row->state == ipam::kStateDeleting;
-    if (!resync) {
-      WEFT_ASSIGN_OR_RETURN(resync, HasPortMappings(store, t.container_id, t.ifname));
-    }
-    if (resync) {
+    const bool retry = t.row->state == ipam::kStateDeleting;
+    WEFT_ASSIGN_OR_RETURN(auto maps, store.PortMappingsOf(t.container_id, t.ifname));
+    if (retry || !maps.empty()) {
       Status st = store.BeginDelete(t.container_id, t.ifname);
       if (!st.ok()) return st.Prefix("mark attachment deleting");
       WEFT_CRASH_POINT("del-after-unmap");
-      WEFT_RETURN_IF_ERROR(SyncHostPorts(backend, data_dir, store));
+      hostports = HostPortsFor(backend, data_dir);
+      auto source = [&] { return DesiredHostPorts(store); };
+      // A first attempt deletes only this row's entries; a retry (the row
+      // was already deleting: an earlier teardown died somewhere) cannot
+      // know how far that one got, and runs the full diff.
+      st = retry ? hostports->Sync(source)
+                 : hostports->Remove(HostPortRulesOf(*t.row, maps), source,
+                                     [&] { return store.HasLivePortMappings(); });
+      WEFT_RETURN_IF_ERROR(st.Prefix("hostPorts"));
       WEFT_CRASH_POINT("del-after-hostports");
     }
   }

@@ -3,14 +3,16 @@
 // reboot reclaim (reclaim.h). The order is what makes a crash at any
 // instruction recoverable by simply running the same teardown again:
 //
-//   1. BeginDelete: the port mappings leave the database and the row turns
-//      "deleting" (it keeps the address);          crash point del-after-unmap
-//   2. the hostPort ruleset is re-rendered from the database, when the row
-//      had mappings or was already "deleting";     crash point del-after-hostports
+//   1. BeginDelete: the row turns "deleting" (it keeps the address and its
+//      port mappings, so nobody can claim those hostPorts yet, and the full
+//      hostPort sync no longer wants them);     crash point del-after-unmap
+//   2. hostPorts: the row's own entries are deleted from the kernel (one
+//      netlink transaction); when the row was already "deleting" (a retry
+//      after a crash) the full diff runs instead; crash point del-after-hostports
 //   3. the host veth is deleted (taking the pod end, the pod's addresses and
 //      routes, and the host routes with it);       crash point del-after-link-delete
 //   4. a delegated IPAM plugin releases its address; crash point del-before-release
-//   5. the row is deleted.                          crash point del-after-release
+//   5. the row is deleted, its port mappings by cascade. crash point del-after-release
 //
 // Every step is idempotent. The row outlives every kernel object and every
 // rule it implies, so anything half-done is always reachable from a row, and
@@ -31,14 +33,25 @@
 
 namespace weft::plugin {
 
-// hostPort rules for every mapping in the database: a mapping without a host
-// IP is published in each family the pod has an address in.
+// hostPort rules for every mapping in the database whose attachment is not
+// being deleted: a mapping without a host IP is published in each family
+// the pod has an address in.
 Result<std::vector<fw::HostPortRule>> DesiredHostPorts(ipam::Store& store);
+// The rules of one attachment's mappings.
+std::vector<fw::HostPortRule> HostPortRulesOf(const ipam::PodRecord& pod, const std::vector<ipam::PortMapping>& maps);
 
 std::unique_ptr<fw::HostPortFirewall> HostPortsFor(FwBackend backend, const std::string& data_dir);
 
-// Makes the kernel's hostPort ruleset for `data_dir` match the database.
+// Makes the kernel's hostPort ruleset for `data_dir` match the database
+// (the full diff: CHECK's repair, GC, reclaim, doctor --fix).
 Status SyncHostPorts(FwBackend backend, const std::string& data_dir, ipam::Store& store);
+// ADD: puts `pod`'s own hostPort entries in place, touching nothing else
+// (nftables; iptables rebuilds its chains).
+Status AddHostPorts(FwBackend backend, const std::string& data_dir, ipam::Store& store, const ipam::PodRecord& pod);
+// CHECK: an error naming what is missing when `pod`'s entries are not in
+// the kernel (nftables only).
+Status VerifyHostPorts(FwBackend backend, const std::string& data_dir, ipam::Store& store,
+                       const ipam::PodRecord& pod);
 
 struct TeardownTarget {
   std::string container_id, ifname;

@@ -139,6 +139,7 @@ Status WeftPlugin::CmdCheck(const cni::CmdArgs& args) {
   WEFT_ASSIGN_OR_RETURN(sys::Netlink host, sys::Netlink::Open());
   WEFT_ASSIGN_OR_RETURN(sys::Netlink pod, sys::Netlink::OpenInOnThisThread(pod_ns));
   WEFT_RETURN_IF_ERROR(NewDatapath(cfg, {host, pod, pod_ns, args.env.netns, rec->host_ifname, ifname})->Check(*rec));
+  WEFT_RETURN_IF_ERROR(VerifyHostPorts(cfg.masquerade_backend, cfg.data_dir, store, *rec));
   std::vector<std::optional<IpAddress>> want;
   if (rec->ip_v4) want.push_back(rec->ip_v4->addr());
   if (rec->ip_v6) want.push_back(rec->ip_v6->addr());
@@ -216,6 +217,10 @@ Status WeftPlugin::CmdGc(const cni::CmdArgs& args, const std::vector<cni::Attach
     }
   }
   WEFT_LOG(kInfo, "GC reclaimed attachments", {"count", reclaimed});
+  // ADD and DEL touch only their own hostPort entries: the full diff is
+  // here (entries no attachment wants go, missing ones come back).
+  if (Status hp = SyncHostPorts(cfg.masquerade_backend, cfg.data_dir, store); !hp.ok() && first_error.ok())
+    first_error = hp.WithPrefix("GC");
   if (delegated) {
     Status st = delegated->ForwardGc(CallFor(args));
     if (first_error.ok()) first_error = st;

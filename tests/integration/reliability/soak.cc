@@ -417,16 +417,22 @@ class Soak {
     }
     std::string nft;
     node_->Exec({"nft", "list", "ruleset"}, &nft);
-    static const std::regex kDnat(
-        R"((tcp|udp|sctp) dport (\d+) dnat ip6? to (?:\[([0-9a-f:]+)\]|([0-9.]+)):(\d+))");
+    // The DNAT maps' elements ("tcp . 8080 : 10.246.0.5 . 80", with a host
+    // IP first for hostIP mappings), and per-mapping DNAT rules of the
+    // previous table layout, should one linger.
+    static const std::regex kDnat(R"((tcp|udp|sctp) \. (\d+) : ([0-9a-f:.]+) \. (\d+))");
     for (auto it = std::sregex_iterator(nft.begin(), nft.end(), kDnat); it != std::sregex_iterator(); ++it)
+      have_dnat.insert((*it)[1].str() + "/" + (*it)[2].str() + "->" + (*it)[3].str() + ":" + (*it)[4].str());
+    static const std::regex kRule(
+        R"((tcp|udp|sctp) dport (\d+) dnat ip6? to (?:\[([0-9a-f:]+)\]|([0-9.]+)):(\d+))");
+    for (auto it = std::sregex_iterator(nft.begin(), nft.end(), kRule); it != std::sregex_iterator(); ++it)
       have_dnat.insert((*it)[1].str() + "/" + (*it)[2].str() + "->" + (*it)[3].str() + (*it)[4].str() + ":" +
                        (*it)[5].str());
     for (const auto& d : have_dnat)
       if (have_dnat.count(d) > want_dnat.count(d)) Report("orphans", "hostPort rule " + d, &f.orphans);
     for (const auto& d : want_dnat)
       if (want_dnat.count(d) > have_dnat.count(d)) Report("missing", "hostPort rule " + d, &f.missing);
-    std::printf("soak: checker saw %zu rows, %zu port mappings, %zu host veths, %zu weft routes, %zu DNAT rules\n",
+    std::printf("soak: checker saw %zu rows, %zu port mappings, %zu host veths, %zu weft routes, %zu DNATs\n",
                 rows->size(), maps->size(), veths.size(), routes.size(), have_dnat.size());
     return f;
   }

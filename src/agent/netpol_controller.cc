@@ -246,6 +246,94 @@ struct NetpolController::Impl {
     metrics.latency_bucket[i]++;
   }
 
+  std::thread StartInformer(const char* what, const char* path, InformerHandler& h, const std::atomic<bool>& stop) {
+    return std::thread([this, &stop, what, path, &h] {
+      ResourceSpec spec;
+      spec.what = what;
+      spec.path = path;
+      spec.watch_timeout_seconds = opts.watch_timeout_seconds;
+      Informer inf(apis(), spec, h, stats);
+      inf.Run(stop);
+    });
+  }
+
+  // Never apply before all three lists are complete: a partial view would
+  // open what a policy closes. Returns the notifier's last value seen.
+  uint64_t WaitForLists(const std::atomic<bool>& stop) {
+    uint64_t seen = 0;
+    while (!stop.load() && !(pods.synced() && namespaces.synced() && policies.synced()))
+      seen = notifier.Wait(seen, std::chrono::milliseconds(500), stop);
+    if (!stop.load()) WEFT_LOG(kInfo, "network policy: lists complete");
+    return seen;
+  }
+
+  // The apply loop's timers, and whether the first sync is still to come.
+  struct SyncLoop {
+    Clock::time_point next_check;  // the next comparison with the kernel
+    Clock::time_point retry_at = Clock::time_point::max();
+    bool first = true;
+  };
+
+  // One pass: the queued events into the engine, the kernel checked for
+  // drift when due, the namespaces file and the ruleset applied.
+  void SyncOnce(SyncLoop& loop) {
+    auto woke = Clock::now();
+    std::lock_guard lock(engine_mu);
+    size_t changes = Drain();
+    if (woke >= loop.next_check) {
+      loop.next_check = woke + opts.resync;
+      if (engine.has_applied() && !KernelMatches()) {
+        WEFT_LOG(kWarn, "table inet weft-netpol differs from the desired ruleset; replacing it");
+        engine.ForgetApplied();
+      }
+    }
+    SyncNamespacesFile();
+    bool applied = false;
+    Status st = Apply(&applied);
+    if (!st.ok()) {
+      WEFT_LOG(kWarn, "network policy apply failed; retrying with a full replace", {"err", st});
+      loop.retry_at = Clock::now() + std::chrono::seconds(1);
+    } else {
+      loop.retry_at = Clock::time_point::max();
+      Synced(loop, applied, changes, woke);
+    }
+    UpdateGauges();
+  }
+
+  // After a successful pass: latency, the log line, and readiness once the
+  // first complete lists are enforced. REQUIRES: engine_mu held.
+  void Synced(SyncLoop& loop, bool applied, size_t changes, Clock::time_point woke) {
+    if (applied && changes > 0 && !loop.first) ObserveLatency(UsSince(woke));
+    if (applied || loop.first) {
+      const log::Level level = loop.first ? log::Level::kInfo : log::Level::kDebug;
+      if (level >= log::GetLevel())
+        log::Write(level, "network policy synced",
+                   {{"policies", engine.policy_count()}, {"pods", engine.pod_count()},
+                    {"changes", changes}, {"duration_us", UsSince(woke)}});
+    }
+    if (loop.first) {
+      metrics.ready = true;
+      loop.first = false;
+      malloc_trim(0);  // the lists' JSON is gone
+    }
+  }
+
+  // Sleeps until an event arrives, the drift check or a retry is due, or
+  // 5 s pass. Returns the notifier's value seen.
+  uint64_t WaitForChange(const SyncLoop& loop, uint64_t seen, const std::atomic<bool>& stop) {
+    auto now = Clock::now();
+    auto wake = std::min(loop.next_check, loop.retry_at);
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake > now ? wake - now : Clock::duration(0));
+    uint64_t v = notifier.Wait(seen, std::min<std::chrono::milliseconds>(wait, std::chrono::seconds(5)), stop);
+    if (v != seen) {
+      // Coalesce a burst (a Deployment's pods, a namespace's relabel) into
+      // one transaction.
+      std::this_thread::sleep_for(opts.batch);
+      seen = notifier.value();
+    }
+    return seen;
+  }
+
   NetpolOptions opts;
   NetpolController::ApiFactory apis;
   std::unique_ptr<NetpolKernel> kernel;
@@ -276,81 +364,18 @@ ControlPlaneStats& NetpolController::stats() { return impl_->stats; }
 
 void NetpolController::Run(const std::atomic<bool>& stop) {
   Impl& s = *impl_;
-  auto watch = [&](const char* what, const char* path, InformerHandler& h) {
-    return std::thread([&s, &stop, what, path, &h] {
-      ResourceSpec spec;
-      spec.what = what;
-      spec.path = path;
-      spec.watch_timeout_seconds = s.opts.watch_timeout_seconds;
-      Informer inf(s.apis(), spec, h, s.stats);
-      inf.Run(stop);
-    });
-  };
   std::vector<std::thread> threads;
-  threads.push_back(watch("namespaces", "/api/v1/namespaces", s.namespaces));
-  threads.push_back(watch("networkpolicies", "/apis/networking.k8s.io/v1/networkpolicies", s.policies));
-  threads.push_back(watch("pods", "/api/v1/pods", s.pods));
+  threads.push_back(s.StartInformer("namespaces", "/api/v1/namespaces", s.namespaces, stop));
+  threads.push_back(s.StartInformer("networkpolicies", "/apis/networking.k8s.io/v1/networkpolicies", s.policies, stop));
+  threads.push_back(s.StartInformer("pods", "/api/v1/pods", s.pods, stop));
   threads.emplace_back([&s, &stop] { s.RecheckLoop(stop); });
 
-  uint64_t seen = 0;
-  // Never apply before all three lists are complete: a partial view would
-  // open what a policy closes.
-  while (!stop.load() && !(s.pods.synced() && s.namespaces.synced() && s.policies.synced()))
-    seen = s.notifier.Wait(seen, std::chrono::milliseconds(500), stop);
-  if (!stop.load()) WEFT_LOG(kInfo, "network policy: lists complete");
-
-  auto next_check = Clock::now() + s.opts.resync;
-  auto retry_at = Clock::time_point::max();
-  bool first = true;
+  uint64_t seen = s.WaitForLists(stop);
+  Impl::SyncLoop loop;
+  loop.next_check = Clock::now() + s.opts.resync;
   while (!stop.load()) {
-    auto woke = Clock::now();
-    size_t changes;
-    {
-      std::lock_guard lock(s.engine_mu);
-      changes = s.Drain();
-      bool check = woke >= next_check;
-      if (check) {
-        next_check = woke + s.opts.resync;
-        if (s.engine.has_applied() && !s.KernelMatches()) {
-          WEFT_LOG(kWarn, "table inet weft-netpol differs from the desired ruleset; replacing it");
-          s.engine.ForgetApplied();
-        }
-      }
-      s.SyncNamespacesFile();
-      bool applied = false;
-      Status st = s.Apply(&applied);
-      if (!st.ok()) {
-        WEFT_LOG(kWarn, "network policy apply failed; retrying with a full replace", {"err", st});
-        retry_at = Clock::now() + std::chrono::seconds(1);
-      } else {
-        retry_at = Clock::time_point::max();
-        if (applied && changes > 0 && !first) s.ObserveLatency(UsSince(woke));
-        if (applied || first) {
-          const log::Level level = first ? log::Level::kInfo : log::Level::kDebug;
-          if (level >= log::GetLevel())
-            log::Write(level, "network policy synced",
-                       {{"policies", s.engine.policy_count()}, {"pods", s.engine.pod_count()},
-                        {"changes", changes}, {"duration_us", UsSince(woke)}});
-        }
-        if (first) {
-          s.metrics.ready = true;
-          first = false;
-          malloc_trim(0);  // the lists' JSON is gone
-        }
-      }
-      s.UpdateGauges();
-    }
-    auto now = Clock::now();
-    auto wake = std::min(next_check, retry_at);
-    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake > now ? wake - now : Clock::duration(0));
-    uint64_t v = s.notifier.Wait(seen, std::min<std::chrono::milliseconds>(wait, std::chrono::seconds(5)), stop);
-    if (v != seen) {
-      seen = v;
-      // Coalesce a burst (a Deployment's pods, a namespace's relabel) into
-      // one transaction.
-      std::this_thread::sleep_for(s.opts.batch);
-      seen = s.notifier.value();
-    }
+    s.SyncOnce(loop);
+    seen = s.WaitForChange(loop, seen, stop);
   }
   s.notifier.Notify();
   s.recheck_cv.notify_all();

@@ -1,9 +1,8 @@
 #include "agent/informer.h"
 
-#include <cctype>
-#include <cstdio>
-
+#include "agent/json_util.h"
 #include "agent/kube_client.h"
+#include "base/strings.h"
 #include "base/log.h"
 
 namespace weft::agent {
@@ -11,29 +10,15 @@ namespace {
 
 using nlohmann::json;
 
-std::string Str(const json& j, const char* key) {
-  if (!j.is_object()) return "";
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_string()) return "";
-  return it->get<std::string>();
-}
-
-const json& Member(const json& j, const char* key) {
-  static const json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-
 // A list or watch that could not be used: the Status's message when the body is one.
 Status HttpError(const std::string& what, long status, const std::string& body) {
   std::string details = body.substr(0, 512);
   try {
     json j = json::parse(body);
-    if (Str(j, "kind") == "Status" && !Str(j, "message").empty()) details = Str(j, "message");
+    if (JsonStr(j, "kind") == "Status" && !JsonStr(j, "message").empty()) details = JsonStr(j, "message");
   } catch (const std::exception&) {
   }
-  return Status::Error(Code::kControlPlane, what + ": HTTP " + std::to_string(status), details);
+  return Status::Error(Reason::kUnavailable, Domain::kControlPlane, what + ": HTTP " + std::to_string(status), details);
 }
 
 class HttpKubeApi : public KubeApi {
@@ -71,81 +56,62 @@ const char* EventTypeName(EventType t) {
   return "?";
 }
 
-std::string QueryEscape(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", c);
-      out += buf;
-    }
-  }
-  return out;
-}
-
 std::string ObjectKey(const json& object) {
-  const json& meta = Member(object, "metadata");
-  std::string name = Str(meta, "name");
+  const json& meta = JsonMember(object, "metadata");
+  std::string name = JsonStr(meta, "name");
   if (name.empty()) return "";
-  std::string ns = Str(meta, "namespace");
+  std::string ns = JsonStr(meta, "namespace");
   return ns.empty() ? name : ns + "/" + name;
 }
 
 Result<KubeListPage> ParseKubeListPage(std::string_view body) {
-  try {
-    json j = json::parse(body);
-    if (!j.is_object()) return Status::Error(Code::kDecode, "list: not a JSON object");
-    if (Str(j, "kind") == "Status") return Status::Error(Code::kControlPlane, "list: " + Str(j, "message"));
+  return ParseJsonObject<KubeListPage>(body, "list", [](json& j) -> Result<KubeListPage> {
+    if (JsonStr(j, "kind") == "Status")
+      return Status::Error(Reason::kUnavailable, Domain::kControlPlane, "list: " + JsonStr(j, "message"));
     KubeListPage page;
-    const json& meta = Member(j, "metadata");
-    page.resource_version = Str(meta, "resourceVersion");
-    page.continue_token = Str(meta, "continue");
+    const json& meta = JsonMember(j, "metadata");
+    page.resource_version = JsonStr(meta, "resourceVersion");
+    page.continue_token = JsonStr(meta, "continue");
     auto it = j.find("items");
     if (it != j.end() && it->is_array()) {
       page.items.reserve(it->size());
       for (auto& item : *it)
         if (item.is_object()) page.items.push_back(std::move(item));
     } else if (it != j.end() && !it->is_null()) {
-      return Status::Error(Code::kDecode, "list: items is not an array");
+      return Status::Error(Reason::kMalformed, Domain::kNone, "list: items is not an array");
     }
     return page;
-  } catch (const std::exception& e) {
-    return Status::Error(Code::kDecode, "list: bad JSON", e.what());
-  }
+  });
 }
 
 Result<KubeWatchEvent> ParseKubeWatchLine(std::string_view line) {
-  try {
-    json j = json::parse(line);
-    if (!j.is_object()) return Status::Error(Code::kDecode, "watch event: not a JSON object");
-    std::string type = Str(j, "type");
+  return ParseJsonObject<KubeWatchEvent>(line, "watch event", [](json& j) -> Result<KubeWatchEvent> {
+    std::string type = JsonStr(j, "type");
     auto obj = j.find("object");
-    if (obj == j.end() || !obj->is_object()) return Status::Error(Code::kDecode, "watch event without an object");
+    if (obj == j.end() || !obj->is_object())
+      return Status::Error(Reason::kMalformed, Domain::kNone, "watch event without an object");
     KubeWatchEvent e;
     if (type == "ERROR") {
       e.kind = KubeWatchEvent::Kind::kError;
-      const json& code = Member(*obj, "code");
+      const json& code = JsonMember(*obj, "code");
       e.error_code = code.is_number_integer() ? code.get<int>() : 0;
-      std::string reason = Str(*obj, "reason");
+      std::string reason = JsonStr(*obj, "reason");
       if (e.error_code == 0 && (reason == "Expired" || reason == "Gone")) e.error_code = 410;
-      e.error_message = Str(*obj, "message");
+      e.error_message = JsonStr(*obj, "message");
       return e;
     }
     if (type == "ADDED") e.kind = KubeWatchEvent::Kind::kAdded;
     else if (type == "MODIFIED") e.kind = KubeWatchEvent::Kind::kModified;
     else if (type == "DELETED") e.kind = KubeWatchEvent::Kind::kDeleted;
     else if (type == "BOOKMARK") e.kind = KubeWatchEvent::Kind::kBookmark;
-    else return Status::Error(Code::kDecode, "watch event of unknown type \"" + type + "\"");
-    e.resource_version = Str(Member(*obj, "metadata"), "resourceVersion");
+    else return Status::Error(Reason::kMalformed, Domain::kNone, "watch event of unknown type \"" + type + "\"");
+    e.resource_version = JsonStr(JsonMember(*obj, "metadata"), "resourceVersion");
     if (e.kind == KubeWatchEvent::Kind::kBookmark) return e;  // the object carries only the resourceVersion
-    if (ObjectKey(*obj).empty()) return Status::Error(Code::kDecode, "watch event: object without metadata.name");
+    if (ObjectKey(*obj).empty())
+      return Status::Error(Reason::kMalformed, Domain::kNone, "watch event: object without metadata.name");
     e.object = std::move(*obj);
     return e;
-  } catch (const std::exception& e) {
-    return Status::Error(Code::kDecode, "watch event: bad JSON", e.what());
-  }
+  });
 }
 
 void ChangeNotifier::Notify() {
@@ -203,46 +169,7 @@ std::string Informer::WatchPath(const std::string& resource_version) const {
          "&timeoutSeconds=" + std::to_string(spec_.watch_timeout_seconds) + Selectors();
 }
 
-void Informer::Run(const std::atomic<bool>& stop) {
-  bool need_list = true;
-  Backoff backoff;
-  while (!stop.load()) {
-    if (need_list) {
-      Status st = List(stop);
-      if (stop.load()) break;
-      if (!st.ok()) {
-        stats_.errors++;
-        WEFT_LOG(kWarn, "list failed", {"what", spec_.what}, {"err", st});
-        sleep_(backoff.Next(), stop);
-        continue;
-      }
-      need_list = false;
-    }
-    bool progressed = false;
-    Status why;
-    switch (Watch(stop, &progressed, &why)) {
-      case WatchEnd::kStopped:
-        return;
-      case WatchEnd::kTimeout:
-        backoff.Reset();  // the server's timeoutSeconds ended the watch: resume at once
-        break;
-      case WatchEnd::kGone:
-        WEFT_LOG(kInfo, "watch expired (410 Gone); re-listing", {"what", spec_.what}, {"resourceVersion", rv_});
-        need_list = true;
-        // Straight back to a list after progress; a watch refused at once waits (no list storm).
-        if (progressed) backoff.Reset();
-        else sleep_(backoff.Next(), stop);
-        break;
-      case WatchEnd::kFailed:
-        stats_.reconnects++;
-        stats_.errors++;
-        WEFT_LOG(kWarn, "watch failed; reconnecting", {"what", spec_.what}, {"resourceVersion", rv_}, {"err", why});
-        if (progressed) backoff.Reset();
-        sleep_(backoff.Next(), stop);
-        break;
-    }
-  }
-}
+void Informer::Run(const std::atomic<bool>& stop) { RunListWatch(*this, spec_.what, stats_, sleep_, stop); }
 
 // Every page, one resourceVersion; the handler replaces its state only when all arrived.
 Status Informer::List(const std::atomic<bool>& stop) {
@@ -252,13 +179,13 @@ Status Informer::List(const std::atomic<bool>& stop) {
   std::string list_rv;
   size_t items = 0;
   int pages = 0, restarts = 0;
-  stats_.relists++;
   handler_.OnListStart();
   for (;;) {
     if (stop.load() || pages >= kMaxPages) {
       handler_.OnListEnd(false);
       return stop.load() ? Status::Ok()
-                         : Status::Error(Code::kControlPlane, "list " + spec_.what + ": more than " +
+                         : Status::Error(Reason::kUnavailable, Domain::kControlPlane,
+                                         "list " + spec_.what + ": more than " +
                                                                   std::to_string(kMaxPages) + " pages");
     }
     auto resp = api_->Get(ListPath(token));
@@ -305,7 +232,8 @@ Status Informer::List(const std::atomic<bool>& stop) {
   return Status::Ok();
 }
 
-Informer::WatchEnd Informer::Watch(const std::atomic<bool>& stop, bool* progressed, Status* why) {
+ListWatchSource::WatchEnd Informer::Watch(const std::atomic<bool>& stop) {
+  WatchEnd out;
   bool gone = false;
   Status line_error;
   auto started = std::chrono::steady_clock::now();
@@ -321,12 +249,12 @@ Informer::WatchEnd Informer::Watch(const std::atomic<bool>& stop, bool* progress
           if (e->error_code == 410) {
             gone = true;
           } else {
-            line_error = Status::Error(Code::kControlPlane,
+            line_error = Status::Error(Reason::kUnavailable, Domain::kControlPlane,
                                        "watch error " + std::to_string(e->error_code) + ": " + e->error_message);
           }
           return false;
         }
-        *progressed = true;
+        out.progressed = true;
         if (!e->resource_version.empty()) rv_ = e->resource_version;
         if (e->kind == KubeWatchEvent::Kind::kBookmark) return !stop.load();
         EventType type = e->kind == KubeWatchEvent::Kind::kAdded      ? EventType::kAdded
@@ -337,20 +265,24 @@ Informer::WatchEnd Informer::Watch(const std::atomic<bool>& stop, bool* progress
         return !stop.load();
       },
       stop, std::chrono::seconds(spec_.watch_timeout_seconds + 60));
-  if (stop.load()) return WatchEnd::kStopped;
-  if (gone || (r.ok() && r->status == 410)) return WatchEnd::kGone;
-  if (!r.ok()) {
-    *why = r.status();
+  if (stop.load()) {
+    out.end = End::kStopped;
+  } else if (gone || (r.ok() && r->status == 410)) {
+    out.end = End::kExpired;
+    out.why = Status::Error(Reason::kNotFound, Domain::kControlPlane, "410 Gone: resourceVersion " + rv_ + " expired");
+  } else if (!r.ok()) {
+    out.why = r.status();
   } else if (!line_error.ok()) {
-    *why = line_error;
+    out.why = line_error;
   } else if (r->status < 200 || r->status >= 300) {
-    *why = HttpError("watch " + spec_.what, r->status, r->body);
-  } else if (!*progressed && std::chrono::steady_clock::now() - started < std::chrono::seconds(1)) {
-    *why = Status::Error(Code::kControlPlane, "watch " + spec_.what + ": ended at once without an event");
+    out.why = HttpError("watch " + spec_.what, r->status, r->body);
+  } else if (!out.progressed && std::chrono::steady_clock::now() - started < std::chrono::seconds(1)) {
+    out.why = Status::Error(Reason::kUnavailable, Domain::kControlPlane,
+                            "watch " + spec_.what + ": ended at once without an event");
   } else {
-    return WatchEnd::kTimeout;
+    out.end = End::kTimeout;  // the server's timeoutSeconds ended the watch: resume at once
   }
-  return WatchEnd::kFailed;
+  return out;  // kFailed unless set above
 }
 
 }  // namespace weft::agent

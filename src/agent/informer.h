@@ -27,6 +27,7 @@
 #include "agent/control_plane.h"
 #include "agent/http.h"
 #include "agent/kube_endpoint.h"
+#include "agent/list_watch.h"
 #include "base/status.h"
 
 namespace weft::agent {
@@ -82,17 +83,16 @@ class InformerHandler {
   std::vector<nlohmann::json> staged_;
 };
 
-class Informer {
+// The Kubernetes list-watch source: pages and resourceVersions; RunListWatch
+// (list_watch.h) is its state machine.
+class Informer : public ListWatchSource {
  public:
   Informer(std::unique_ptr<KubeApi> api, ResourceSpec spec, InformerHandler& handler, ControlPlaneStats& stats);
-  // Lists (paginated; a 410 on a continue token restarts the list), then watches from the list's RV with
-  // allowWatchBookmarks=true&timeoutSeconds=N; BOOKMARKs advance the RV; a 410 (status or ERROR event) re-lists;
-  // a clean server timeout re-watches from the last RV at once; errors back off (Backoff in control_plane.h).
-  // Returns when `stop` is set. Thread: call from one dedicated thread.
-  //
-  // Backoff (200 ms doubling to 5 s) is reset only by a watch that delivered something (an event or a bookmark)
-  // or ended at the server's timeout, so a server that answers every watch with 410, or ends every watch at once
-  // without a line (shorter than 1 s: client-go's "very short watch"), is not hammered with lists.
+  // RunListWatch over this source: lists (paginated; a 410 on a continue token restarts the list), then watches
+  // from the list's RV with allowWatchBookmarks=true&timeoutSeconds=N; BOOKMARKs advance the RV; a 410 (status or
+  // ERROR event) is kExpired (re-list); a clean server timeout is kTimeout (re-watch from the last RV at once); a
+  // watch that ends at once without a line (shorter than 1 s: client-go's "very short watch") is kFailed, so a
+  // server that ends every watch at once is not hammered. Returns when `stop` is set. Thread: one dedicated thread.
   void Run(const std::atomic<bool>& stop);
   bool synced() const;  // the first complete list was delivered
 
@@ -102,13 +102,13 @@ class Informer {
   std::string WatchPath(const std::string& resource_version) const;
 
   // Tests: replaces the backoff sleep (SleepUnlessStopped). Returns false when stopped. Before Run().
-  using SleepFn = std::function<bool(std::chrono::milliseconds, const std::atomic<bool>&)>;
   void SetSleepForTesting(SleepFn sleep) { sleep_ = std::move(sleep); }
 
  private:
-  enum class WatchEnd { kTimeout, kGone, kFailed, kStopped };
-  Status List(const std::atomic<bool>& stop);
-  WatchEnd Watch(const std::atomic<bool>& stop, bool* progressed, Status* why);
+  // ListWatchSource.
+  Status List(const std::atomic<bool>& stop) override;
+  WatchEnd Watch(const std::atomic<bool>& stop) override;
+  std::string ResumePoint() const override { return rv_; }
   std::string Selectors() const;
 
   std::unique_ptr<KubeApi> api_;
@@ -128,7 +128,7 @@ struct KubeListPage {
   std::string resource_version;
   std::string continue_token;
 };
-// A 2xx list body; a Status object (kind "Status") is a kControlPlane error with its message.
+// A 2xx list body; a Status object (kind "Status") is an unavailable (control plane) error with its message.
 Result<KubeListPage> ParseKubeListPage(std::string_view body);
 
 // One line of a watch stream.
@@ -144,8 +144,6 @@ Result<KubeWatchEvent> ParseKubeWatchLine(std::string_view line);
 
 // "namespace/name", or "name" for cluster-scoped objects; "" without metadata.name. Never throws.
 std::string ObjectKey(const nlohmann::json& object);
-// Percent-encodes a query value (keeps RFC 3986's unreserved characters).
-std::string QueryEscape(std::string_view s);
 
 // Wakes a consumer when any of several caches changed. Thread-safe.
 class ChangeNotifier {

@@ -5,6 +5,8 @@
 #include <deque>
 #include <thread>
 
+#include "base/strings.h"
+
 namespace weft::agent {
 namespace {
 
@@ -34,8 +36,8 @@ class FakeApi : public KubeApi {
   Result<HttpResponse> Get(const std::string& path) override {
     s_->requests.push_back("GET " + path);
     auto step = Next(Step::kGet);
-    if (!step) return Status::Error(Code::kControlPlane, "script ended");
-    if (step->transport_error) return Status::Error(Code::kControlPlane, "connection refused");
+    if (!step) return Status::Error(Reason::kUnavailable, Domain::kControlPlane, "script ended");
+    if (step->transport_error) return Status::Error(Reason::kUnavailable, Domain::kControlPlane, "connection refused");
     return HttpResponse{step->status, step->body};
   }
 
@@ -45,11 +47,12 @@ class FakeApi : public KubeApi {
     EXPECT_EQ(&stop, &s_->stop);
     EXPECT_GT(idle_timeout.count(), 0);
     auto step = Next(Step::kWatch);
-    if (!step) return Status::Error(Code::kControlPlane, "script ended");
+    if (!step) return Status::Error(Reason::kUnavailable, Domain::kControlPlane, "script ended");
     if (step->status < 200 || step->status >= 300) return HttpResponse{step->status, step->body};
     for (const auto& l : step->lines)
       if (!on_line(l)) return HttpResponse{step->status, ""};  // the caller hung up
-    if (step->transport_error) return Status::Error(Code::kControlPlane, "stream: connection reset");
+    if (step->transport_error) return Status::Error(Reason::kUnavailable, Domain::kControlPlane,
+                                                    "stream: connection reset");
     return HttpResponse{step->status, ""};
   }
 
@@ -334,11 +337,11 @@ TEST(InformerParse, KubeListPage) {
   ASSERT_EQ(p->items.size(), 1u);
   EXPECT_EQ(ObjectKey(p->items[0]), "n1");
   EXPECT_TRUE(ParseKubeListPage(R"({"kind":"PodList","metadata":{},"items":null})").ok());
-  EXPECT_EQ(ParseKubeListPage(R"({"kind":"Status","status":"Failure","message":"forbidden","code":403})").status().code(),
-            Code::kControlPlane);
-  EXPECT_EQ(ParseKubeListPage("[]").status().code(), Code::kDecode);
-  EXPECT_EQ(ParseKubeListPage(R"({"items":{}})").status().code(), Code::kDecode);
-  EXPECT_EQ(ParseKubeListPage("{").status().code(), Code::kDecode);
+  EXPECT_EQ(ParseKubeListPage(R"({"kind":"Status","status":"Failure","message":"forbidden","code":403})").status().reason(),
+            Reason::kUnavailable);
+  EXPECT_EQ(ParseKubeListPage("[]").status().reason(), Reason::kMalformed);
+  EXPECT_EQ(ParseKubeListPage(R"({"items":{}})").status().reason(), Reason::kMalformed);
+  EXPECT_EQ(ParseKubeListPage("{").status().reason(), Reason::kMalformed);
 }
 
 TEST(InformerParse, WatchLines) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "agent/errors.h"
+
 namespace weft::agent {
 
 const char* BackendName(Backend b) {
@@ -87,6 +89,15 @@ bool SleepUnlessStopped(std::chrono::milliseconds d, const std::atomic<bool>& st
     std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(end - now, std::chrono::milliseconds(50)));
   }
   return false;
+}
+
+const char* WhyName(Why why) {
+  switch (why) {
+    case Why::kTryAgain: return "try-again";
+    case Why::kBadConfig: return "bad-config";
+    case Why::kNoSubnet: return "no-subnet";
+  }
+  return "?";
 }
 
 std::chrono::milliseconds Backoff::Next() {

@@ -1,6 +1,8 @@
 #pragma once
-// The etcd v3 control plane, spoken through etcd's HTTP/JSON gateway
-// (/v3/kv/range, /v3/kv/txn, /v3/lease/*, /v3/watch) with libcurl.
+// The etcd v3 control plane: registration, lease renewal and the peer watch
+// as logic over the narrow EtcdRegistry interface (etcd_registry.h), so all
+// of it is unit-tested against FakeEtcd (etcd_fake.h); weftd runs it over
+// EtcdClient (etcd_client.h: the JSON gateway with libcurl).
 //
 // Key layout under a prefix (default /weft/network), docs/weftd.md:
 //   <prefix>/config                    {"network":"10.244.0.0/16","subnetLen":24,
@@ -18,6 +20,8 @@
 // keeps seeing one record per node.
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -29,52 +33,15 @@
 #include <vector>
 
 #include "agent/control_plane.h"
+#include "agent/errors.h"
+#include "agent/etcd_client.h"
+#include "agent/etcd_registry.h"
 #include "agent/http.h"
+#include "agent/list_watch.h"
 
 namespace weft::agent {
 
 // --- Pure helpers (unit-tested) ---------------------------------------------
-
-std::string Base64Encode(std::string_view in);
-std::optional<std::string> Base64Decode(std::string_view in);
-// The range_end that selects every key starting with `prefix`.
-std::string PrefixRangeEnd(std::string prefix);
-
-struct EtcdKv {
-  std::string key;
-  std::string value;
-  int64_t create_revision = 0;
-  int64_t mod_revision = 0;
-  int64_t lease = 0;
-};
-
-struct EtcdRange {
-  int64_t revision = 0;  // the store revision the range was read at
-  std::vector<EtcdKv> kvs;
-};
-
-struct EtcdEvent {
-  bool is_delete = false;
-  EtcdKv kv;
-};
-
-struct EtcdWatchMessage {
-  bool created = false;
-  bool canceled = false;
-  int64_t compact_revision = 0;  // > 0: the start revision was compacted
-  int64_t revision = 0;          // header revision
-  std::string cancel_reason;
-  std::vector<EtcdEvent> events;
-};
-
-// Gateway bodies. Errors are kDecode for malformed JSON and kControlPlane for
-// an error object returned by etcd.
-Result<EtcdRange> ParseRangeResponse(std::string_view body);
-Result<EtcdWatchMessage> ParseWatchLine(std::string_view line);
-// `*revision` gets the header revision.
-Result<bool> ParseTxnResponse(std::string_view body, int64_t* revision);
-Result<int64_t> ParseLeaseGrant(std::string_view body);   // lease ID
-Result<int64_t> ParseLeaseKeepAlive(std::string_view body);  // remaining TTL; 0 = lease gone
 
 // At least one family. Subnet lengths: IPv4 network..30, IPv6 network..126.
 struct NetworkConfig {
@@ -133,38 +100,6 @@ class SubnetRecords {
   std::map<std::string, std::set<std::string>> keys_by_node_;
 };
 
-// --- The client ---------------------------------------------------------------
-
-// Requests against a list of gateway endpoints, moving to the next endpoint
-// after a transport failure. One per thread. A TLS failure (a rotated client
-// certificate or CA) is retried once on a new connection, which reads the
-// TLS files again. Outcomes go to `health` when it is not null (it must
-// outlive the client).
-class EtcdClient {
- public:
-  EtcdClient(std::vector<std::string> endpoints, TlsOptions tls, AuthHealth* health = nullptr);
-
-  Result<EtcdRange> Range(const std::string& key, const std::string& range_end, int64_t revision = 0);
-  Result<bool> Txn(const std::string& body_json, int64_t* revision = nullptr);
-  Result<int64_t> LeaseGrant(int64_t ttl_seconds);
-  Result<int64_t> LeaseKeepAlive(int64_t id);
-  Status LeaseRevoke(int64_t id);
-  Status Compact(int64_t revision);
-  Status Put(const std::string& key, const std::string& value, int64_t lease = 0);
-  Status Delete(const std::string& key);
-  // Watches [key, range_end) from `start_revision`; `on_msg` gets each
-  // complete message and returns false to stop.
-  Status Watch(const std::string& key, const std::string& range_end, int64_t start_revision,
-               const std::function<bool(const EtcdWatchMessage&)>& on_msg, const std::atomic<bool>& stop);
-
- private:
-  Result<std::string> Post(const std::string& path, const std::string& body);
-  std::vector<std::string> endpoints_;
-  size_t current_ = 0;
-  HttpClient http_;
-  AuthHealth* health_;
-};
-
 struct EtcdOptions {
   std::vector<std::string> endpoints;       // "http://10.0.0.1:2379"
   std::string prefix = "/weft/network";
@@ -177,6 +112,88 @@ struct EtcdOptions {
   std::string node_name;                    // for Leave() without Register()
 };
 
+// The node's claim, planned from the subnet records read at one revision:
+// one subnet per family of `cfg` under `lease`, in one transaction whose
+// compares make it fail if anyone wrote those keys since. The node's own
+// records (found by name) move onto the new lease; otherwise a free subnet
+// is picked, preferring `remembered` (the state file's). `must_keep`: the
+// subnets the node already uses (its lease was lost): any other outcome is a
+// kNoSubnet failure. A full network is kNoSubnet too.
+struct SubnetClaim {
+  EtcdTxn txn;
+  std::vector<IpPrefix> subnets;    // IPv4 first
+  std::vector<int64_t> old_leases;  // the leases the reused records hung on
+  bool reused = false;
+};
+Attempt<SubnetClaim> PlanClaim(const std::string& prefix, const std::string& self_name, const std::string& value,
+                               const NetworkConfig& cfg, const std::vector<EtcdKv>& records,
+                               const std::vector<IpPrefix>& must_keep, const std::vector<IpPrefix>& remembered,
+                               int64_t lease);
+
+class EtcdControlPlane : public ControlPlane {
+ public:
+  // Makes one registry per thread (Register and Leave on the caller's, the
+  // lease renewal, the watch), each recording into `health` (the control
+  // plane's own, for auth_health()).
+  using RegistryFactory = std::function<std::unique_ptr<EtcdRegistry>(AuthHealth* health)>;
+  EtcdControlPlane(EtcdOptions opts, RegistryFactory registry);
+
+  // Ensures <prefix>/config (written from --cluster-cidr when absent) and
+  // claims the subnets; retries transient failures with backoff, gives up at
+  // once on a bad config (Why::kBadConfig) or no subnet (Why::kNoSubnet).
+  Result<std::vector<IpPrefix>> Register(const LocalNode& self, const std::atomic<bool>& stop) override;
+  std::vector<IpPrefix> ClusterCidrs() const override;
+  // KeepAlive() on the calling thread, WatchPeers() on another, until `stop`
+  // or until KeepAlive fails (the node lost its subnets): its error then.
+  Status Run(PeerStore& store, const std::atomic<bool>& stop) override;
+  // Deletes every subnet recorded for this node in one transaction and
+  // revokes the leases they hang on; works without Register() (weftd --leave).
+  Status Leave() override;
+  ControlPlaneStats& stats() override { return stats_; }
+  const AuthHealth* auth_health() const override { return &health_; }
+
+  // --- Run's halves, public so tests drive them one at a time ---
+  // Renews the lease every lease_ttl/3 (at least 300 ms); a lease found gone
+  // (the node was away longer than its TTL) is claimed again with the same
+  // subnets. Returns Ok when stopped, or the kNoSubnet failure when the
+  // subnets were taken meanwhile. Other failures are retried with backoff.
+  Status KeepAlive(const std::atomic<bool>& stop);
+  // Lists then watches the subnet records into `store` (RunListWatch: the
+  // revision is the resume point; a compacted or canceled watch re-lists, as
+  // does a healthy one every 10 minutes) until `stop`.
+  void WatchPeers(PeerStore& store, const std::atomic<bool>& stop);
+
+  // Tests: the sleeps between renewals and retries (SleepUnlessStopped), and
+  // the clock of the periodic re-list (steady_clock). Before Register/Run.
+  void SetSleepForTesting(SleepFn sleep) { sleep_ = std::move(sleep); }
+  void SetClockForTesting(std::function<std::chrono::steady_clock::time_point()> now) { now_ = std::move(now); }
+  int64_t lease() const { return lease_.load(); }  // 0 before Register
+
+ private:
+  class PeerSource;
+  const std::string& self_name() const { return self_.name.empty() ? opts_.node_name : self_.name; }
+  Attempt<NetworkConfig> EnsureConfig(EtcdRegistry& r);
+  Attempt<std::vector<IpPrefix>> TryRegister(EtcdRegistry& r, const std::vector<IpPrefix>& must_keep);
+  // Renews once; a lost lease is re-claimed. Ok: renewed or re-claimed.
+  Attempt<bool> Renew(EtcdRegistry& r);
+  std::vector<IpPrefix> Remembered() const;
+  void Remember(const std::vector<IpPrefix>& subnets) const;
+
+  EtcdOptions opts_;
+  RegistryFactory make_registry_;
+  AuthHealth health_;                        // before the registries that record into it
+  std::unique_ptr<EtcdRegistry> registry_;  // Register/Leave (the caller's thread)
+  SleepFn sleep_;
+  std::function<std::chrono::steady_clock::time_point()> now_;
+  LocalNode self_;
+  std::atomic<int64_t> lease_{0};
+  mutable std::mutex mu_;
+  std::vector<IpPrefix> subnets_;        // guarded by mu_
+  std::optional<NetworkConfig> config_;  // guarded by mu_
+  ControlPlaneStats stats_;
+};
+
+// The control plane over EtcdClient.
 std::unique_ptr<ControlPlane> NewEtcdControlPlane(EtcdOptions opts);
 
 }  // namespace weft::agent

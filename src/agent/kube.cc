@@ -5,8 +5,8 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "agent/etcd.h"  // Base64Decode
 #include "agent/informer.h"
+#include "agent/json_util.h"
 #include "agent/kube_client.h"
 #include "base/log.h"
 #include "base/strings.h"
@@ -47,13 +47,14 @@ json YamlNodeToJson(yaml_document_t* doc, yaml_node_t* node, int depth) {
 
 Result<json> ParseYaml(std::string_view text) {
   yaml_parser_t parser;
-  if (!yaml_parser_initialize(&parser)) return Status::Error(Code::kInternal, "yaml_parser_initialize");
+  if (!yaml_parser_initialize(&parser)) return Status::Error(Reason::kInternal, Domain::kNone,
+                                                             "yaml_parser_initialize");
   yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()), text.size());
   yaml_document_t doc;
   if (!yaml_parser_load(&parser, &doc)) {
     std::string err = parser.problem ? parser.problem : "syntax error";
     yaml_parser_delete(&parser);
-    return Status::Error(Code::kDecode, "kubeconfig: bad YAML", err);
+    return Status::Error(Reason::kMalformed, Domain::kNone, "kubeconfig: bad YAML", err);
   }
   json out = YamlNodeToJson(&doc, yaml_document_get_root_node(&doc), 0);
   yaml_document_delete(&doc);
@@ -61,25 +62,10 @@ Result<json> ParseYaml(std::string_view text) {
   return out;
 }
 
-std::string Str(const json& j, const char* key) {
-  if (!j.is_object()) return "";
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_string()) return "";
-  return it->get<std::string>();
-}
-
-// A member by reference (never a copy: callers keep pointers into it).
-const json& Field(const json& j, const char* key) {
-  static const json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-
 const json* Named(const json& list, const std::string& name, const char* field) {
   if (!list.is_array()) return nullptr;
   for (const auto& e : list)
-    if (Str(e, "name") == name && e.contains(field)) return &e[field];
+    if (JsonStr(e, "name") == name && e.contains(field)) return &e[field];
   return nullptr;
 }
 
@@ -88,12 +74,13 @@ const json* Named(const json& list, const std::string& name, const char* field) 
 Result<std::string> FileOrData(const json& obj, const char* path_key, const char* data_key,
                                const std::string& base_dir, const std::string& scratch_dir,
                                const std::string& out_name) {
-  std::string p = Str(obj, path_key);
+  std::string p = JsonStr(obj, path_key);
   if (!p.empty()) return p[0] == '/' ? p : base_dir + "/" + p;
-  std::string d = Str(obj, data_key);
+  std::string d = JsonStr(obj, data_key);
   if (d.empty()) return std::string();
   auto raw = Base64Decode(d);
-  if (!raw) return Status::Error(Code::kDecode, std::string("kubeconfig: ") + data_key + " is not base64");
+  if (!raw) return Status::Error(Reason::kMalformed, Domain::kNone,
+                                 std::string("kubeconfig: ") + data_key + " is not base64");
   WEFT_RETURN_IF_ERROR(sys::MkdirAll(scratch_dir, 0700));
   std::string out = scratch_dir + "/" + out_name;
   WEFT_RETURN_IF_ERROR(sys::WriteFileAtomic(out, *raw, 0600));
@@ -103,8 +90,8 @@ Result<std::string> FileOrData(const json& obj, const char* path_key, const char
 KubeNode NodeFromJson(const json& j) {
   KubeNode n;
   const json& meta = j.value("metadata", json::object());
-  n.info.name = Str(meta, "name");
-  n.resource_version = Str(meta, "resourceVersion");
+  n.info.name = JsonStr(meta, "name");
+  n.resource_version = JsonStr(meta, "resourceVersion");
   if (meta.contains("annotations") && meta["annotations"].is_object())
     for (const auto& [k, v] : meta["annotations"].items())
       if (v.is_string()) n.annotations[k] = v.get<std::string>();
@@ -115,7 +102,7 @@ KubeNode NodeFromJson(const json& j) {
         if (auto p = IpPrefix::Parse(c.get<std::string>())) n.info.pod_cidrs.push_back(p->Masked());
   }
   if (n.info.pod_cidrs.empty())
-    if (auto p = IpPrefix::Parse(Str(spec, "podCIDR"))) n.info.pod_cidrs.push_back(p->Masked());
+    if (auto p = IpPrefix::Parse(JsonStr(spec, "podCIDR"))) n.info.pod_cidrs.push_back(p->Masked());
   std::stable_sort(n.info.pod_cidrs.begin(), n.info.pod_cidrs.end(),
                    [](const IpPrefix& a, const IpPrefix& b) { return a.is_v4() && !b.is_v4(); });
   if (auto it = n.annotations.find(kAnnotationHostIp); it != n.annotations.end())
@@ -124,8 +111,8 @@ KubeNode NodeFromJson(const json& j) {
     if (auto ip = IpAddress::Parse(it->second); ip && ip->is_v6()) n.info.host_ip6 = ip;
   if (j.contains("status") && j["status"].contains("addresses") && j["status"]["addresses"].is_array()) {
     for (const auto& a : j["status"]["addresses"]) {
-      if (Str(a, "type") != "InternalIP") continue;
-      auto ip = IpAddress::Parse(Str(a, "address"));
+      if (JsonStr(a, "type") != "InternalIP") continue;
+      auto ip = IpAddress::Parse(JsonStr(a, "address"));
       if (!n.info.host_ip) n.info.host_ip = ip;
       if (ip && ip->is_v6() && !n.info.host_ip6 && !n.annotations.count(kAnnotationHostIp6)) n.info.host_ip6 = ip;
     }
@@ -133,17 +120,6 @@ KubeNode NodeFromJson(const json& j) {
   if (auto it = n.annotations.find(kAnnotationVtepMac); it != n.annotations.end()) n.info.vtep_mac = it->second;
   if (auto it = n.annotations.find(kAnnotationBackend); it != n.annotations.end()) n.info.backend = it->second;
   return n;
-}
-
-template <typename T, typename F>
-Result<T> Guarded(std::string_view text, const char* what, F&& fn) {
-  try {
-    json j = json::parse(text);
-    if (!j.is_object()) return Status::Error(Code::kDecode, std::string(what) + ": not a JSON object");
-    return fn(j);
-  } catch (const std::exception& e) {
-    return Status::Error(Code::kDecode, std::string(what) + ": bad JSON", e.what());
-  }
 }
 
 }  // namespace
@@ -155,7 +131,7 @@ Result<KubeEndpoint> InClusterEndpoint(const std::vector<std::string>& env, cons
     if (StartsWith(kv, "KUBERNETES_SERVICE_PORT=")) port = kv.substr(24);
   }
   if (host.empty() || port.empty())
-    return Status::Error(Code::kInvalidConfig,
+    return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
                          "not in a cluster: KUBERNETES_SERVICE_HOST/PORT are unset (use --kubeconfig)");
   KubeEndpoint e;
   e.server = "https://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + port;
@@ -168,30 +144,33 @@ Result<KubeEndpoint> InClusterEndpoint(const std::vector<std::string>& env, cons
 Result<KubeEndpoint> ParseKubeconfig(std::string_view text, const std::string& scratch_dir,
                                      const std::string& base_dir) {
   WEFT_ASSIGN_OR_RETURN(json cfg, ParseYaml(text));
-  if (!cfg.is_object()) return Status::Error(Code::kDecode, "kubeconfig: not a mapping");
-  std::string ctx_name = Str(cfg, "current-context");
-  const json& contexts = Field(cfg, "contexts");
+  if (!cfg.is_object()) return Status::Error(Reason::kMalformed, Domain::kNone, "kubeconfig: not a mapping");
+  std::string ctx_name = JsonStr(cfg, "current-context");
+  const json& contexts = JsonMember(cfg, "contexts");
   const json* ctx = Named(contexts, ctx_name, "context");
   if (!ctx && ctx_name.empty() && contexts.is_array() && contexts.size() == 1 && contexts[0].contains("context"))
     ctx = &contexts[0]["context"];
-  if (!ctx) return Status::Error(Code::kInvalidConfig, "kubeconfig: no context \"" + ctx_name + "\"");
-  const json* cluster = Named(Field(cfg, "clusters"), Str(*ctx, "cluster"), "cluster");
-  if (!cluster) return Status::Error(Code::kInvalidConfig, "kubeconfig: no cluster \"" + Str(*ctx, "cluster") + "\"");
+  if (!ctx) return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                                 "kubeconfig: no context \"" + ctx_name + "\"");
+  const json* cluster = Named(JsonMember(cfg, "clusters"), JsonStr(*ctx, "cluster"), "cluster");
+  if (!cluster) return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                                     "kubeconfig: no cluster \"" + JsonStr(*ctx, "cluster") + "\"");
   KubeEndpoint e;
-  e.server = Str(*cluster, "server");
+  e.server = JsonStr(*cluster, "server");
   while (!e.server.empty() && e.server.back() == '/') e.server.pop_back();
-  if (e.server.empty()) return Status::Error(Code::kInvalidConfig, "kubeconfig: the cluster has no server");
+  if (e.server.empty()) return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                                             "kubeconfig: the cluster has no server");
   TlsOptions& tls = e.files.tls;
   WEFT_ASSIGN_OR_RETURN(tls.ca_file, FileOrData(*cluster, "certificate-authority", "certificate-authority-data",
                                                 base_dir, scratch_dir, "ca.crt"));
-  tls.insecure = Str(*cluster, "insecure-skip-tls-verify") == "true";
-  std::string user_name = Str(*ctx, "user");
-  if (const json* user = Named(Field(cfg, "users"), user_name, "user")) {
+  tls.insecure = JsonStr(*cluster, "insecure-skip-tls-verify") == "true";
+  std::string user_name = JsonStr(*ctx, "user");
+  if (const json* user = Named(JsonMember(cfg, "users"), user_name, "user")) {
     // client-go: an inline token wins over tokenFile. The file is read (and
     // re-read as it rotates) by KubeCredentials.
-    e.files.token = Str(*user, "token");
-    if (e.files.token.empty() && !Str(*user, "tokenFile").empty()) {
-      std::string tf = Str(*user, "tokenFile");
+    e.files.token = JsonStr(*user, "token");
+    if (e.files.token.empty() && !JsonStr(*user, "tokenFile").empty()) {
+      std::string tf = JsonStr(*user, "tokenFile");
       e.files.token_file = tf[0] == '/' ? tf : base_dir + "/" + tf;
     }
     WEFT_ASSIGN_OR_RETURN(tls.cert_file, FileOrData(*user, "client-certificate", "client-certificate-data",
@@ -214,9 +193,9 @@ Result<KubeEndpoint> KubeconfigEndpoint(const std::string& path, const std::stri
 }
 
 Result<KubeNode> ParseNode(std::string_view text) {
-  return Guarded<KubeNode>(text, "node", [](const json& j) -> Result<KubeNode> {
+  return ParseJsonObject<KubeNode>(text, "node", [](const json& j) -> Result<KubeNode> {
     KubeNode n = NodeFromJson(j);
-    if (n.info.name.empty()) return Status::Error(Code::kDecode, "node: no metadata.name");
+    if (n.info.name.empty()) return Status::Error(Reason::kMalformed, Domain::kNone, "node: no metadata.name");
     return n;
   });
 }
@@ -249,7 +228,7 @@ std::optional<KubeNode> DecodeNode(const json& j) {
     if (n.info.name.empty()) return std::nullopt;
     return n;
   } catch (const std::exception& e) {
-    WEFT_LOG(kWarn, "msg=\"node ignored: decode failed\" err=\"" + std::string(e.what()) + "\"");
+    WEFT_LOG(kWarn, "node ignored: decode failed", {"err", e.what()});
     return std::nullopt;
   }
 }
@@ -284,7 +263,7 @@ class NodeHandler : public InformerHandler {
     if (!complete) return;
     size_t count = peers.size();
     store_.Replace(std::move(peers));
-    WEFT_LOG(kInfo, "msg=\"listed peers\" backend=kubernetes peers=" + std::to_string(count));
+    WEFT_LOG(kInfo, "listed peers", {"backend", "kubernetes"}, {"peers", count});
     if (self) on_self_(*self);
   }
   void OnReplace(std::vector<json> items) override {
@@ -323,13 +302,13 @@ class KubeControlPlane : public ControlPlane {
       auto r = TryRegister(http_);
       if (r.ok() && !r->empty()) return r;
       if (r.ok()) {
-        WEFT_LOG(kInfo, "msg=\"waiting for the node's spec.podCIDRs\" node=" + self_.name);
+        WEFT_LOG(kInfo, "waiting for the node's spec.podCIDRs", {"node", self_.name});
       } else {
         stats_.errors++;
-        WEFT_LOG(kWarn, "msg=\"kubernetes registration failed; retrying\" err=\"" + r.status().ToString() + "\"");
+        WEFT_LOG(kWarn, "kubernetes registration failed; retrying", {"err", r.status()});
       }
       if (!SleepUnlessStopped(backoff.Next(), stop))
-        return Status::Error(Code::kControlPlane, "stopped before registering");
+        return Status::Error(Reason::kUnavailable, Domain::kControlPlane, "stopped before registering");
     }
   }
 
@@ -349,7 +328,7 @@ class KubeControlPlane : public ControlPlane {
   }
 
   Status Leave() override {
-    WEFT_LOG(kInfo, "msg=\"kubernetes: nothing to withdraw; the Node object belongs to the cluster\"");
+    WEFT_LOG(kInfo, "kubernetes: nothing to withdraw; the Node object belongs to the cluster");
     return Status::Ok();
   }
 
@@ -369,9 +348,11 @@ class KubeControlPlane : public ControlPlane {
 
   Result<std::vector<IpPrefix>> TryRegister(KubeClient& http) {
     WEFT_ASSIGN_OR_RETURN(auto resp, http.Do(Request("GET", "/api/v1/nodes/" + QueryEscape(self_.name))));
-    if (resp.status == 404) return Status::Error(Code::kControlPlane, "node " + self_.name + " does not exist");
+    if (resp.status == 404) return Status::Error(Reason::kUnavailable, Domain::kControlPlane,
+                                                 "node " + self_.name + " does not exist");
     if (resp.status != 200)
-      return Status::Error(Code::kControlPlane, "get node " + self_.name + ": HTTP " + std::to_string(resp.status),
+      return Status::Error(Reason::kUnavailable, Domain::kControlPlane,
+                           "get node " + self_.name + ": HTTP " + std::to_string(resp.status),
                            resp.body.substr(0, 512));
     WEFT_ASSIGN_OR_RETURN(auto node, ParseNode(resp.body));
     if (node.info.pod_cidrs.empty()) return std::vector<IpPrefix>{};
@@ -385,9 +366,10 @@ class KubeControlPlane : public ControlPlane {
     req.body = AnnotationPatch(self_);
     WEFT_ASSIGN_OR_RETURN(auto resp, http.Do(req));
     if (resp.status != 200)
-      return Status::Error(Code::kControlPlane, "patch node " + self_.name + ": HTTP " + std::to_string(resp.status),
+      return Status::Error(Reason::kUnavailable, Domain::kControlPlane,
+                           "patch node " + self_.name + ": HTTP " + std::to_string(resp.status),
                            resp.body.substr(0, 512));
-    WEFT_LOG(kInfo, "msg=\"published node annotations\" node=" + self_.name);
+    WEFT_LOG(kInfo, "published node annotations", {"node", self_.name});
     return Status::Ok();
   }
 
@@ -396,7 +378,7 @@ class KubeControlPlane : public ControlPlane {
     Status st = Patch(http);
     if (!st.ok()) {
       stats_.errors++;
-      WEFT_LOG(kWarn, "msg=\"re-publishing node annotations failed\" err=\"" + st.ToString() + "\"");
+      WEFT_LOG(kWarn, "re-publishing node annotations failed", {"err", st});
     }
   }
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/conflist.h"
-#include "agent/etcd.h"
+#include "base/strings.h"
 
 namespace weft::agent {
 namespace {
@@ -31,7 +31,7 @@ TEST(KubeParse, NodePrefersAnnotationsAndSortsIpv4First) {
   EXPECT_EQ(m->info.host_ip->ToString(), "198.18.0.2");
   EXPECT_EQ(m->info.pod_cidrs.size(), 1u);
   EXPECT_FALSE(ParseNode(R"({"metadata":{}})").ok());
-  EXPECT_EQ(ParseNode("{").status().code(), Code::kDecode);
+  EXPECT_EQ(ParseNode("{").status().reason(), Reason::kMalformed);
 }
 
 TEST(KubeParse, AnnotationPatchAndMatch) {

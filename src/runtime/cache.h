@@ -22,10 +22,6 @@ namespace weft::runtime {
 inline constexpr const char* kDefaultCacheDir = "/var/lib/cni";
 inline constexpr const char* kCacheKind = "cniCacheV1";
 
-std::string Base64Encode(std::string_view in);
-// Standard alphabet with padding (Go's encoding/json for []byte).
-Result<std::string> Base64Decode(std::string_view in);
-
 struct CachedAttachment {
   std::string container_id;
   std::string network;
@@ -49,7 +45,7 @@ class ResultCache {
   const std::string& dir() const { return dir_; }
   std::string results_dir() const { return dir_ + "/results"; }
 
-  // kInvalidConfig when a part is empty or could escape the directory.
+  // Invalid-argument when a part is empty or could escape the directory.
   Result<std::string> PathFor(const std::string& network, const std::string& container_id,
                               const std::string& ifname) const;
 

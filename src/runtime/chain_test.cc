@@ -1,7 +1,9 @@
 #include "runtime/chain.h"
+#include "cni/errors.h"
 
 #include <gtest/gtest.h>
 
+#include "base/strings.h"
 #include "runtime/test_helpers.h"
 
 namespace weft::runtime {
@@ -89,7 +91,7 @@ TEST_F(ChainTest, AddStopsAtTheFailingPluginAndCachesNothing) {
   Runtime rt = Make();
   auto r = rt.AddNetworkList(List("1.0.0", R"({"fail":{"ADD":11}})"), Rt());
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), Code::kTryAgainLater);
+  EXPECT_EQ(cni::CodeOf(r.status()), cni::Code::kTryAgainLater);
   EXPECT_NE(r.status().msg().find("plugin type=\"b\" failed (add)"), std::string::npos) << r.status().msg();
   EXPECT_EQ(Calls(), (std::vector<std::string>{"a:ADD", "b:ADD"}));
   EXPECT_FALSE(std::filesystem::exists(CacheFile()));
@@ -98,10 +100,10 @@ TEST_F(ChainTest, AddStopsAtTheFailingPluginAndCachesNothing) {
 TEST_F(ChainTest, AddRefusesBadNamesBeforeRunningAnything) {
   RuntimeConf bad = Rt();
   bad.container_id = "../etc";
-  EXPECT_EQ(Make().AddNetworkList(List(), bad).status().code(), Code::kInvalidEnv);
+  EXPECT_EQ(cni::CodeOf(Make().AddNetworkList(List(), bad).status()), cni::Code::kInvalidEnv);
   RuntimeConf badif = Rt();
   badif.ifname = "this-name-is-too-long";
-  EXPECT_EQ(Make().AddNetworkList(List(), badif).status().code(), Code::kInvalidEnv);
+  EXPECT_EQ(cni::CodeOf(Make().AddNetworkList(List(), badif).status()), cni::Code::kInvalidEnv);
   EXPECT_TRUE(Calls().empty());
 }
 
@@ -137,7 +139,7 @@ TEST_F(ChainTest, DelRunsEveryPluginWhenOneFailsAndKeepsTheCacheForARetry) {
   ClearLog();
   Status st = rt.DelNetworkList(List("1.0.0", R"({"fail":{"DEL":5}})"), Rt());
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.code(), Code::kIo);
+  EXPECT_EQ(cni::CodeOf(st), cni::Code::kIo);
   EXPECT_NE(st.msg().find("type=\"b\" failed (delete)"), std::string::npos) << st.msg();
   EXPECT_EQ(Calls(), (std::vector<std::string>{"c:DEL", "b:DEL", "a:DEL"}));
   EXPECT_TRUE(std::filesystem::exists(CacheFile()));
@@ -165,13 +167,13 @@ TEST_F(ChainTest, CheckUsesTheCachedResultAndHonoursDisableCheckAndVersion) {
   EXPECT_EQ(Log()[0]["stdin"]["prevResult"], added->json);
   ClearLog();
   Status failing = rt.CheckNetworkList(List("1.0.0", R"({"fail":{"CHECK":108}})"), Rt());
-  EXPECT_EQ(failing.code(), Code::kCheckFailed);
+  EXPECT_EQ(cni::CodeOf(failing), cni::Code::kCheckFailed);
   EXPECT_EQ(Calls().size(), 2u);  // stops at b
   ClearLog();
   ASSERT_TRUE(rt.CheckNetworkList(List("1.0.0", "{}", R"("disableCheck":true,)"), Rt()).ok());
   EXPECT_TRUE(Calls().empty());
   Status old = rt.CheckNetworkList(List("0.3.1"), Rt());
-  EXPECT_EQ(old.code(), Code::kIncompatibleVersion);
+  EXPECT_EQ(cni::CodeOf(old), cni::Code::kIncompatibleVersion);
   EXPECT_NE(old.msg().find("does not support the CHECK command"), std::string::npos);
   EXPECT_TRUE(Calls().empty());
 }
@@ -189,7 +191,7 @@ TEST_F(ChainTest, StatusOnlyFrom110AndStopsAtTheFirstError) {
   }
   ClearLog();
   Status st = rt.StatusNetworkList(List("1.1.0", R"({"fail":{"STATUS":50}})"));
-  EXPECT_EQ(st.code(), Code::kNotAvailable);
+  EXPECT_EQ(cni::CodeOf(st), cni::Code::kNotAvailable);
   EXPECT_EQ(Calls().size(), 2u);
 }
 
@@ -236,13 +238,13 @@ TEST_F(ChainTest, DelFromCacheAloneUsesTheCachedConfigArgsAndResult) {
   EXPECT_EQ(log[1]["stdin"]["runtimeConfig"]["portMappings"][0]["hostPort"], 80);
   EXPECT_EQ(log[2]["stdin"]["prevResult"], added->json);
   EXPECT_FALSE(std::filesystem::exists(CacheFile()));
-  EXPECT_EQ(rt.DelFromCache("net", "c1", "eth0", std::nullopt).code(), Code::kUnknownContainer);
+  EXPECT_EQ(cni::CodeOf(rt.DelFromCache("net", "c1", "eth0", std::nullopt)), cni::Code::kUnknownContainer);
 }
 
 TEST_F(ChainTest, CrashAndHangInAChainAreNamed) {
   Runtime rt = Make();
   Status crash = rt.AddNetworkList(List("1.0.0", R"({"crash":["ADD"]})"), Rt()).status();
-  EXPECT_EQ(crash.code(), Code::kExec);
+  EXPECT_EQ(cni::CodeOf(crash), cni::Code::kExec);
   EXPECT_NE(crash.msg().find("type=\"b\""), std::string::npos);
   EXPECT_NE(crash.msg().find("signal 11"), std::string::npos) << crash.msg();
   RuntimeOptions o;
@@ -250,7 +252,7 @@ TEST_F(ChainTest, CrashAndHangInAChainAreNamed) {
   o.invoke.timeout = std::chrono::milliseconds(200);
   o.cache_dir = dir_ / "cache";
   Status hang = Runtime(o).CheckNetworkList(List("1.0.0", R"({"hang":["CHECK"]})"), Rt());
-  EXPECT_EQ(hang.code(), Code::kExec);
+  EXPECT_EQ(cni::CodeOf(hang), cni::Code::kExec);
   EXPECT_NE(hang.msg().find("did not finish"), std::string::npos) << hang.msg();
 }
 
@@ -271,7 +273,7 @@ TEST_F(ChainTest, NegotiationPicksTheHighestOfferedVersionEveryPluginSpeaks) {
   NetworkConfigList none = List("1.1.0", "{}", R"("cniVersions":["1.1.0"],)");
   auto bad = Make({"FAKE_VERSIONS=0.4.0"}).NegotiateVersion(&none);
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().code(), Code::kIncompatibleVersion);
+  EXPECT_EQ(cni::CodeOf(bad.status()), cni::Code::kIncompatibleVersion);
   EXPECT_NE(bad.status().msg().find("not by a, b, c"), std::string::npos) << bad.status().msg();
 }
 
@@ -281,7 +283,7 @@ TEST_F(ChainTest, ValidateAsksEveryPluginForItsVersions) {
   EXPECT_EQ(*caps, (std::vector<std::string>{"bandwidth", "portMappings"}));
   auto old = Make({"FAKE_VERSIONS=0.3.1,0.4.0,1.0.0"}).ValidateNetworkList(List("1.1.0"));
   ASSERT_FALSE(old.ok());
-  EXPECT_EQ(old.status().code(), Code::kIncompatibleVersion);
+  EXPECT_EQ(cni::CodeOf(old.status()), cni::Code::kIncompatibleVersion);
   EXPECT_NE(old.status().msg().find("does not support config version \"1.1.0\""), std::string::npos);
 }
 

@@ -21,6 +21,7 @@
 #include <set>
 
 #include "agent/etcd.h"
+#include "base/strings.h"
 #include "agent/http.h"
 #include "agent/reconcile.h"
 #include "base/scope_guard.h"
@@ -132,9 +133,9 @@ TEST(Scale, ThousandPeersFromEtcd) {
       nlohmann::json ops = nlohmann::json::array();
       for (int i = start; i < std::min(kPeers, start + 250); ++i)
         ops.push_back({{"request_put",
-                        {{"key", agent::Base64Encode(PeerKey(i))}, {"value", agent::Base64Encode(PeerValue(i))}}}});
+                        {{"key", weft::Base64Encode(PeerKey(i))}, {"value", weft::Base64Encode(PeerValue(i))}}}});
       WEFT_ASSIGN_OR_RETURN(bool ok, c.Txn(nlohmann::json{{"success", ops}}.dump()));
-      if (!ok) return Status::Error(Code::kInternal, "txn failed");
+      if (!ok) return Status::Error(Reason::kInternal, Domain::kNone, "txn failed");
     }
     return Status::Ok();
   });

@@ -2,6 +2,7 @@
 // netns the test creates; each pod is its own netns.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <future>
 #include <set>
 
@@ -182,6 +183,37 @@ TEST_F(RoutedTest, GcKeepsListedAttachmentsAndReclaimsTheRest) {
   ExpectNothingLeft();
   // GC needs 1.1.0.
   EXPECT_EQ(Cni("GC", "", "", Conf("1.0.0")).Json()["code"], 1);
+}
+
+// A logFile inside directories that do not exist yet (the plugin's own
+// dataDir on a new node) is created on the first ADD; its lines are logfmt
+// with the call's context and each field once.
+TEST_F(RoutedTest, LogFileInANewDirectoryIsCreatedOnFirstAdd) {
+  const std::string log = data_dir_ + "/logs/new/weft.log";
+  json conf = Conf("1.1.0", {{"logFile", log}, {"logLevel", "debug"}});
+  auto r = Add("l1", conf);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.err.find("cannot open logFile"), std::string::npos) << r.err;
+  ASSERT_EQ(Del("l1", conf).exit_code, 0);
+  std::ifstream in(log);
+  ASSERT_TRUE(in.good()) << log << " was not created";
+  std::string line;
+  int attached = 0, timings = 0;
+  while (std::getline(in, line)) {
+    EXPECT_EQ(line.find("msg=\"msg="), std::string::npos) << line;
+    EXPECT_NE(line.find(" cmd="), std::string::npos) << line;
+    EXPECT_NE(line.find(" cid=l1 "), std::string::npos) << line;
+    if (line.find(" msg=attached ") != std::string::npos) {
+      ++attached;
+      EXPECT_NE(line.find(" ip=10.244.2."), std::string::npos) << line;
+    }
+    if (line.find(" msg=\"phase timing\" op=") != std::string::npos) {
+      ++timings;
+      EXPECT_NE(line.find(" total_ms="), std::string::npos) << line;
+    }
+  }
+  EXPECT_EQ(attached, 1);
+  EXPECT_EQ(timings, 2);  // ADD and DEL
 }
 
 TEST_F(RoutedTest, StatusReportsExhaustion) {

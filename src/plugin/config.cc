@@ -79,89 +79,113 @@ Result<NetworkPolicyConfig> NetworkPolicy(const json& j) {
   return np;
 }
 
-}  // namespace
-
-Result<Config> ParseConfig(const cni::NetConf& net) {
-  Config c;
-  c.net = net;
-  const json& j = net.raw;
+// "mode" and "bridge" (a bridge name without a mode means bridge mode).
+Status ParseMode(const json& j, Config* c) {
   if (j.contains("mode") && !j["mode"].is_null()) {
     if (!j["mode"].is_string()) return Invalid("mode", "must be a string");
     std::string m = j["mode"].get<std::string>();
     if (m == "routed") {
-      c.mode = Mode::kRouted;
+      c->mode = Mode::kRouted;
     } else if (m == "bridge") {
-      c.mode = Mode::kBridge;
+      c->mode = Mode::kBridge;
     } else {
       return Invalid("mode", "is \"" + m + "\"; expected \"routed\" or \"bridge\"");
     }
   }
   if (j.contains("bridge") && !j["bridge"].is_null()) {
     if (!j["bridge"].is_string()) return Invalid("bridge", "must be a string");
-    c.bridge = j["bridge"].get<std::string>();
-    if (auto why = InterfaceNameProblem(c.bridge); !why.empty())
+    c->bridge = j["bridge"].get<std::string>();
+    if (auto why = InterfaceNameProblem(c->bridge); !why.empty())
       return Invalid("bridge", "is not a valid interface name: it " + why);
-    if (!j.contains("mode") || j["mode"].is_null()) c.mode = Mode::kBridge;
+    if (!j.contains("mode") || j["mode"].is_null()) c->mode = Mode::kBridge;
   }
-  if (j.contains("mtu") && !j["mtu"].is_null()) {
-    if (!j["mtu"].is_number_integer()) return Invalid("mtu", "must be an integer");
-    long long m = j["mtu"].get<long long>();
-    if (m < kMinMtu || m > kMaxMtu)
-      return Invalid("mtu", "is " + std::to_string(m) + "; it must be between " + std::to_string(kMinMtu) +
-                                " and " + std::to_string(kMaxMtu));
-    c.mtu = static_cast<int>(m);
-  }
+  return Status::Ok();
+}
+
+Status ParseMtu(const json& j, Config* c) {
+  if (!j.contains("mtu") || j["mtu"].is_null()) return Status::Ok();
+  if (!j["mtu"].is_number_integer()) return Invalid("mtu", "must be an integer");
+  long long m = j["mtu"].get<long long>();
+  if (m < kMinMtu || m > kMaxMtu)
+    return Invalid("mtu", "is " + std::to_string(m) + "; it must be between " + std::to_string(kMinMtu) + " and " +
+                              std::to_string(kMaxMtu));
+  c->mtu = static_cast<int>(m);
+  return Status::Ok();
+}
+
+// "masquerade" and "masqueradeBackend".
+Status ParseMasquerade(const json& j, Config* c) {
   if (j.contains("masquerade") && !j["masquerade"].is_null()) {
     if (!j["masquerade"].is_boolean()) return Invalid("masquerade", "must be true or false");
-    c.masquerade = j["masquerade"].get<bool>();
+    c->masquerade = j["masquerade"].get<bool>();
   }
   if (j.contains("masqueradeBackend") && !j["masqueradeBackend"].is_null()) {
     if (!j["masqueradeBackend"].is_string()) return Invalid("masqueradeBackend", "must be a string");
     std::string b = j["masqueradeBackend"].get<std::string>();
-    if (b == "nftables") c.masquerade_backend = FwBackend::kNftables;
-    else if (b == "iptables") c.masquerade_backend = FwBackend::kIptables;
+    if (b == "nftables") c->masquerade_backend = FwBackend::kNftables;
+    else if (b == "iptables") c->masquerade_backend = FwBackend::kIptables;
     else return Invalid("masqueradeBackend", "is \"" + b + "\"; expected \"nftables\" or \"iptables\"");
   }
-  if (j.contains("dataDir") && !j["dataDir"].is_null()) {
-    if (!j["dataDir"].is_string()) return Invalid("dataDir", "must be a string");
-    c.data_dir = j["dataDir"].get<std::string>();
-    WEFT_RETURN_IF_ERROR(AbsolutePath("dataDir", c.data_dir));
-  }
-  if (!net.ipam.is_null()) {
-    if (!net.ipam.contains("type") || !net.ipam["type"].is_string() || net.ipam["type"].get<std::string>().empty())
-      return Invalid("ipam", "needs a string \"type\" (an IPAM plugin in CNI_PATH, or \"weft\")");
-    std::string t = net.ipam["type"].get<std::string>();
-    if (t != kBuiltinIpamType) {
-      if (t.find('/') != std::string::npos || t == "." || t == "..")
-        return Invalid("ipam", "has type \"" + t + "\", which is not a plugin name");
-      c.delegated_ipam = t;
-      WEFT_ASSIGN_OR_RETURN(c.ipam_subnets, IpamSubnets(net.ipam));
-    }
-  }
+  return Status::Ok();
+}
+
+Status ParseDataDir(const json& j, Config* c) {
+  if (!j.contains("dataDir") || j["dataDir"].is_null()) return Status::Ok();
+  if (!j["dataDir"].is_string()) return Invalid("dataDir", "must be a string");
+  c->data_dir = j["dataDir"].get<std::string>();
+  return AbsolutePath("dataDir", c->data_dir);
+}
+
+// The "ipam" section: Weft's own ("type": "weft") or a plugin to delegate
+// to, whose subnets are noted when they are host-local's.
+Status ParseIpam(const json& ipam, Config* c) {
+  if (ipam.is_null()) return Status::Ok();
+  if (!ipam.contains("type") || !ipam["type"].is_string() || ipam["type"].get<std::string>().empty())
+    return Invalid("ipam", "needs a string \"type\" (an IPAM plugin in CNI_PATH, or \"weft\")");
+  std::string t = ipam["type"].get<std::string>();
+  if (t == kBuiltinIpamType) return Status::Ok();
+  if (t.find('/') != std::string::npos || t == "." || t == "..")
+    return Invalid("ipam", "has type \"" + t + "\", which is not a plugin name");
+  c->delegated_ipam = t;
+  WEFT_ASSIGN_OR_RETURN(c->ipam_subnets, IpamSubnets(ipam));
+  return Status::Ok();
+}
+
+// "ranges": required with the built-in IPAM, never overlapping.
+Status ParseRanges(const json& j, Config* c) {
   if (j.contains("ranges") && !j["ranges"].is_null()) {
-    WEFT_ASSIGN_OR_RETURN(c.ranges, PrefixList(j["ranges"], "ranges"));
+    WEFT_ASSIGN_OR_RETURN(c->ranges, PrefixList(j["ranges"], "ranges"));
   }
-  if (c.ranges.empty() && c.delegated_ipam.empty())
+  if (c->ranges.empty() && c->delegated_ipam.empty())
     return Invalid("ranges", "must list at least one pod CIDR, e.g. [\"10.244.2.0/24\"]");
-  for (size_t a = 0; a < c.ranges.size(); ++a)
-    for (size_t b = a + 1; b < c.ranges.size(); ++b)
-      if (c.ranges[a].Overlaps(c.ranges[b]))
-        return Invalid("ranges", "has overlapping ranges " + c.ranges[a].ToString() + " and " +
-                                     c.ranges[b].ToString());
-  if (j.contains("gateways") && !j["gateways"].is_null()) {
-    if (!j["gateways"].is_array()) return Invalid("gateways", "must be an array of IP addresses");
-    for (const auto& g : j["gateways"]) {
-      auto a = g.is_string() ? IpAddress::Parse(g.get<std::string>()) : std::nullopt;
-      if (!a) return Invalid("gateways", "must be an array of IP addresses");
-      bool inside = c.ranges.empty();
-      for (const auto& r : c.ranges)
-        if (r.Contains(*a)) inside = true;
-      if (!inside) return Invalid("gateways", "has " + a->ToString() + ", which is in none of \"ranges\"");
-      for (const auto& o : c.gateways)
-        if (o.is_v4() == a->is_v4()) return Invalid("gateways", "may hold one address per family");
-      c.gateways.push_back(*a);
-    }
+  for (size_t a = 0; a < c->ranges.size(); ++a)
+    for (size_t b = a + 1; b < c->ranges.size(); ++b)
+      if (c->ranges[a].Overlaps(c->ranges[b]))
+        return Invalid("ranges", "has overlapping ranges " + c->ranges[a].ToString() + " and " +
+                                     c->ranges[b].ToString());
+  return Status::Ok();
+}
+
+// "gateways": at most one per family, each inside "ranges" (when given).
+Status ParseGateways(const json& j, Config* c) {
+  if (!j.contains("gateways") || j["gateways"].is_null()) return Status::Ok();
+  if (!j["gateways"].is_array()) return Invalid("gateways", "must be an array of IP addresses");
+  for (const auto& g : j["gateways"]) {
+    auto a = g.is_string() ? IpAddress::Parse(g.get<std::string>()) : std::nullopt;
+    if (!a) return Invalid("gateways", "must be an array of IP addresses");
+    bool inside = c->ranges.empty();
+    for (const auto& r : c->ranges)
+      if (r.Contains(*a)) inside = true;
+    if (!inside) return Invalid("gateways", "has " + a->ToString() + ", which is in none of \"ranges\"");
+    for (const auto& o : c->gateways)
+      if (o.is_v4() == a->is_v4()) return Invalid("gateways", "may hold one address per family");
+    c->gateways.push_back(*a);
   }
+  return Status::Ok();
+}
+
+// "ipsToRouteViaHost" (addresses or CIDRs) and "clusterCIDRs".
+Status ParseHostRoutes(const json& j, Config* c) {
   if (j.contains("ipsToRouteViaHost") && !j["ipsToRouteViaHost"].is_null()) {
     const json& v = j["ipsToRouteViaHost"];
     if (!v.is_array()) return Invalid("ipsToRouteViaHost", "must be an array of IP addresses");
@@ -171,30 +195,59 @@ Result<Config> ParseConfig(const cni::NetConf& net) {
       if (auto a = IpAddress::Parse(s)) p = IpPrefix(*a, a->family_bits());
       else p = IpPrefix::Parse(s);
       if (!p) return Invalid("ipsToRouteViaHost", "has \"" + s + "\", which is not an IP address or CIDR");
-      c.route_via_host.push_back(p->Masked());
+      c->route_via_host.push_back(p->Masked());
     }
   }
   if (j.contains("clusterCIDRs") && !j["clusterCIDRs"].is_null()) {
-    WEFT_ASSIGN_OR_RETURN(c.cluster_cidrs, PrefixList(j["clusterCIDRs"], "clusterCIDRs"));
+    WEFT_ASSIGN_OR_RETURN(c->cluster_cidrs, PrefixList(j["clusterCIDRs"], "clusterCIDRs"));
   }
+  return Status::Ok();
+}
+
+// "logFile" and "logLevel".
+Status ParseLogging(const json& j, Config* c) {
   if (j.contains("logFile") && !j["logFile"].is_null()) {
     if (!j["logFile"].is_string()) return Invalid("logFile", "must be a string");
-    c.log_file = j["logFile"].get<std::string>();
-    if (!c.log_file.empty() && c.log_file[0] != '/') return Invalid("logFile", "must be an absolute path");
+    c->log_file = j["logFile"].get<std::string>();
+    if (!c->log_file.empty() && c->log_file[0] != '/') return Invalid("logFile", "must be an absolute path");
   }
   if (j.contains("logLevel") && !j["logLevel"].is_null()) {
-    if (!j["logLevel"].is_string() || !log::ParseLevel(j["logLevel"].get<std::string>(), &c.log_level))
+    if (!j["logLevel"].is_string() || !log::ParseLevel(j["logLevel"].get<std::string>(), &c->log_level))
       return Invalid("logLevel", "must be one of debug, info, warn, error, off");
   }
-  if (j.contains("networkPolicy") && !j["networkPolicy"].is_null()) {
-    WEFT_ASSIGN_OR_RETURN(c.network_policy, NetworkPolicy(j["networkPolicy"]));
-    // Bridged pods of one node talk through the bridge without ever reaching
-    // the inet forward hook weftd filters in: their policies could not hold.
-    if (c.mode == Mode::kBridge)
-      return Invalid("networkPolicy", "is not supported in bridge mode: traffic between pods on the same "
-                                      "bridge never reaches the forward hook where policies are enforced; "
-                                      "use \"mode\": \"routed\"");
-  }
+  return Status::Ok();
+}
+
+// REQUIRES: the mode is parsed.
+Status ParseNetworkPolicy(const json& j, Config* c) {
+  if (!j.contains("networkPolicy") || j["networkPolicy"].is_null()) return Status::Ok();
+  WEFT_ASSIGN_OR_RETURN(c->network_policy, NetworkPolicy(j["networkPolicy"]));
+  // Bridged pods of one node talk through the bridge without ever reaching
+  // the inet forward hook weftd filters in: their policies could not hold.
+  if (c->mode == Mode::kBridge)
+    return Invalid("networkPolicy", "is not supported in bridge mode: traffic between pods on the same "
+                                    "bridge never reaches the forward hook where policies are enforced; "
+                                    "use \"mode\": \"routed\"");
+  return Status::Ok();
+}
+
+}  // namespace
+
+// Fields in a fixed order: the first invalid one is the error.
+Result<Config> ParseConfig(const cni::NetConf& net) {
+  Config c;
+  c.net = net;
+  const json& j = net.raw;
+  WEFT_RETURN_IF_ERROR(ParseMode(j, &c));
+  WEFT_RETURN_IF_ERROR(ParseMtu(j, &c));
+  WEFT_RETURN_IF_ERROR(ParseMasquerade(j, &c));
+  WEFT_RETURN_IF_ERROR(ParseDataDir(j, &c));
+  WEFT_RETURN_IF_ERROR(ParseIpam(net.ipam, &c));
+  WEFT_RETURN_IF_ERROR(ParseRanges(j, &c));
+  WEFT_RETURN_IF_ERROR(ParseGateways(j, &c));
+  WEFT_RETURN_IF_ERROR(ParseHostRoutes(j, &c));
+  WEFT_RETURN_IF_ERROR(ParseLogging(j, &c));
+  WEFT_RETURN_IF_ERROR(ParseNetworkPolicy(j, &c));
   return c;
 }
 

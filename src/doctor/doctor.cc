@@ -156,6 +156,18 @@ void DiagnoseNetpol(const NetpolView& v, std::vector<Finding>* out) {
 
 }  // namespace
 
+std::map<std::string, std::vector<std::string>> HostPortView(const std::string& table,
+                                                             const std::vector<fw::HostPortRule>& rules) {
+  auto v = ScriptChainComments(fw::RenderNftHostPorts(table, rules));
+  for (const auto& e : fw::NftHostPortElements(rules)) v["map " + e.set].push_back(fw::NftElementText(e));
+  std::vector<sys::NftElement> src;
+  for (const auto& p : fw::NftHostPortSources(rules)) {
+    auto es = fw::NftSourceElements(p);
+    src.insert(src.end(), es.begin(), es.end());
+  }
+  if (!src.empty()) v["sources"] = fw::NftIntervals(src);
+  return v;
+}
 
 std::map<std::string, std::vector<std::string>> ScriptChainComments(const std::string& script) {
   std::map<std::string, std::vector<std::string>> out;
@@ -324,12 +336,12 @@ void DiagnoseRulesets(const Snapshot& s, std::vector<Finding>* out) {
     CountRulesetDifferences(rs, &missing, &extra);
     std::string problem;
     if (rs.want.empty() && have_n > 0) {
-      problem = "holds " + std::to_string(have_n) + " rule(s) but the database has nothing for it";
+      problem = "holds " + std::to_string(have_n) + " rule(s) or element(s) but the database has nothing for it";
     } else if (!rs.want.empty() && have_n == 0) {
       problem = "is missing from the kernel although the database needs it";
     } else if (missing + extra > 0) {
-      problem = "differs from what the database and config render: " + std::to_string(missing) + " rule(s) missing, " +
-                std::to_string(extra) + " rule(s) with a stale marker";
+      problem = "differs from what the database and config render: " + std::to_string(missing) +
+                " rule(s) or element(s) missing, " + std::to_string(extra) + " stale";
     }
     if (!problem.empty())
       out->push_back({Kind::kRulesetMismatch, rs.what, rs.what + " " + problem, true,

@@ -14,6 +14,7 @@
 #include "agent/reconcile.h"
 #include "agent/types.h"
 #include "doctor/nft_table.h"
+#include "fw/hostport.h"
 #include "ipam/store.h"
 #include "sys/netlink.h"
 
@@ -44,6 +45,13 @@ struct RulesetView {
 // The comments of the rules of each chain in an `nft -f` script as the fw
 // renderers write it ("  chain NAME {" ... `comment "X"` ... "  }").
 std::map<std::string, std::vector<std::string>> ScriptChainComments(const std::string& script);
+
+// The hostPort table as `rules` want it, in RulesetView's terms: each
+// chain's rule comments, each map's elements ("map hp4": fw::NftElementText)
+// and the hairpin source ranges ("sources": fw::NftIntervals). Empty when
+// `rules` is.
+std::map<std::string, std::vector<std::string>> HostPortView(const std::string& table,
+                                                             const std::vector<fw::HostPortRule>& rules);
 
 // The peer side, present only when a control plane was given.
 struct PeerView {

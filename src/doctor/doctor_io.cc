@@ -20,6 +20,7 @@
 #include "sys/files.h"
 #include "sys/netns.h"
 #include "sys/nft_query.h"
+#include "sys/nft_set.h"
 
 
 namespace weft::doctor {
@@ -310,6 +311,19 @@ Result<Snapshot> ReadSnapshot(const Options& o) {
     WEFT_ASSIGN_OR_RETURN(auto view, ReadRuleset("hostPort ruleset (table inet " + table + ")", table,
                                                  fw::RenderNftHostPorts(table, rules),
                                                  fw::RenderNftHostPorts(table, {sample})));
+    // The mappings themselves are the elements of the table's maps; the
+    // hairpin sources the ranges of its -src sets.
+    view.want = HostPortView(table, rules);
+    for (const auto& map : fw::NftHostPortMaps()) {
+      WEFT_ASSIGN_OR_RETURN(auto have, sys::NftElements(sys::NftFamily::kInet, table, map));
+      for (const auto& e : have) view.have["map " + map].push_back(fw::NftElementText(e));
+    }
+    std::vector<sys::NftElement> have_src;
+    for (const char* set : {"hp4-src", "hp6-src"}) {
+      WEFT_ASSIGN_OR_RETURN(auto es, sys::NftElements(sys::NftFamily::kInet, table, set));
+      have_src.insert(have_src.end(), es.begin(), es.end());
+    }
+    if (!have_src.empty()) view.have["sources"] = fw::NftIntervals(have_src);
 
     s.rulesets.push_back(std::move(view));
   }

@@ -60,7 +60,7 @@ Snapshot Healthy() {
   RulesetView v;
   v.checked = true;
   v.what = "hostPort ruleset (table inet t)";
-  v.want = ScriptChainComments(fw::RenderNftHostPorts("t", hp));
+  v.want = HostPortView("t", hp);
   v.have = v.want;
   s.rulesets.push_back(v);
   return s;
@@ -153,13 +153,20 @@ TEST(Doctor, RulesetFlushedStaleOrLeftOver) {
   EXPECT_NE(fs[0].message.find("missing"), std::string::npos) << fs[0].message;
   EXPECT_TRUE(fs[0].fixable);
 
-  // Rendered for another database state: a stale marker.
+  // Rendered for another database state: a stale map element (and the
+  // wanted one missing).
   s = Healthy();
-  s.rulesets[0].have = ScriptChainComments(
-      fw::RenderNftHostPorts("t", {{"", 8081, "tcp", P("10.244.1.2/24"), 80}}));
+  s.rulesets[0].have = HostPortView("t", {{"", 8081, "tcp", P("10.244.1.2/24"), 80}});
   fs = Diagnose(s);
   ASSERT_EQ(fs.size(), 1u);
   EXPECT_NE(fs[0].message.find("differs from what the database"), std::string::npos) << fs[0].message;
+  EXPECT_NE(fs[0].message.find("1 rule(s) or element(s) missing, 1 stale"), std::string::npos) << fs[0].message;
+  // One mapping's element gone (`nft delete element`): the rules are fine.
+  s = Healthy();
+  s.rulesets[0].have.erase("map hp4");
+  fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_NE(fs[0].message.find("1 rule(s) or element(s) missing, 0 stale"), std::string::npos) << fs[0].message;
 
   // The database has no mappings, the kernel still has the table.
   s = Healthy();

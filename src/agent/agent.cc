@@ -90,10 +90,27 @@ HttpAnswer Agent::Serve(const std::string& path) {
   return {404, "text/plain", "not found\n"};
 }
 
-// Idempotent node setup: runs at start and on every periodic resync, so a
-// deleted device, address or sysctl comes back (level-triggered).
-Status Agent::SetUpNode(State& st) {
-  sys::Netlink& nl = *st.nl;
+namespace {
+
+// The VTEP addresses: the first IP of each pod CIDR as a /32 or /128 (a
+// peer's route to that CIDR goes via it, onlink).
+Status EnsureVtepAddresses(sys::Netlink& nl, int vxlan_index, const std::vector<IpPrefix>& pod_cidrs) {
+  WEFT_ASSIGN_OR_RETURN(auto addrs, nl.ListAddresses(0));
+  for (const auto& c : pod_cidrs) {
+    IpPrefix vtep(c.Masked().addr(), c.addr().family_bits());
+    bool have = false;
+    for (const auto& a : addrs)
+      if (a.index == vxlan_index && a.prefix == vtep) have = true;
+    // No DAD for IPv6: the address is this node's by allocation, and a
+    // tentative one could not be used for a second.
+    if (!have) WEFT_RETURN_IF_ERROR(nl.AddAddress(vxlan_index, vtep, /*nodad=*/!c.is_v4(), /*replace=*/true));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Agent::EnsureForwarding(const State& st) {
   WEFT_RETURN_IF_ERROR(EnsureNodeSysctl("net/ipv4/ip_forward", "1"));
   if (OfFamily(st.pod_cidrs, /*v6=*/true)) {
     WEFT_RETURN_IF_ERROR(EnsureNodeSysctl("net/ipv6/conf/all/forwarding", "1"));
@@ -108,35 +125,92 @@ Status Agent::SetUpNode(State& st) {
                  {"err", ra_st});
     }
   }
-  int vxlan_index = 0;
-  int pod_mtu = st.uplink.mtu;
-  if (opts_.backend != Backend::kHostGw) {
-    VxlanSpec spec;
-    spec.name = opts_.vxlan_device;
-    spec.vni = opts_.vxlan_vni;
-    spec.port = opts_.vxlan_port;
-    spec.local = st.uplink.ip;
-    spec.underlay_index = st.uplink.index;
-    spec.mtu = st.uplink.mtu - VxlanOverhead(st.uplink.ip.is_v6());
-    WEFT_ASSIGN_OR_RETURN(auto link, EnsureVxlan(nl, spec));
-    vxlan_index = link.index;
-    st.self.vtep_mac = link.mac;
-    pod_mtu = spec.mtu;
-    if (!st.view.pod_cidrs.empty()) {
-      // The VTEP addresses: the first IP of each pod CIDR as a /32 or /128
-      // (a peer's route to that CIDR goes via it, onlink).
-      WEFT_ASSIGN_OR_RETURN(auto addrs, nl.ListAddresses(0));
-      for (const auto& c : st.view.pod_cidrs) {
-        IpPrefix vtep(c.Masked().addr(), c.addr().family_bits());
-        bool have = false;
-        for (const auto& a : addrs)
-          if (a.index == vxlan_index && a.prefix == vtep) have = true;
-        // No DAD for IPv6: the address is this node's by allocation, and a
-        // tentative one could not be used for a second.
-        if (!have) WEFT_RETURN_IF_ERROR(nl.AddAddress(vxlan_index, vtep, /*nodad=*/!c.is_v4(), /*replace=*/true));
-      }
+  return Status::Ok();
+}
+
+Status Agent::EnsureVxlanDevice(State& st, int* vxlan_index, int* pod_mtu) {
+  VxlanSpec spec;
+  spec.name = opts_.vxlan_device;
+  spec.vni = opts_.vxlan_vni;
+  spec.port = opts_.vxlan_port;
+  spec.local = st.uplink.ip;
+  spec.underlay_index = st.uplink.index;
+  spec.mtu = st.uplink.mtu - VxlanOverhead(st.uplink.ip.is_v6());
+  WEFT_ASSIGN_OR_RETURN(auto link, EnsureVxlan(*st.nl, spec));
+  *vxlan_index = link.index;
+  st.self.vtep_mac = link.mac;
+  *pod_mtu = spec.mtu;
+  if (st.view.pod_cidrs.empty()) return Status::Ok();
+  return EnsureVtepAddresses(*st.nl, *vxlan_index, st.view.pod_cidrs);
+}
+
+// Per family: --cluster-cidr's, else the control plane's (etcd's config).
+std::vector<IpPrefix> Agent::EffectiveClusterCidrs() {
+  std::vector<IpPrefix> cluster;
+  for (bool v6 : {false, true}) {
+    auto c = OfFamily(opts_.cluster_cidrs, v6);
+    if (!c) c = OfFamily(cp_->ClusterCidrs(), v6);
+    if (c) cluster.push_back(c->Masked());
+  }
+  return cluster;
+}
+
+Status Agent::EnsureNodeMasquerade(State& st, const std::vector<IpPrefix>& cluster) {
+  // Only pod CIDRs whose family has a cluster CIDR: without one, traffic
+  // to other nodes' pods would be masqueraded too.
+  std::vector<IpPrefix> sources;
+  for (const auto& c : st.pod_cidrs) {
+    if (OfFamily(cluster, !c.is_v4())) {
+      sources.push_back(c);
+    } else {
+      WEFT_LOG(kWarn, "no cluster CIDR known for this family: node-wide masquerade is off for it (set --cluster-cidr)",
+               {"family", FamilyName(!c.is_v4())}, {"pod_cidr", c.ToString()});
     }
   }
+  if (sources.empty()) return Status::Ok();
+  if (!st.firewall) {
+    WEFT_RETURN_IF_ERROR(sys::MkdirAll(opts_.state_dir, 0755));
+    st.firewall = opts_.masquerade_backend == fw::Backend::kIptables ? fw::NewIptablesFirewall(opts_.state_dir)
+                                                                     : fw::NewNftFirewall(opts_.state_dir);
+  }
+  fw::MasqueradeSpec m{opts_.network_name, sources, cluster};
+  return st.firewall->EnsureMasquerade(m).WithPrefix("node-wide masquerade");
+}
+
+Status Agent::WriteNodeConflist(const State& st, int pod_mtu, const std::vector<IpPrefix>& cluster) {
+  ConflistSpec c;
+  c.network_name = opts_.network_name;
+  c.ranges = st.pod_cidrs;
+  c.mtu = pod_mtu;
+  c.cluster_cidrs = cluster;
+  c.data_dir = opts_.plugin_data_dir;
+  c.log_file = opts_.plugin_log_file;
+  c.log_level = opts_.plugin_log_level;
+  if (opts_.network_policy) {
+    c.network_policy = true;
+    c.netpol_namespaces_file = NetpolNamespacesFile(opts_);
+    // The plugin refuses a relative path, which would fail every ADD.
+    if (c.netpol_namespaces_file.empty() || c.netpol_namespaces_file[0] != '/')
+      return Status::Error(Code::kInvalidConfig, "the NetworkPolicy namespaces file \"" +
+                                                     c.netpol_namespaces_file + "\" is not an absolute path");
+    if (opts_.netpol_pending_group == 0)
+      return Status::Error(Code::kInvalidConfig, "the NetworkPolicy pending group must not be 0 (the default group)");
+    c.netpol_pending_group = opts_.netpol_pending_group;
+  }
+  bool changed = false;
+  WEFT_RETURN_IF_ERROR(WriteConflist(opts_.cni_conf_dir, opts_.cni_conf_name, RenderConflist(c), &changed));
+  if (changed)
+    WEFT_LOG(kInfo, "wrote CNI conflist", {"path", opts_.cni_conf_dir + "/" + opts_.cni_conf_name});
+  return Status::Ok();
+}
+
+// Idempotent node setup: runs at start and on every periodic resync, so a
+// deleted device, address or sysctl comes back (level-triggered).
+Status Agent::SetUpNode(State& st) {
+  WEFT_RETURN_IF_ERROR(EnsureForwarding(st));
+  int vxlan_index = 0;
+  int pod_mtu = st.uplink.mtu;
+  if (opts_.backend != Backend::kHostGw) WEFT_RETURN_IF_ERROR(EnsureVxlanDevice(st, &vxlan_index, &pod_mtu));
   if (vxlan_index != st.view.vxlan_index || !st.datapath) {
     WEFT_ASSIGN_OR_RETURN(auto dnl, sys::Netlink::Open());
     st.sync.reset();
@@ -145,61 +219,9 @@ Status Agent::SetUpNode(State& st) {
     st.view.vxlan_index = vxlan_index;
   }
   if (st.pod_cidrs.empty()) return Status::Ok();
-
-  // Per family: --cluster-cidr's, else the control plane's (etcd's config).
-  std::vector<IpPrefix> cluster;
-  for (bool v6 : {false, true}) {
-    auto c = OfFamily(opts_.cluster_cidrs, v6);
-    if (!c) c = OfFamily(cp_->ClusterCidrs(), v6);
-    if (c) cluster.push_back(c->Masked());
-  }
-  if (opts_.masquerade) {
-    // Only pod CIDRs whose family has a cluster CIDR: without one, traffic
-    // to other nodes' pods would be masqueraded too.
-    std::vector<IpPrefix> sources;
-    for (const auto& c : st.pod_cidrs) {
-      if (OfFamily(cluster, !c.is_v4())) {
-        sources.push_back(c);
-      } else {
-        WEFT_LOG(kWarn, "no cluster CIDR known for this family: node-wide masquerade is off for it (set --cluster-cidr)",
-                 {"family", FamilyName(!c.is_v4())}, {"pod_cidr", c.ToString()});
-      }
-    }
-    if (!sources.empty()) {
-      if (!st.firewall) {
-        WEFT_RETURN_IF_ERROR(sys::MkdirAll(opts_.state_dir, 0755));
-        st.firewall = opts_.masquerade_backend == fw::Backend::kIptables ? fw::NewIptablesFirewall(opts_.state_dir)
-                                                                         : fw::NewNftFirewall(opts_.state_dir);
-      }
-      fw::MasqueradeSpec m{opts_.network_name, sources, cluster};
-      WEFT_RETURN_IF_ERROR(st.firewall->EnsureMasquerade(m).WithPrefix("node-wide masquerade"));
-    }
-  }
-  if (opts_.write_conflist) {
-    ConflistSpec c;
-    c.network_name = opts_.network_name;
-    c.ranges = st.pod_cidrs;
-    c.mtu = pod_mtu;
-    c.cluster_cidrs = cluster;
-    c.data_dir = opts_.plugin_data_dir;
-    c.log_file = opts_.plugin_log_file;
-    c.log_level = opts_.plugin_log_level;
-    if (opts_.network_policy) {
-      c.network_policy = true;
-      c.netpol_namespaces_file = NetpolNamespacesFile(opts_);
-      // The plugin refuses a relative path, which would fail every ADD.
-      if (c.netpol_namespaces_file.empty() || c.netpol_namespaces_file[0] != '/')
-        return Status::Error(Code::kInvalidConfig, "the NetworkPolicy namespaces file \"" +
-                                                       c.netpol_namespaces_file + "\" is not an absolute path");
-      if (opts_.netpol_pending_group == 0)
-        return Status::Error(Code::kInvalidConfig, "the NetworkPolicy pending group must not be 0 (the default group)");
-      c.netpol_pending_group = opts_.netpol_pending_group;
-    }
-    bool changed = false;
-    WEFT_RETURN_IF_ERROR(WriteConflist(opts_.cni_conf_dir, opts_.cni_conf_name, RenderConflist(c), &changed));
-    if (changed)
-      WEFT_LOG(kInfo, "wrote CNI conflist", {"path", opts_.cni_conf_dir + "/" + opts_.cni_conf_name});
-  }
+  const std::vector<IpPrefix> cluster = EffectiveClusterCidrs();
+  if (opts_.masquerade) WEFT_RETURN_IF_ERROR(EnsureNodeMasquerade(st, cluster));
+  if (opts_.write_conflist) WEFT_RETURN_IF_ERROR(WriteNodeConflist(st, pod_mtu, cluster));
   return Status::Ok();
 }
 
@@ -239,8 +261,7 @@ Status Agent::Reconcile(State& st, const PeerMap& peers, bool full) {
   return Status::Ok();
 }
 
-Status Agent::Run() {
-  State st;
+Status Agent::DetectNode(State& st) {
   WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::Open());
   st.nl.emplace(std::move(nl));
   WEFT_ASSIGN_OR_RETURN(st.uplink, DetectUplink(*st.nl, opts_.iface, opts_.node_ip));
@@ -257,46 +278,29 @@ Status Agent::Run() {
   st.view.backend = opts_.backend;
   st.view.uplink_index = st.uplink.index;
   st.view.uplink_subnets = st.uplink.subnets;
+  return Status::Ok();
+}
 
-  // After a reboot the pods' namespaces and host veths are gone but the
-  // plugin's database is not: give their addresses (and hostPorts) back
-  // before this node is reported ready.
-  {
-    plugin::ReclaimOptions ro;
-    if (!opts_.plugin_data_dir.empty()) ro.data_dir = opts_.plugin_data_dir;
-    ro.network = opts_.network_name;
-    ro.hostport_backend = opts_.masquerade_backend;
-    auto rec = plugin::ReclaimVanished(ro);
-    if (!rec.ok()) {
-      WEFT_LOG(kWarn, "reclaim of vanished attachments failed", {"err", rec.status()});
-    } else if (!rec->reclaimed.empty()) {
-      std::string which;
-      for (const auto& r : rec->reclaimed) which += (which.empty() ? "" : ",") + r;
-      WEFT_LOG(kInfo, "reclaimed attachments whose netns and veth are gone", {"count", rec->reclaimed.size()},
-               {"attachments", which});
-    }
+// After a reboot the pods' namespaces and host veths are gone but the
+// plugin's database is not: give their addresses (and hostPorts) back
+// before this node is reported ready.
+void Agent::ReclaimVanishedAttachments() {
+  plugin::ReclaimOptions ro;
+  if (!opts_.plugin_data_dir.empty()) ro.data_dir = opts_.plugin_data_dir;
+  ro.network = opts_.network_name;
+  ro.hostport_backend = opts_.masquerade_backend;
+  auto rec = plugin::ReclaimVanished(ro);
+  if (!rec.ok()) {
+    WEFT_LOG(kWarn, "reclaim of vanished attachments failed", {"err", rec.status()});
+  } else if (!rec->reclaimed.empty()) {
+    std::string which;
+    for (const auto& r : rec->reclaimed) which += (which.empty() ? "" : ",") + r;
+    WEFT_LOG(kInfo, "reclaimed attachments whose netns and veth are gone", {"count", rec->reclaimed.size()},
+             {"attachments", which});
   }
+}
 
-  std::unique_ptr<StatusServer> server;
-  if (!opts_.metrics_addr.empty()) {
-    WEFT_ASSIGN_OR_RETURN(server, StatusServer::Start(opts_.metrics_addr, [this](const std::string& p) {
-                            return Serve(p);
-                          }));
-  }
-  metrics_.heartbeat_unix_ms = NowMs();
-
-  // NetworkPolicy first of all: the table an earlier weftd left stays in
-  // force, and the sooner the lists are complete the sooner new pods that
-  // wait in the pending group are let through.
-  std::thread netpol_thread;
-  if (netpol_) netpol_thread = std::thread([this] { netpol_->Run(stop_); });
-  ScopeGuard join_netpol([&] {
-    RequestStop();
-    if (netpol_thread.joinable()) netpol_thread.join();
-  });
-
-  // The VXLAN device first: its MAC is part of what the node publishes.
-  WEFT_RETURN_IF_ERROR(SetUpNode(st));
+Status Agent::RegisterNode(State& st) {
   WEFT_ASSIGN_OR_RETURN(auto registered, cp_->Register(st.self, stop_));
   // One per family (IPv4 first): what the VTEP, the routes, the masquerade
   // and the conflist are made of.
@@ -306,17 +310,13 @@ Status Agent::Run() {
   st.pod_cidrs = st.view.pod_cidrs;
   WEFT_LOG(kInfo, "registered", {"node", opts_.node_name}, {"pod_cidrs", JoinPrefixes(st.pod_cidrs)},
            {"vtep_mac", st.self.vtep_mac.empty() ? "-" : st.self.vtep_mac});
-  WEFT_RETURN_IF_ERROR(SetUpNode(st));
+  return Status::Ok();
+}
 
-  Status cp_status;
-  std::thread watcher([&] {
-    cp_status = cp_->Run(store_, stop_);
-    if (!cp_status.ok()) {
-      WEFT_LOG(kError, "control plane failed", {"err", cp_status});
-      RequestStop();
-    }
-  });
-
+// Until stop: wakes on a peer-list change, the periodic resync (node setup
+// again and a reconcile that reads the kernel) or the retry after a failed
+// reconcile.
+void Agent::ReconcileLoop(State& st) {
   uint64_t seen = 0;
   bool reconciled_once = false;
   auto next_resync = std::chrono::steady_clock::now() + opts_.resync;
@@ -354,6 +354,45 @@ Status Agent::Run() {
       retry_at = now + std::chrono::seconds(1);
     }
   }
+}
+
+Status Agent::Run() {
+  State st;
+  WEFT_RETURN_IF_ERROR(DetectNode(st));
+  ReclaimVanishedAttachments();
+
+  std::unique_ptr<StatusServer> server;
+  if (!opts_.metrics_addr.empty()) {
+    WEFT_ASSIGN_OR_RETURN(server, StatusServer::Start(opts_.metrics_addr, [this](const std::string& p) {
+                            return Serve(p);
+                          }));
+  }
+  metrics_.heartbeat_unix_ms = NowMs();
+
+  // NetworkPolicy first of all: the table an earlier weftd left stays in
+  // force, and the sooner the lists are complete the sooner new pods that
+  // wait in the pending group are let through.
+  std::thread netpol_thread;
+  if (netpol_) netpol_thread = std::thread([this] { netpol_->Run(stop_); });
+  ScopeGuard join_netpol([&] {
+    RequestStop();
+    if (netpol_thread.joinable()) netpol_thread.join();
+  });
+
+  // The VXLAN device first: its MAC is part of what the node publishes.
+  WEFT_RETURN_IF_ERROR(SetUpNode(st));
+  WEFT_RETURN_IF_ERROR(RegisterNode(st));
+  WEFT_RETURN_IF_ERROR(SetUpNode(st));
+
+  Status cp_status;
+  std::thread watcher([&] {
+    cp_status = cp_->Run(store_, stop_);
+    if (!cp_status.ok()) {
+      WEFT_LOG(kError, "control plane failed", {"err", cp_status});
+      RequestStop();
+    }
+  });
+  ReconcileLoop(st);
   RequestStop();
   watcher.join();
   return cp_status;

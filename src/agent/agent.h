@@ -71,7 +71,19 @@ class Agent {
 
  private:
   struct State;
+  // Run's steps: the uplink and what the node publishes, the reclaim after a
+  // reboot, registration (the pod CIDRs), then the reconcile loop.
+  Status DetectNode(State& st);
+  void ReclaimVanishedAttachments();
+  Status RegisterNode(State& st);
+  void ReconcileLoop(State& st);
   Status SetUpNode(State& st);
+  // SetUpNode's steps.
+  Status EnsureForwarding(const State& st);
+  Status EnsureVxlanDevice(State& st, int* vxlan_index, int* pod_mtu);
+  std::vector<IpPrefix> EffectiveClusterCidrs();
+  Status EnsureNodeMasquerade(State& st, const std::vector<IpPrefix>& cluster);
+  Status WriteNodeConflist(const State& st, int pod_mtu, const std::vector<IpPrefix>& cluster);
   // `full`: read the kernel rather than trust what the last pass applied.
   Status Reconcile(State& st, const PeerMap& peers, bool full);
   HttpAnswer Serve(const std::string& path);

@@ -175,6 +175,88 @@ std::string Chains(const std::optional<NftTable>& t) {
            : std::string("the kernel has no table ") + kNetpolTable;
 }
 
+// How one pass of ReadNetpol's comparison ended: with a result in the
+// snapshot (a view, or a note or warning saying why there is none), or
+// with the need for another pass.
+enum class NetpolPass { kDone, kAgain };
+
+// The end of a pass that read both sides: a difference is compared once
+// more after `netpol_settle_ms` (the first time only); else the view is kept.
+// The kernel is read before the first GET, so a table weftd changes in
+// the meantime shows as a difference; the settle pass absorbs that.
+NetpolPass SettleOrKeep(const Options& o, NftTable want, std::optional<NftTable> have, bool* settled, Snapshot* s) {
+  NetpolView v;
+  v.weftd = o.weftd_addr;
+  v.want = std::move(want);
+  v.have = std::move(have);
+  const bool differs = !v.have || !DiffNftTables(v.want, *v.have).empty();
+  if (differs && !*settled && o.netpol_settle_ms > 0) {
+    *settled = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.netpol_settle_ms));
+    return NetpolPass::kAgain;
+  }
+  s->notes.push_back("network policy: compared table " + std::string(kNetpolTable) + " with weftd's ruleset at " +
+                     o.weftd_addr + " (" + std::to_string(v.want.chains.size()) + " chain(s), " +
+                     std::to_string(v.want.sets.size()) + " set(s) and map(s))");
+  s->netpol = std::move(v);
+  return NetpolPass::kDone;
+}
+
+// One pass: the kernel's table, weftd's ruleset (listed back through nft),
+// and weftd's ruleset once more to prove it did not change meanwhile.
+NetpolPass ReadNetpolOnce(const Options& o, Weftd& weftd, bool* settled, Snapshot* s) {
+  const std::string skipped = "network policy check skipped: ";
+  auto have = ReadKernelNetpol();
+  if (!have.ok()) {
+    s->warnings.push_back(skipped + "cannot read the kernel's table: " + have.status().ToString());
+    s->incomplete = true;
+    return NetpolPass::kDone;
+  }
+  auto r1 = weftd.Get("/netpol/ruleset");
+  if (!r1.ok()) {
+    // Without weftd there is nothing to compare with. A table in the
+    // kernel proves network policy is in use here: then the check is
+    // missing, not merely not applicable.
+    s->warnings.push_back(skipped + r1.status().msg() + ": " + r1.status().details() + "; " + Chains(*have));
+    if (*have) s->incomplete = true;
+    return NetpolPass::kDone;
+  }
+  if (r1->status == 404) {
+    NetpolView v;
+    v.weftd = o.weftd_addr;
+    v.enforced = false;
+    v.have = std::move(*have);
+    if (!v.have) s->notes.push_back("network policy: weftd at " + o.weftd_addr + " does not enforce it (404), and " +
+                                    Chains(v.have));
+    s->netpol = std::move(v);
+    return NetpolPass::kDone;
+  }
+  if (r1->status != 200) {
+    s->warnings.push_back(skipped + "weftd at " + o.weftd_addr + " answered GET /netpol/ruleset with HTTP " +
+                          std::to_string(r1->status) + "; " + Chains(*have));
+    s->incomplete = true;
+    return NetpolPass::kDone;
+  }
+  if (auto m = weftd.Get("/metrics"); m.ok() && m->status == 200 && NetpolReadyMetric(m->body) == false) {
+    s->warnings.push_back(skipped + "weftd at " + o.weftd_addr +
+                          " has not yet enforced network policy from complete lists (weft_netpol_ready 0); " +
+                          Chains(*have));
+    s->incomplete = true;
+    return NetpolPass::kDone;
+  }
+  auto want = CanonicalNetpol(r1->body);
+  if (!want.ok()) {
+    const std::string& det = want.status().details();
+    s->warnings.push_back(skipped + "weftd's ruleset could not be listed back through nft: " + want.status().msg() +
+                          (det.empty() ? "" : ": " + det.substr(0, det.find('\n'))));
+    s->incomplete = true;
+    return NetpolPass::kDone;
+  }
+  auto r2 = weftd.Get("/netpol/ruleset");
+  if (!r2.ok() || r2->status != 200 || r2->body != r1->body) return NetpolPass::kAgain;  // weftd moved on
+  return SettleOrKeep(o, std::move(*want), std::move(*have), settled, s);
+}
+
 // The network policy check: weftd's desired ruleset against the kernel's
 // table. A difference is compared once more after `netpol_settle_ms`, and
 // only a comparison during which weftd's ruleset stayed the same counts.
@@ -184,76 +266,10 @@ void ReadNetpol(const Options& o, Snapshot* s) {
     return;
   }
   Weftd weftd(o.weftd_addr);
-  const std::string skipped = "network policy check skipped: ";
   bool settled = false;
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    auto have = ReadKernelNetpol();
-    if (!have.ok()) {
-      s->warnings.push_back(skipped + "cannot read the kernel's table: " + have.status().ToString());
-      s->incomplete = true;
-      return;
-    }
-    auto r1 = weftd.Get("/netpol/ruleset");
-    if (!r1.ok()) {
-      // Without weftd there is nothing to compare with. A table in the
-      // kernel proves network policy is in use here: then the check is
-      // missing, not merely not applicable.
-      s->warnings.push_back(skipped + r1.status().msg() + ": " + r1.status().details() + "; " + Chains(*have));
-      if (*have) s->incomplete = true;
-      return;
-    }
-    if (r1->status == 404) {
-      NetpolView v;
-      v.weftd = o.weftd_addr;
-      v.enforced = false;
-      v.have = std::move(*have);
-      if (!v.have) s->notes.push_back("network policy: weftd at " + o.weftd_addr + " does not enforce it (404), and " +
-                                      Chains(v.have));
-      s->netpol = std::move(v);
-      return;
-    }
-    if (r1->status != 200) {
-      s->warnings.push_back(skipped + "weftd at " + o.weftd_addr + " answered GET /netpol/ruleset with HTTP " +
-                            std::to_string(r1->status) + "; " + Chains(*have));
-      s->incomplete = true;
-      return;
-    }
-    if (auto m = weftd.Get("/metrics"); m.ok() && m->status == 200 && NetpolReadyMetric(m->body) == false) {
-      s->warnings.push_back(skipped + "weftd at " + o.weftd_addr +
-                            " has not yet enforced network policy from complete lists (weft_netpol_ready 0); " +
-                            Chains(*have));
-      s->incomplete = true;
-      return;
-    }
-    auto want = CanonicalNetpol(r1->body);
-    if (!want.ok()) {
-      const std::string& det = want.status().details();
-      s->warnings.push_back(skipped + "weftd's ruleset could not be listed back through nft: " + want.status().msg() +
-                            (det.empty() ? "" : ": " + det.substr(0, det.find('\n'))));
-      s->incomplete = true;
-      return;
-    }
-    auto r2 = weftd.Get("/netpol/ruleset");
-    if (!r2.ok() || r2->status != 200 || r2->body != r1->body) continue;  // weftd moved on: again
-    // The kernel is read before the first GET, so a table weftd changes in
-    // the meantime shows as a difference; the settle pass absorbs that.
-    NetpolView v;
-    v.weftd = o.weftd_addr;
-    v.want = std::move(*want);
-    v.have = std::move(*have);
-    const bool differs = !v.have || !DiffNftTables(v.want, *v.have).empty();
-    if (differs && !settled && o.netpol_settle_ms > 0) {
-      settled = true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(o.netpol_settle_ms));
-      continue;
-    }
-    s->notes.push_back("network policy: compared table " + std::string(kNetpolTable) + " with weftd's ruleset at " +
-                       o.weftd_addr + " (" + std::to_string(v.want.chains.size()) + " chain(s), " +
-                       std::to_string(v.want.sets.size()) + " set(s) and map(s))");
-    s->netpol = std::move(v);
-    return;
-  }
-  s->warnings.push_back(skipped + "weftd's ruleset kept changing while it was compared");
+  for (int attempt = 0; attempt < 4; ++attempt)
+    if (ReadNetpolOnce(o, weftd, &settled, s) == NetpolPass::kDone) return;
+  s->warnings.push_back("network policy check skipped: weftd's ruleset kept changing while it was compared");
   s->incomplete = true;
 }
 
@@ -269,16 +285,12 @@ Result<std::vector<ipam::PodRecord>> ReadRows(const std::string& data_dir, bool*
 
 }  // namespace
 
-Result<Snapshot> ReadSnapshot(const Options& o) {
-  Snapshot s;
-  s.data_dir = o.data_dir;
-  s.stuck_after_s = o.stuck_after_s;
-  WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::Open());
-  WEFT_ASSIGN_OR_RETURN(s.links, nl.ListLinks());
+namespace {
 
-  bool have_db = false;
-  WEFT_ASSIGN_OR_RETURN(auto rows, ReadRows(o.data_dir, &have_db));
-  if (!have_db) s.notes.push_back("no database at " + o.data_dir + "/ipam.db: no attachments recorded");
+// Each row with what the kernel says about its veth and netns.
+Status ReadPods(const Options& o, sys::Netlink& nl, Snapshot* s, bool* have_db) {
+  WEFT_ASSIGN_OR_RETURN(auto rows, ReadRows(o.data_dir, have_db));
+  if (!*have_db) s->notes.push_back("no database at " + o.data_dir + "/ipam.db: no attachments recorded");
   const int64_t now = NowS();
   for (auto& r : rows) {
     PodView p;
@@ -287,67 +299,96 @@ Result<Snapshot> ReadSnapshot(const Options& o) {
     p.netns_alive = NetnsAlive(r.netns);
     if (auto t = ParseSqliteTime(r.created)) p.age_s = now - *t;
     p.row = std::move(r);
-    s.pods.push_back(std::move(p));
+    s->pods.push_back(std::move(p));
   }
+  return Status::Ok();
+}
 
+// Weft's host routes: protocol 201, no gateway.
+Status ReadHostRoutes(sys::Netlink& nl, Snapshot* s) {
   for (int family : {AF_INET, AF_INET6}) {
     WEFT_ASSIGN_OR_RETURN(auto routes, nl.ListRoutes(family));
     for (auto& r : routes)
-      if (r.protocol == sys::kRouteProtoWeft && !r.gw) s.host_routes.push_back(std::move(r));
+      if (r.protocol == sys::kRouteProtoWeft && !r.gw) s->host_routes.push_back(std::move(r));
   }
+  return Status::Ok();
+}
 
-  // hostPorts: the database's mappings against the kernel's table.
+// The mappings themselves are the elements of the table's maps; the
+// hairpin sources the ranges of its -src sets: the kernel's side.
+Status ReadHostPortElements(const std::string& table, RulesetView* view) {
+  for (const auto& map : fw::NftHostPortMaps()) {
+    WEFT_ASSIGN_OR_RETURN(auto have, sys::NftElements(sys::NftFamily::kInet, table, map));
+    for (const auto& e : have) view->have["map " + map].push_back(fw::NftElementText(e));
+  }
+  std::vector<sys::NftElement> have_src;
+  for (const char* set : {"hp4-src", "hp6-src"}) {
+    WEFT_ASSIGN_OR_RETURN(auto es, sys::NftElements(sys::NftFamily::kInet, table, set));
+    have_src.insert(have_src.end(), es.begin(), es.end());
+  }
+  if (!have_src.empty()) view->have["sources"] = fw::NftIntervals(have_src);
+  return Status::Ok();
+}
+
+// hostPorts: the database's mappings against the kernel's table.
+Status ReadHostPortRuleset(const Options& o, bool have_db, Snapshot* s) {
   if (o.hostport_backend != plugin::FwBackend::kNftables) {
-    s.notes.push_back("hostPort ruleset not checked: only the nftables backend is (this network uses iptables)");
-  } else {
-    std::vector<fw::HostPortRule> rules;
-    if (have_db) {
-      WEFT_ASSIGN_OR_RETURN(auto store, ipam::Store::Open(o.data_dir));
-      WEFT_ASSIGN_OR_RETURN(rules, plugin::DesiredHostPorts(store));
-    }
-    const std::string table = fw::HostPortTable(o.data_dir);
-    // The chains the table can have: those of a one-mapping rendering.
-    fw::HostPortRule sample{"", 1, "tcp", *IpPrefix::Parse("192.0.2.1/24"), 1};
-    WEFT_ASSIGN_OR_RETURN(auto view, ReadRuleset("hostPort ruleset (table inet " + table + ")", table,
-                                                 fw::RenderNftHostPorts(table, rules),
-                                                 fw::RenderNftHostPorts(table, {sample})));
-    // The mappings themselves are the elements of the table's maps; the
-    // hairpin sources the ranges of its -src sets.
-    view.want = HostPortView(table, rules);
-    for (const auto& map : fw::NftHostPortMaps()) {
-      WEFT_ASSIGN_OR_RETURN(auto have, sys::NftElements(sys::NftFamily::kInet, table, map));
-      for (const auto& e : have) view.have["map " + map].push_back(fw::NftElementText(e));
-    }
-    std::vector<sys::NftElement> have_src;
-    for (const char* set : {"hp4-src", "hp6-src"}) {
-      WEFT_ASSIGN_OR_RETURN(auto es, sys::NftElements(sys::NftFamily::kInet, table, set));
-      have_src.insert(have_src.end(), es.begin(), es.end());
-    }
-    if (!have_src.empty()) view.have["sources"] = fw::NftIntervals(have_src);
-
-    s.rulesets.push_back(std::move(view));
+    s->notes.push_back("hostPort ruleset not checked: only the nftables backend is (this network uses iptables)");
+    return Status::Ok();
   }
-  if (o.masquerade) {
-    if (o.masquerade_backend != plugin::FwBackend::kNftables) {
-      s.notes.push_back("masquerade ruleset not checked: only the nftables backend is");
-    } else {
-      const std::string table = fw::NftTableName(o.masquerade->network);
-      const std::string script = fw::RenderNftMasquerade(*o.masquerade);
-      WEFT_ASSIGN_OR_RETURN(auto view,
-                            ReadRuleset("masquerade ruleset (table inet " + table + ")", table, script, script));
-      size_t have_n = 0;
-      for (const auto& [c, v] : view.have) have_n += v.size();
-      if (!o.masquerade_required && have_n == 0) {
-        s.notes.push_back("no masquerade ruleset for network " + o.masquerade->network +
-                          " (weftd may run with --masquerade=false): not checked");
-      } else {
-        s.rulesets.push_back(std::move(view));
-      }
-    }
-  } else {
-    s.notes.push_back("masquerade ruleset not checked: no network config (conflist) with ranges and cluster CIDRs");
+  std::vector<fw::HostPortRule> rules;
+  if (have_db) {
+    WEFT_ASSIGN_OR_RETURN(auto store, ipam::Store::Open(o.data_dir));
+    WEFT_ASSIGN_OR_RETURN(rules, plugin::DesiredHostPorts(store));
   }
+  const std::string table = fw::HostPortTable(o.data_dir);
+  // The chains the table can have: those of a one-mapping rendering.
+  fw::HostPortRule sample{"", 1, "tcp", *IpPrefix::Parse("192.0.2.1/24"), 1};
+  WEFT_ASSIGN_OR_RETURN(auto view, ReadRuleset("hostPort ruleset (table inet " + table + ")", table,
+                                               fw::RenderNftHostPorts(table, rules),
+                                               fw::RenderNftHostPorts(table, {sample})));
+  view.want = HostPortView(table, rules);
+  WEFT_RETURN_IF_ERROR(ReadHostPortElements(table, &view));
+  s->rulesets.push_back(std::move(view));
+  return Status::Ok();
+}
 
+Status ReadMasqueradeRuleset(const Options& o, Snapshot* s) {
+  if (!o.masquerade) {
+    s->notes.push_back("masquerade ruleset not checked: no network config (conflist) with ranges and cluster CIDRs");
+    return Status::Ok();
+  }
+  if (o.masquerade_backend != plugin::FwBackend::kNftables) {
+    s->notes.push_back("masquerade ruleset not checked: only the nftables backend is");
+    return Status::Ok();
+  }
+  const std::string table = fw::NftTableName(o.masquerade->network);
+  const std::string script = fw::RenderNftMasquerade(*o.masquerade);
+  WEFT_ASSIGN_OR_RETURN(auto view, ReadRuleset("masquerade ruleset (table inet " + table + ")", table, script, script));
+  size_t have_n = 0;
+  for (const auto& [c, v] : view.have) have_n += v.size();
+  if (!o.masquerade_required && have_n == 0) {
+    s->notes.push_back("no masquerade ruleset for network " + o.masquerade->network +
+                       " (weftd may run with --masquerade=false): not checked");
+  } else {
+    s->rulesets.push_back(std::move(view));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Snapshot> ReadSnapshot(const Options& o) {
+  Snapshot s;
+  s.data_dir = o.data_dir;
+  s.stuck_after_s = o.stuck_after_s;
+  WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::Open());
+  WEFT_ASSIGN_OR_RETURN(s.links, nl.ListLinks());
+  bool have_db = false;
+  WEFT_RETURN_IF_ERROR(ReadPods(o, nl, &s, &have_db));
+  WEFT_RETURN_IF_ERROR(ReadHostRoutes(nl, &s));
+  WEFT_RETURN_IF_ERROR(ReadHostPortRuleset(o, have_db, &s));
+  WEFT_RETURN_IF_ERROR(ReadMasqueradeRuleset(o, &s));
   ReadNetpol(o, &s);
 
   // A control plane that cannot be listed skips the peer checks (a

@@ -89,8 +89,48 @@ class DoctorCommand : public runtime::ctl::Command {
   }
 
   int Run(Context& ctx) override {
+    Outcome r;
+    Options o = ResolveOptions(ctx, &r.notes);
+    if (Status st = agent::InitHttp(); !st.ok()) return ctx.Fail("doctor", st);
+
+    auto snap = ReadSnapshot(o);
+    if (!snap.ok()) return ctx.Fail("doctor", snap.status());
+    r.notes.insert(r.notes.end(), snap->notes.begin(), snap->notes.end());
+    r.warnings = snap->warnings;
+    r.attachments = snap->pods.size();
+    r.found = Diagnose(*snap);
+    r.remaining = r.found;
+    r.incomplete = snap->incomplete;
+    if (fix_ && Fixable(r.found) > 0) {
+      r.fixed = Fix(o, *snap, r.found);
+      auto again = ReadSnapshot(o);
+      if (!again.ok()) return ctx.Fail("doctor: re-check after --fix", again.status());
+      r.remaining = Diagnose(*again);
+      r.incomplete = again->incomplete;
+    }
+    r.code = !r.remaining.empty() ? runtime::ctl::kExitDiscrepancies
+             : r.incomplete       ? runtime::ctl::kExitFailed
+                                  : runtime::ctl::kExitOk;
+    if (ctx.global.json) *ctx.out << OutcomeJson(o.data_dir, r).dump(2) << "\n";
+    else PrintOutcome(*ctx.out, o.data_dir, r);
+    return r.code;
+  }
+
+ private:
+  // What one run found, what --fix did, and what remains.
+  struct Outcome {
+    std::vector<std::string> notes, warnings;
+    size_t attachments = 0;
+    std::vector<Finding> found, remaining;
+    FixReport fixed;
+    bool incomplete = false;
+    int code = runtime::ctl::kExitOk;
+  };
+
+  // The options: the network's conflist (dataDir, backends, masquerade,
+  // pod CIDRs; defaults and a note when it is unusable), then the flags.
+  Options ResolveOptions(Context& ctx, std::vector<std::string>* notes) const {
     Options o = opts_;
-    std::vector<std::string> notes;
     auto cfg = NetworkConfig(ctx.ConfDir(), network_);
     if (cfg.ok()) {
       o.data_dir = cfg->data_dir;
@@ -104,72 +144,52 @@ class DoctorCommand : public runtime::ctl::Command {
       for (bool v6 : {false, true})
         if (auto r = agent::OfFamily(cfg->ranges, v6)) o.pod_cidrs.push_back(r->Masked());
     } else {
-      notes.push_back("no usable config for network \"" + network_ + "\" in " + ctx.ConfDir() + " (" +
-                      cfg.status().msg() + "): using defaults");
+      notes->push_back("no usable config for network \"" + network_ + "\" in " + ctx.ConfDir() + " (" +
+                       cfg.status().msg() + "): using defaults");
     }
     if (!data_dir_.empty()) o.data_dir = data_dir_;
     for (auto part : Split(etcd_endpoints_, ','))
       if (auto t = Trim(part); !t.empty()) o.etcd_endpoints.emplace_back(t);
     while (o.etcd_prefix.size() > 1 && o.etcd_prefix.back() == '/') o.etcd_prefix.pop_back();
-    if (Status st = agent::InitHttp(); !st.ok()) return ctx.Fail("doctor", st);
-
-    auto snap = ReadSnapshot(o);
-    if (!snap.ok()) return ctx.Fail("doctor", snap.status());
-    notes.insert(notes.end(), snap->notes.begin(), snap->notes.end());
-    std::vector<std::string> warnings = snap->warnings;
-    std::vector<Finding> found = Diagnose(*snap);
-    std::vector<Finding> remaining = found;
-    FixReport fixed;
-    bool incomplete = snap->incomplete;
-    if (fix_ && Fixable(found) > 0) {
-      fixed = Fix(o, *snap, found);
-      auto again = ReadSnapshot(o);
-      if (!again.ok()) return ctx.Fail("doctor: re-check after --fix", again.status());
-      remaining = Diagnose(*again);
-      incomplete = again->incomplete;
-    }
-    const int code = !remaining.empty() ? runtime::ctl::kExitDiscrepancies
-                     : incomplete       ? runtime::ctl::kExitFailed
-                                        : runtime::ctl::kExitOk;
-
-    if (ctx.global.json) {
-      json j = {{"dataDir", o.data_dir}, {"notes", notes}, {"warnings", warnings}, {"attachments", snap->pods.size()}};
-      j["findings"] = json::array();
-      for (const auto& f : found) j["findings"].push_back(FindingJson(f));
-      if (fix_) {
-        j["fixed"] = fixed.done;
-        j["fixFailed"] = fixed.failed;
-        j["remaining"] = json::array();
-        for (const auto& f : remaining) j["remaining"].push_back(FindingJson(f));
-      }
-      j["clean"] = remaining.empty() && !incomplete;
-      j["exitCode"] = code;
-      *ctx.out << j.dump(2) << "\n";
-      return code;
-    }
-    std::ostream& out = *ctx.out;
-    out << "weftctl doctor: dataDir " << o.data_dir << ", " << snap->pods.size() << " attachment(s)\n";
-    for (const auto& n : notes) out << "note: " << n << "\n";
-    for (const auto& w : warnings) out << "warning: " << w << "\n";
-    if (found.empty()) {
-      out << (incomplete ? "no discrepancies in what could be checked\n" : "no discrepancies\n");
-      return code;
-    }
-    PrintFindings(out, "PROBLEM", found);
-    out << found.size() << " problem(s), " << Fixable(found) << " fixable with --fix\n";
-    if (!fix_) return code;
-    for (const auto& d : fixed.done) out << "fixed: " << d << "\n";
-    for (const auto& d : fixed.failed) out << "fix failed: " << d << "\n";
-    if (remaining.empty()) {
-      out << "after --fix: no discrepancies\n";
-    } else {
-      out << "after --fix: " << remaining.size() << " problem(s) remain\n";
-      PrintFindings(out, "REMAINS", remaining);
-    }
-    return code;
+    return o;
   }
 
- private:
+  json OutcomeJson(const std::string& data_dir, const Outcome& r) const {
+    json j = {{"dataDir", data_dir}, {"notes", r.notes}, {"warnings", r.warnings}, {"attachments", r.attachments}};
+    j["findings"] = json::array();
+    for (const auto& f : r.found) j["findings"].push_back(FindingJson(f));
+    if (fix_) {
+      j["fixed"] = r.fixed.done;
+      j["fixFailed"] = r.fixed.failed;
+      j["remaining"] = json::array();
+      for (const auto& f : r.remaining) j["remaining"].push_back(FindingJson(f));
+    }
+    j["clean"] = r.remaining.empty() && !r.incomplete;
+    j["exitCode"] = r.code;
+    return j;
+  }
+
+  void PrintOutcome(std::ostream& out, const std::string& data_dir, const Outcome& r) const {
+    out << "weftctl doctor: dataDir " << data_dir << ", " << r.attachments << " attachment(s)\n";
+    for (const auto& n : r.notes) out << "note: " << n << "\n";
+    for (const auto& w : r.warnings) out << "warning: " << w << "\n";
+    if (r.found.empty()) {
+      out << (r.incomplete ? "no discrepancies in what could be checked\n" : "no discrepancies\n");
+      return;
+    }
+    PrintFindings(out, "PROBLEM", r.found);
+    out << r.found.size() << " problem(s), " << Fixable(r.found) << " fixable with --fix\n";
+    if (!fix_) return;
+    for (const auto& d : r.fixed.done) out << "fixed: " << d << "\n";
+    for (const auto& d : r.fixed.failed) out << "fix failed: " << d << "\n";
+    if (r.remaining.empty()) {
+      out << "after --fix: no discrepancies\n";
+    } else {
+      out << "after --fix: " << r.remaining.size() << " problem(s) remain\n";
+      PrintFindings(out, "REMAINS", r.remaining);
+    }
+  }
+
   Options opts_;
   bool fix_ = false;
   std::string network_ = "weft";

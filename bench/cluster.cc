@@ -32,12 +32,12 @@ using Clock = std::chrono::steady_clock;
 
 Result<Daemon> Daemon::Start(const std::string& netns_path, const std::vector<std::string>& argv,
                              const std::string& log_path) {
-  if (argv.empty()) return Status::Error(Code::kInternal, "Daemon::Start: empty argv");
+  if (argv.empty()) return Status::Error(Reason::kInternal, Domain::kNone, "Daemon::Start: empty argv");
   WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::Open(netns_path));
   UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-  if (log.get() < 0) return Status::FromErrno(Code::kIo, "open " + log_path, errno);
+  if (log.get() < 0) return Status::FromErrno(Reason::kFailed, Domain::kFile, "open " + log_path, errno);
   UniqueFd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  if (null.get() < 0) return Status::FromErrno(Code::kIo, "open /dev/null", errno);
+  if (null.get() < 0) return Status::FromErrno(Reason::kFailed, Domain::kFile, "open /dev/null", errno);
   // Everything the child touches is prepared before fork: between fork and
   // execve it makes only async-signal-safe system calls.
   std::vector<std::string> args = argv;
@@ -48,7 +48,7 @@ Result<Daemon> Daemon::Start(const std::string& netns_path, const std::vector<st
   char* envp[] = {path_env.data(), nullptr};
   const pid_t parent = ::getpid();
   pid_t pid = ::fork();
-  if (pid < 0) return Status::FromErrno(Code::kExec, "fork", errno);
+  if (pid < 0) return Status::FromErrno(Reason::kFailed, Domain::kExec, "fork", errno);
   if (pid == 0) {
     // Dies with the thread that started it (the benchmark's main thread).
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -153,7 +153,7 @@ Result<nlohmann::json> ReadConflist(const std::string& dir) {
   try {
     return nlohmann::json::parse(text);
   } catch (const std::exception& e) {
-    return Status::Error(Code::kDecode, path + ": " + e.what());
+    return Status::Error(Reason::kMalformed, Domain::kNone, path + ": " + e.what());
   }
 }
 
@@ -170,11 +170,11 @@ Result<ProcStats> ReadProcStats(pid_t pid) {
   // Fields after the command name (which may hold spaces): state is field 3,
   // utime 14 and stime 15, in clock ticks.
   size_t close = stat.rfind(')');
-  if (close == std::string::npos) return Status::Error(Code::kDecode, base + "/stat: no ')'");
+  if (close == std::string::npos) return Status::Error(Reason::kMalformed, Domain::kNone, base + "/stat: no ')'");
   std::istringstream fields(stat.substr(close + 2));
   std::vector<std::string> f;
   for (std::string s; fields >> s;) f.push_back(s);
-  if (f.size() < 13) return Status::Error(Code::kDecode, base + "/stat: too few fields");
+  if (f.size() < 13) return Status::Error(Reason::kMalformed, Domain::kNone, base + "/stat: too few fields");
   const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
   p.cpu_s = (std::atof(f[11].c_str()) + std::atof(f[12].c_str())) / tick;
   return p;
@@ -334,7 +334,7 @@ Result<Clock::time_point> RouteWatch::WaitUntil(const std::function<bool(const s
         ++overflows_;
         WEFT_RETURN_IF_ERROR(Resync());
       } else if (n < 0) {
-        return Status::FromErrno(Code::kKernel, "recv netlink notifications", errno);
+        return Status::FromErrno(Reason::kFailed, Domain::kKernel, "recv netlink notifications", errno);
       } else {
         Apply(buf.data(), static_cast<size_t>(n));
       }
@@ -342,7 +342,8 @@ Result<Clock::time_point> RouteWatch::WaitUntil(const std::function<bool(const s
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
     if (left <= 0)
-      return Status::Error(Code::kInternal, "timed out after " + std::to_string(timeout.count()) + " ms with " +
+      return Status::Error(Reason::kInternal, Domain::kNone,
+                           "timed out after " + std::to_string(timeout.count()) + " ms with " +
                                                 std::to_string(routes_.size()) + " peer routes");
     pollfd p{fd_.get(), POLLIN, 0};
     (void)::poll(&p, 1, static_cast<int>(std::min<long>(left, 200)));

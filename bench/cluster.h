@@ -105,7 +105,7 @@ class RouteWatch {
   static Result<RouteWatch> Open(const std::string& netns_path);
 
   // Reads notifications until `pred(routes())` holds; returns the time the
-  // notification that made it hold was received. An error (Code::kInternal)
+  // notification that made it hold was received. An error (Reason::kInternal)
   // after `timeout`; throws Interrupted (bench/ns.h) on SIGINT/SIGTERM.
   Result<Clock::time_point> WaitUntil(const std::function<bool(const std::set<std::string>&)>& pred,
                                       std::chrono::milliseconds timeout);

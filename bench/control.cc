@@ -77,7 +77,7 @@ Result<Node> MakeNode(const std::string& prefix, const std::string& name, int oc
   WEFT_RETURN_IF_ERROR(CreateNode(name, octet));
   WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::Open(NetnsPath(name)));
   std::string dir = MakeTempDir(prefix, "data");
-  if (dir.empty()) return Status::FromErrno(Code::kIo, "mkdtemp", errno);
+  if (dir.empty()) return Status::FromErrno(Reason::kFailed, Domain::kFile, "mkdtemp", errno);
   return Node{name, std::move(ns), dir};
 }
 
@@ -285,7 +285,8 @@ Status RunLevels(const NetConfig& cfg, int index, const ControlOptions& opt, con
       if (!a.ok) {
         errors.Add(a.error);
         DeleteNetns(p.netns);
-        if (errors.count > 20) return Status::Error(Code::kInternal, "too many failed ADDs: " + errors.first);
+        if (errors.count > 20) return Status::Error(Reason::kInternal, Domain::kNone,
+                                                    "too many failed ADDs: " + errors.first);
         continue;
       }
       fill.push_back({static_cast<int>(pods.size()), a.ms});

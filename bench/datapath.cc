@@ -49,7 +49,7 @@ Result<UniqueFd> SocketIn(const std::string& ns_name) {
   int fd = -1;
   WEFT_RETURN_IF_ERROR(sys::RunInNetns(ns, [&] {
     fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    return fd < 0 ? Status::FromErrno(Code::kIo, "socket", errno) : Status::Ok();
+    return fd < 0 ? Status::FromErrno(Reason::kFailed, Domain::kFile, "socket", errno) : Status::Ok();
   }));
   return UniqueFd(fd);
 }
@@ -71,8 +71,8 @@ Result<json> MeasureRr(const PodPair& t, int seconds) {
   ::setsockopt(lfd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in sa = Addr(t.server_ip, kRrPort);
   if (::bind(lfd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
-    return Status::FromErrno(Code::kIo, "bind " + t.server_ip, errno);
-  if (::listen(lfd.get(), 1) != 0) return Status::FromErrno(Code::kIo, "listen", errno);
+    return Status::FromErrno(Reason::kFailed, Domain::kFile, "bind " + t.server_ip, errno);
+  if (::listen(lfd.get(), 1) != 0) return Status::FromErrno(Reason::kFailed, Domain::kFile, "listen", errno);
   WEFT_ASSIGN_OR_RETURN(UniqueFd cfd, SocketIn(t.client_ns));
   std::thread server([&] {
     int c = ::accept4(lfd.get(), nullptr, nullptr, SOCK_CLOEXEC);
@@ -89,7 +89,7 @@ Result<json> MeasureRr(const PodPair& t, int seconds) {
   Status st;
   std::vector<double> us;
   if (::connect(cfd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-    st = Status::FromErrno(Code::kIo, "connect " + t.server_ip, errno);
+    st = Status::FromErrno(Reason::kFailed, Domain::kFile, "connect " + t.server_ip, errno);
     ::shutdown(lfd.get(), SHUT_RDWR);  // unblocks accept
   } else {
     auto end = Clock::now() + std::chrono::seconds(seconds);
@@ -97,7 +97,7 @@ Result<json> MeasureRr(const PodPair& t, int seconds) {
     char b = 'x';
     for (auto now = Clock::now(); now < end;) {
       if (::write(cfd.get(), &b, 1) != 1 || ::read(cfd.get(), &b, 1) != 1) {
-        st = Status::FromErrno(Code::kIo, "request/response", errno);
+        st = Status::FromErrno(Reason::kFailed, Domain::kFile, "request/response", errno);
         break;
       }
       auto after = Clock::now();
@@ -120,8 +120,8 @@ Result<json> MeasureCrr(const PodPair& t, int seconds, int port) {
   ::setsockopt(lfd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in sa = Addr(t.server_ip, port);
   if (::bind(lfd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
-    return Status::FromErrno(Code::kIo, "bind " + t.server_ip, errno);
-  if (::listen(lfd.get(), 128) != 0) return Status::FromErrno(Code::kIo, "listen", errno);
+    return Status::FromErrno(Reason::kFailed, Domain::kFile, "bind " + t.server_ip, errno);
+  if (::listen(lfd.get(), 128) != 0) return Status::FromErrno(Reason::kFailed, Domain::kFile, "listen", errno);
   std::atomic<bool> done{false};
   std::thread server([&] {
     while (!done.load()) {
@@ -143,7 +143,7 @@ Result<json> MeasureCrr(const PodPair& t, int seconds, int port) {
     us.reserve(100000);
     for (auto now = Clock::now(); now < end;) {
       int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (fd < 0) return Status::FromErrno(Code::kIo, "socket", errno);
+      if (fd < 0) return Status::FromErrno(Reason::kFailed, Domain::kFile, "socket", errno);
       UniqueFd c(fd);
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       timeval tv{2, 0};
@@ -154,9 +154,10 @@ Result<json> MeasureCrr(const PodPair& t, int seconds, int port) {
       ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
       char b = 'x';
       if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
-        return Status::FromErrno(Code::kIo, "connect " + t.server_ip + ":" + std::to_string(port), errno);
+        return Status::FromErrno(Reason::kFailed, Domain::kFile,
+                                 "connect " + t.server_ip + ":" + std::to_string(port), errno);
       if (::write(fd, &b, 1) != 1 || ::read(fd, &b, 1) != 1)
-        return Status::FromErrno(Code::kIo, "connect/request/response", errno);
+        return Status::FromErrno(Reason::kFailed, Domain::kFile, "connect/request/response", errno);
       auto after = Clock::now();
       us.push_back(std::chrono::duration<double, std::micro>(after - now).count());
       now = after;
@@ -176,7 +177,7 @@ Result<double> MeasureIperf(const PodPair& t, int seconds) {
   WEFT_ASSIGN_OR_RETURN(auto sns, sys::Netns::Open(NetnsPath(t.server_ns)));
   WEFT_ASSIGN_OR_RETURN(auto cns, sys::Netns::Open(NetnsPath(t.client_ns)));
   const std::vector<std::string> env = {"PATH=/usr/bin:/bin"};
-  Result<sys::ExecResult> server_res = Status::Error(Code::kExec, "not run");
+  Result<sys::ExecResult> server_res = Status::Error(Reason::kFailed, Domain::kExec, "not run");
   std::thread server([&] {
     sys::ExecRequest req;
     req.path = "/usr/bin/iperf3";
@@ -193,7 +194,7 @@ Result<double> MeasureIperf(const PodPair& t, int seconds) {
     }
   } joiner{server};
   std::string last;
-  Result<double> out = Status::Error(Code::kExec, "iperf3 client never connected");
+  Result<double> out = Status::Error(Reason::kFailed, Domain::kExec, "iperf3 client never connected");
   for (int attempt = 0; attempt < 50; ++attempt) {
     sys::ExecRequest req;
     req.path = "/usr/bin/iperf3";
@@ -218,7 +219,7 @@ Result<double> MeasureIperf(const PodPair& t, int seconds) {
     }
     last = j.contains("error") && j["error"].is_string() ? j["error"].get<std::string>()
                                                           : r->out.substr(0, 200) + r->err.substr(0, 200);
-    out = Status::Error(Code::kExec, "iperf3: " + last);
+    out = Status::Error(Reason::kFailed, Domain::kExec, "iperf3: " + last);
     if (last.find("refused") == std::string::npos && last.find("connect") == std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(40));
   }
@@ -274,7 +275,7 @@ Status SetupWeft(Topology& t, const DatapathOptions& opt, const Runner& runner, 
   auto node = [&](const std::string& name) -> Result<std::unique_ptr<Node>> {
     WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::Open(NetnsPath(name)));
     std::string dir = MakeTempDir(opt.prefix, "wd");
-    if (dir.empty()) return Status::FromErrno(Code::kIo, "mkdtemp", errno);
+    if (dir.empty()) return Status::FromErrno(Reason::kFailed, Domain::kFile, "mkdtemp", errno);
     return std::make_unique<Node>(Node{name, std::move(ns), dir});
   };
   WEFT_ASSIGN_OR_RETURN(t.node, node(a));
@@ -282,12 +283,13 @@ Status SetupWeft(Topology& t, const DatapathOptions& opt, const Runner& runner, 
   WEFT_RETURN_IF_ERROR(VethPair(a, b, "up0", "192.0.2.1/24", "192.0.2.2/24", 1500));
 
   std::string etcd_dir = MakeTempDir(opt.prefix, "etcd");
-  if (etcd_dir.empty()) return Status::FromErrno(Code::kIo, "mkdtemp", errno);
+  if (etcd_dir.empty()) return Status::FromErrno(Reason::kFailed, Domain::kFile, "mkdtemp", errno);
   t.dirs.push_back(etcd_dir);
   WEFT_ASSIGN_OR_RETURN(Daemon etcd, StartEtcd(NetnsPath(a), "192.0.2.1", etcd_dir));
   t.daemons.push_back(std::move(etcd));
   const std::string url = "http://192.0.2.1:2379";
-  if (!WaitEtcdHealthy(NetnsPath(a), url)) return Status::Error(Code::kControlPlane, "etcd did not come up");
+  if (!WaitEtcdHealthy(NetnsPath(a), url)) return Status::Error(Reason::kUnavailable, Domain::kControlPlane,
+                                                                "etcd did not come up");
 
   const std::vector<std::string> flags = {"--control-plane", "etcd",  "--etcd-endpoints", url,
                                           "--etcd-prefix",   "/weft/bench", "--cluster-cidr", "10.244.0.0/16",
@@ -306,7 +308,8 @@ Status SetupWeft(Topology& t, const DatapathOptions& opt, const Runner& runner, 
     const Node& n = i == 0 ? *t.node : *t.node2;
     auto seen = watches[i].WaitUntil([](const std::set<std::string>& r) { return !r.empty(); },
                                      std::chrono::seconds(30));
-    if (!seen.ok()) return Status::Error(Code::kControlPlane, n.name + ": weftd never routed to the peer node (" +
+    if (!seen.ok()) return Status::Error(Reason::kUnavailable, Domain::kControlPlane,
+                                         n.name + ": weftd never routed to the peer node (" +
                                                                   seen.status().ToString() + "); see " + n.data_dir +
                                                                   "/weftd.log");
     WEFT_ASSIGN_OR_RETURN(nlohmann::json list, ReadConflist(n.data_dir));
@@ -315,7 +318,8 @@ Status SetupWeft(Topology& t, const DatapathOptions& opt, const Runner& runner, 
     c.label = t.label;
     c.weft = true;
     for (const auto& plugin : list.value("plugins", nlohmann::json::array())) c.plugins.push_back(plugin);
-    if (c.plugins.empty()) return Status::Error(Code::kDecode, n.name + ": conflist without plugins");
+    if (c.plugins.empty()) return Status::Error(Reason::kMalformed, Domain::kNone,
+                                                n.name + ": conflist without plugins");
     cfgs.push_back(std::move(c));
   }
   for (int i = 0; i < 2; ++i) {
@@ -325,12 +329,12 @@ Status SetupWeft(Topology& t, const DatapathOptions& opt, const Runner& runner, 
     WEFT_RETURN_IF_ERROR(CreateNetns(pod.netns, true));
     auto r = runner.Add(cfgs[i], i == 0 ? *t.node : *t.node2, pod);
     (i == 0 ? t.pods : t.pods2).push_back(pod);
-    if (!r.ok) return Status::Error(Code::kExec, r.error);
+    if (!r.ok) return Status::Error(Reason::kFailed, Domain::kExec, r.error);
   }
   t.client_ns = t.pods[0].netns;
   t.server_ns = t.pods2[0].netns;
   t.server_ip = PodIp(t.pods2[0].result);
-  if (t.server_ip.empty()) return Status::Error(Code::kExec, "the ADD result has no IPv4 address");
+  if (t.server_ip.empty()) return Status::Error(Reason::kFailed, Domain::kExec, "the ADD result has no IPv4 address");
   return Status::Ok();
 }
 
@@ -367,12 +371,12 @@ Status Setup(Topology& t, const DatapathOptions& opt, const Runner& runner, int 
       WEFT_RETURN_IF_ERROR(CreateNetns(pod.netns, true));
       auto r = runner.Add(*t.cfg, *t.node, pod);
       t.pods.push_back(pod);
-      if (!r.ok) return Status::Error(Code::kExec, r.error);
+      if (!r.ok) return Status::Error(Reason::kFailed, Domain::kExec, r.error);
     }
     t.client_ns = t.pods[0].netns;
     t.server_ns = t.pods[1].netns;
     t.server_ip = PodIp(t.pods[1].result);
-    if (t.server_ip.empty()) return Status::Error(Code::kExec, "the ADD result has no IPv4 address");
+    if (t.server_ip.empty()) return Status::Error(Reason::kFailed, Domain::kExec, "the ADD result has no IPv4 address");
   }
   return Status::Ok();
 }

@@ -24,7 +24,8 @@ Status Openssl(const std::vector<std::string>& args) {
   req.env = {"PATH=/usr/bin:/bin"};
   req.timeout = std::chrono::seconds(30);
   WEFT_ASSIGN_OR_RETURN(auto r, sys::Exec(req));
-  if (r.exit_code != 0) return Status::Error(Code::kExec, "openssl " + args[0] + " failed", r.err.substr(0, 500));
+  if (r.exit_code != 0) return Status::Error(Reason::kFailed, Domain::kExec,
+                                             "openssl " + args[0] + " failed", r.err.substr(0, 500));
   return Status::Ok();
 }
 
@@ -113,7 +114,7 @@ Result<std::unique_ptr<KubeApi>> KubeApi::Start(const std::string& netns_path, c
     if (!api->proc_.Running()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return Status::Error(Code::kControlPlane,
+  return Status::Error(Reason::kUnavailable, Domain::kControlPlane,
                        "the stand-in API server did not come up (" + last + "); see " + dir + "/apiserver.log");
 }
 
@@ -164,7 +165,7 @@ Status KubeApi::Create(const json& obj) {
   WEFT_ASSIGN_OR_RETURN(ApiReply r, Request("POST", CollectionPath(kind, ns), obj.dump()));
   if (r.status == 409 && r.retries > 0) return Status::Ok();  // the dropped attempt had created it
   if (r.status / 100 != 2)
-    return Status::Error(Code::kControlPlane,
+    return Status::Error(Reason::kUnavailable, Domain::kControlPlane,
                          "create " + kind + " " + meta.value("name", "") + ": HTTP " + std::to_string(r.status),
                          r.body.substr(0, 300));
   return Status::Ok();
@@ -173,7 +174,8 @@ Status KubeApi::Create(const json& obj) {
 Status KubeApi::Store(const json& obj) {
   WEFT_ASSIGN_OR_RETURN(ApiReply r, Request("POST", "/_test/objects", obj.dump()));
   if (r.status / 100 != 2)
-    return Status::Error(Code::kControlPlane, "store " + obj.value("kind", "") + ": HTTP " + std::to_string(r.status),
+    return Status::Error(Reason::kUnavailable, Domain::kControlPlane,
+                         "store " + obj.value("kind", "") + ": HTTP " + std::to_string(r.status),
                          r.body.substr(0, 300));
   return Status::Ok();
 }
@@ -181,7 +183,8 @@ Status KubeApi::Store(const json& obj) {
 Result<ApiReply> KubeApi::MergePatch(const std::string& path, const json& patch) {
   WEFT_ASSIGN_OR_RETURN(ApiReply r, Request("PATCH", path, patch.dump(), "application/merge-patch+json"));
   if (r.status / 100 != 2)
-    return Status::Error(Code::kControlPlane, "patch " + path + ": HTTP " + std::to_string(r.status),
+    return Status::Error(Reason::kUnavailable, Domain::kControlPlane,
+                         "patch " + path + ": HTTP " + std::to_string(r.status),
                          r.body.substr(0, 300));
   return r;
 }

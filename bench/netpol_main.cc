@@ -172,7 +172,8 @@ Status Nft(const sys::Netns& ns, std::vector<std::string> args, const std::strin
            std::string* out = nullptr) {
   args.insert(args.begin(), "nft");
   WEFT_ASSIGN_OR_RETURN(auto r, RunIn(ns, "/usr/sbin/nft", args, input));
-  if (r.exit_code != 0) return Status::Error(Code::kFirewall, "nft " + args[1] + " failed", r.err.substr(0, 500));
+  if (r.exit_code != 0) return Status::Error(Reason::kFailed, Domain::kFirewall,
+                                             "nft " + args[1] + " failed", r.err.substr(0, 500));
   if (out) *out = std::move(r.out);
   return Status::Ok();
 }
@@ -274,7 +275,7 @@ Result<UniqueFd> Listen(const std::string& ns_name, const std::string& ip, int p
   int fd = -1;
   WEFT_RETURN_IF_ERROR(sys::RunInNetns(ns, [&] {
     fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    return fd < 0 ? Status::FromErrno(Code::kIo, "socket", errno) : Status::Ok();
+    return fd < 0 ? Status::FromErrno(Reason::kFailed, Domain::kFile, "socket", errno) : Status::Ok();
   }));
   UniqueFd l(fd);
   int one = 1;
@@ -284,7 +285,7 @@ Result<UniqueFd> Listen(const std::string& ns_name, const std::string& ip, int p
   sa.sin_port = htons(static_cast<uint16_t>(port));
   ::inet_pton(AF_INET, ip.c_str(), &sa.sin_addr);
   if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, 16) != 0)
-    return Status::FromErrno(Code::kIo, "listen " + ip + ":" + std::to_string(port), errno);
+    return Status::FromErrno(Reason::kFailed, Domain::kFile, "listen " + ip + ":" + std::to_string(port), errno);
   return l;
 }
 
@@ -406,7 +407,8 @@ Status Bench::Populate() {
   for (std::string cont;;) {
     WEFT_ASSIGN_OR_RETURN(ApiReply r,
                           api_->Request("GET", "/api/v1/pods?limit=500" + (cont.empty() ? "" : "&continue=" + cont)));
-    if (r.status != 200) return Status::Error(Code::kControlPlane, "list pods: HTTP " + std::to_string(r.status));
+    if (r.status != 200) return Status::Error(Reason::kUnavailable, Domain::kControlPlane,
+                                              "list pods: HTTP " + std::to_string(r.status));
     bytes += r.body.size();
     try {
       cont = json::parse(r.body)["metadata"].value("continue", "");
@@ -451,7 +453,8 @@ Result<json> Bench::Resync() {
   // The first transaction that creates the table is weftd's first full sync.
   auto txn = watch_->WaitTxn([](const NftMsg& m) { return m.type == NFT_MSG_NEWTABLE; }, std::chrono::minutes(3));
   if (!txn.ok())
-    return Status::Error(Code::kInternal, "weftd's first table never reached the kernel: " + txn.status().ToString() +
+    return Status::Error(Reason::kInternal, Domain::kNone,
+                         "weftd's first table never reached the kernel: " + txn.status().ToString() +
                                               (weftd_.Running() ? "" : " (weftd exited)") + "; log tail:\n" +
                                               Tail(dir_ + "/weftd.log"));
   const double table_s = Ms(txn->at - weftd_start_) / 1000;
@@ -831,7 +834,7 @@ Result<json> Bench::Datapath() {
   for (Pod* p : {&client, &server}) {
     WEFT_RETURN_IF_ERROR(CreateNetns(p->netns, true));
     auto r = runner.Add(cfg, node, *p);
-    if (!r.ok) return Status::Error(Code::kExec, "datapath pod " + p->id + ": " + r.error);
+    if (!r.ok) return Status::Error(Reason::kFailed, Domain::kExec, "datapath pod " + p->id + ": " + r.error);
   }
   const std::string cip = PodIp(client.result), sip = PodIp(server.result);
   auto pod_object = [&](const std::string& ns, const std::string& name, const std::string& ip, const json& labels) {
@@ -870,10 +873,11 @@ Result<json> Bench::Datapath() {
     WEFT_ASSIGN_OR_RETURN(UniqueFd denied, Listen(server.netns, sip, kDeniedPort));
     const auto end = Clock::now() + std::chrono::seconds(10);
     while (!TcpConnects(client.netns, sip, kRrPort, 300))
-      if (Clock::now() > end) return Status::Error(Code::kInternal, "client cannot reach the server's allowed port");
+      if (Clock::now() > end) return Status::Error(Reason::kInternal, Domain::kNone,
+                                                   "client cannot reach the server's allowed port");
     bool denied_open = TcpConnects(client.netns, sip, kDeniedPort, 300);
     if (denied_open == table)
-      return Status::Error(Code::kInternal, std::string("port ") + std::to_string(kDeniedPort) +
+      return Status::Error(Reason::kInternal, Domain::kNone, std::string("port ") + std::to_string(kDeniedPort) +
                                                 (table ? " is open with the policy table in force"
                                                        : " is closed without the policy table"));
     return Status::Ok();
@@ -973,14 +977,15 @@ Result<json> Bench::Run() {
   const netpol::Scale& s = a_.scale;
   if (s.local_pods > 127 || s.local_pods < 1 || s.fake_nodes < 1 ||
       (s.total_pods() - s.local_pods) > 252 * s.fake_nodes)
-    return Status::Error(Code::kInvalidConfig, "scale out of range: at most 127 local pods and 252 per fake node");
+    return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                         "scale out of range: at most 127 local pods and 252 per fake node");
   ul_ = a_.prefix + "-ul";
   node_ = a_.prefix + "-node";
   dir_ = a_.out + "/netpol";
   ::mkdir(dir_.c_str(), 0755);
   for (const char* f : {"/weftd.log", "/weftd.out", "/apiserver.log", "/plugin.log"}) ::unlink((dir_ + f).c_str());
   state_ = MakeTempDir(a_.prefix, "np");
-  if (state_.empty()) return Status::FromErrno(Code::kIo, "mkdtemp", errno);
+  if (state_.empty()) return Status::FromErrno(Reason::kFailed, Domain::kFile, "mkdtemp", errno);
   WEFT_RETURN_IF_ERROR(MakeUnderlay(ul_, kUnderlayIp));
   std::cerr << "[netpol] starting the stand-in API server\n";
   WEFT_ASSIGN_OR_RETURN(api_,
@@ -1016,7 +1021,8 @@ Result<json> Bench::Run() {
       conf_ = (*l)["plugins"][0];
       break;
     }
-    if (Clock::now() > end) return Status::Error(Code::kInternal, "weftd wrote no conflist under " + dir_);
+    if (Clock::now() > end) return Status::Error(Reason::kInternal, Domain::kNone,
+                                                 "weftd wrote no conflist under " + dir_);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   std::cerr << "[netpol] events (" << a_.iterations * 7 << ")\n";
@@ -1078,7 +1084,7 @@ int Main(int argc, char** argv) {
     return 1;
   }
   CleanupPrefix(a.prefix);  // a leftover of a crashed run with this pid
-  Result<json> r = Status::Error(Code::kInternal, "not run");
+  Result<json> r = Status::Error(Reason::kInternal, Domain::kNone, "not run");
   {
     Bench b(a);
     try {

@@ -64,7 +64,7 @@ Result<NftWatch> NftWatch::Open(const std::string& netns_path, const std::string
   // NFNLGRP_NFTABLES is past the 32 groups a bind can name.
   int group = NFNLGRP_NFTABLES;
   if (::setsockopt(sock.get(), SOL_NETLINK, NETLINK_ADD_MEMBERSHIP, &group, sizeof group) != 0)
-    return Status::FromErrno(Code::kKernel, "join NFNLGRP_NFTABLES", errno);
+    return Status::FromErrno(Reason::kFailed, Domain::kKernel, "join NFNLGRP_NFTABLES", errno);
   return NftWatch(std::move(sock), table);
 }
 
@@ -167,7 +167,8 @@ Result<NftTxn> NftWatch::WaitTxn(const std::function<bool(const NftMsg&)>& match
   const int overflows_before = overflows_;
   auto finish = [&](const NftTxn& t) -> Result<NftTxn> {
     if (overflows_ != overflows_before)
-      return Status::Error(Code::kInternal, "nftables notifications overflowed the socket buffer (some were lost)");
+      return Status::Error(Reason::kInternal, Domain::kNone,
+                           "nftables notifications overflowed the socket buffer (some were lost)");
     return t;
   };
   if (!pending_.empty()) {
@@ -185,12 +186,12 @@ Result<NftTxn> NftWatch::WaitTxn(const std::function<bool(const NftMsg&)>& match
         ++overflows_;
         continue;
       }
-      if (n < 0) return Status::FromErrno(Code::kKernel, "recv nftables notifications", errno);
+      if (n < 0) return Status::FromErrno(Reason::kFailed, Domain::kKernel, "recv nftables notifications", errno);
       if (auto t = Feed(std::string_view(buf.data(), static_cast<size_t>(n)), Clock::now(), match)) return finish(*t);
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count();
     if (left <= 0)
-      return Status::Error(Code::kInternal,
+      return Status::Error(Reason::kInternal, Domain::kNone,
                            "no matching nftables transaction within " + std::to_string(timeout.count()) + " ms");
     pollfd p{fd_.get(), POLLIN, 0};
     (void)::poll(&p, 1, static_cast<int>(std::min<long>(left, 200)));

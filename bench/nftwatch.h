@@ -52,7 +52,7 @@ class NftWatch {
   // for at least one message of the table is complete (its NEWGEN arrived);
   // returns that transaction. Transactions already received before the call
   // that were not matched are skipped. `match` may keep state (e.g. "all of
-  // these addresses seen"). Error kInternal after `timeout` or when the
+  // these addresses seen"). Error (internal) after `timeout` or when the
   // socket overflowed (ENOBUFS: notifications were lost, so no answer is
   // trustworthy); throws Interrupted (bench/ns.h) on SIGINT/SIGTERM.
   Result<NftTxn> WaitTxn(const std::function<bool(const NftMsg&)>& match, std::chrono::milliseconds timeout);

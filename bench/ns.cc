@@ -43,7 +43,7 @@ Status StartBenchDriver(const std::string& out, const std::string& build_dir,
   ::mkdir(out.c_str(), 0755);
   for (const auto& b : binaries)
     if (::access((build_dir + b).c_str(), X_OK) != 0)
-      return Status::Error(Code::kIo, build_dir + b + " is not built");
+      return Status::Error(Reason::kFailed, Domain::kFile, build_dir + b + " is not built");
   return Status::Ok();
 }
 
@@ -62,7 +62,7 @@ Result<UniqueFd> OpenNetlinkListener(const std::string& netns_path, int protocol
   int fd = -1;
   WEFT_RETURN_IF_ERROR(sys::RunInNetns(ns, [&] {
     fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, protocol);
-    return fd < 0 ? Status::FromErrno(Code::kKernel, what + " socket", errno) : Status::Ok();
+    return fd < 0 ? Status::FromErrno(Reason::kFailed, Domain::kKernel, what + " socket", errno) : Status::Ok();
   }));
   UniqueFd sock(fd);
   if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) != 0)
@@ -71,7 +71,7 @@ Result<UniqueFd> OpenNetlinkListener(const std::string& netns_path, int protocol
   sa.nl_family = AF_NETLINK;
   sa.nl_groups = groups;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
-    return Status::FromErrno(Code::kKernel, "bind " + what, errno);
+    return Status::FromErrno(Reason::kFailed, Domain::kKernel, "bind " + what, errno);
   return sock;
 }
 
@@ -81,7 +81,7 @@ Status CreateNetns(const std::string& name, bool lo_up) {
   const std::string path = NetnsPath(name);
   ::mkdir("/run/netns", 0755);
   int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0);
-  if (fd < 0) return Status::FromErrno(Code::kIo, "create " + path, errno);
+  if (fd < 0) return Status::FromErrno(Reason::kFailed, Domain::kFile, "create " + path, errno);
   ::close(fd);
   // unshare(CLONE_NEWNET) moves only the calling thread, so a helper thread
   // does it and pins the new namespace with a bind mount before exiting.
@@ -96,7 +96,7 @@ Status CreateNetns(const std::string& name, bool lo_up) {
   t.join();
   if (err != 0) {
     ::unlink(path.c_str());
-    return Status::FromErrno(Code::kIo, "create netns " + name, err);
+    return Status::FromErrno(Reason::kFailed, Domain::kFile, "create netns " + name, err);
   }
   if (lo_up) {
     WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::Open(path));
@@ -174,14 +174,14 @@ void RemoveTree(const std::string& path) {
 
 Result<int> LinkIndex(sys::Netlink& nl, const std::string& name) {
   WEFT_ASSIGN_OR_RETURN(auto l, nl.GetLink(name));
-  if (!l) return Status::Error(Code::kKernel, "no link " + name);
+  if (!l) return Status::Error(Reason::kFailed, Domain::kKernel, "no link " + name);
   return l->index;
 }
 
 Status AddrUp(sys::Netlink& nl, const std::string& ifname, const std::string& cidr) {
   WEFT_ASSIGN_OR_RETURN(int idx, LinkIndex(nl, ifname));
   auto p = IpPrefix::Parse(cidr);
-  if (!p) return Status::Error(Code::kInvalidConfig, "bad cidr " + cidr);
+  if (!p) return Status::Error(Reason::kInvalidArgument, Domain::kConfig, "bad cidr " + cidr);
   WEFT_RETURN_IF_ERROR(nl.AddAddress(idx, *p));
   return nl.SetUp(idx);
 }

@@ -111,7 +111,7 @@ Status RegisterPeers(const sys::Netns& ul, const std::string& etcd_prefix, int n
                         {{"key", agent::Base64Encode(PeerKey(etcd_prefix, i))},
                          {"value", agent::Base64Encode(PeerValue(i))}}}});
       WEFT_ASSIGN_OR_RETURN(bool ok, c.Txn(json{{"success", ops}}.dump()));
-      if (!ok) return Status::Error(Code::kControlPlane, "etcd txn of peers failed");
+      if (!ok) return Status::Error(Reason::kUnavailable, Domain::kControlPlane, "etcd txn of peers failed");
     }
     return Status::Ok();
   });
@@ -152,7 +152,7 @@ Result<json> MeasureCount(const Args& a, const sys::Netns& ul, const std::string
   WEFT_RETURN_IF_ERROR(RegisterPeers(ul, etcd_prefix, n));
   // Fresh state each count: weftd must not find a remembered subnet.
   std::string state = MakeTempDir(a.prefix, "state" + std::to_string(n));
-  if (state.empty()) return Status::FromErrno(Code::kIo, "mkdtemp", errno);
+  if (state.empty()) return Status::FromErrno(Reason::kFailed, Domain::kFile, "mkdtemp", errno);
   WEFT_RETURN_IF_ERROR(MakeNodeOnUnderlay(node, ul_name, 11 + idx, kUnderlayIp));
   // Subscribed before weftd starts, so no route can be missed.
   WEFT_ASSIGN_OR_RETURN(RouteWatch watch, RouteWatch::Open(NetnsPath(node)));
@@ -172,7 +172,8 @@ Result<json> MeasureCount(const Args& a, const sys::Netns& ul, const std::string
   auto all = watch.WaitUntil([&](const std::set<std::string>& r) { return static_cast<int>(r.size()) >= n; },
                              std::chrono::seconds(n > 1000 ? 180 : 60));
   if (!all.ok())
-    return Status::Error(Code::kInternal, std::to_string(n) + " peers never converged: " + all.status().ToString() +
+    return Status::Error(Reason::kInternal, Domain::kNone,
+                         std::to_string(n) + " peers never converged: " + all.status().ToString() +
                                               (weftd.Running() ? "" : " (weftd exited)") + "; weftd log tail:\n" +
                                               Tail(dir + "/weftd.log"));
   json r = {{"peers", n},
@@ -252,10 +253,11 @@ int Main(int argc, char** argv) {
     auto run = [&]() -> Status {
       WEFT_RETURN_IF_ERROR(MakeUnderlay(ul_name, kUnderlayIp));
       std::string etcd_dir = MakeTempDir(a.prefix, "etcd");
-      if (etcd_dir.empty()) return Status::FromErrno(Code::kIo, "mkdtemp", errno);
+      if (etcd_dir.empty()) return Status::FromErrno(Reason::kFailed, Domain::kFile, "mkdtemp", errno);
       WEFT_ASSIGN_OR_RETURN(etcd, StartEtcd(NetnsPath(ul_name), kUnderlayIp, etcd_dir));
       if (!WaitEtcdHealthy(NetnsPath(ul_name), std::string("http://") + kUnderlayIp + ":2379"))
-        return Status::Error(Code::kControlPlane, "etcd did not come up; log tail:\n" + Tail(etcd_dir + "/etcd.log"));
+        return Status::Error(Reason::kUnavailable, Domain::kControlPlane,
+                             "etcd did not come up; log tail:\n" + Tail(etcd_dir + "/etcd.log"));
       WEFT_ASSIGN_OR_RETURN(auto ul, sys::Netns::Open(NetnsPath(ul_name)));
       for (size_t i = 0; i < a.peers.size(); ++i) {
         CheckInterrupt();

@@ -22,6 +22,8 @@
 
 namespace {
 
+using weft::Domain;
+using weft::Reason;
 using weft::Status;
 namespace agent = weft::agent;
 
@@ -129,7 +131,8 @@ int RealMain(int argc, char** argv) {
 
   weft::log::Level level;
   if (!weft::log::ParseLevel(log_level, &level))
-    return Fail(Status::Error(weft::Code::kInvalidConfig, "--log-level must be debug, info, warn or error"));
+    return Fail(Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                              "--log-level must be debug, info, warn or error"));
   weft::log::SetLevel(level);
   if (Status st = weft::log::SetFile(log_file); !st.ok())
     return Fail(st.WithPrefix("--log-file"));
@@ -143,9 +146,9 @@ int RealMain(int argc, char** argv) {
     return 0;
   }
   if (o.node_name.empty())
-    return Fail(Status::Error(weft::Code::kInvalidConfig, "--node-name (or NODE_NAME) is required"));
+    return Fail(Status::Error(Reason::kInvalidArgument, Domain::kConfig, "--node-name (or NODE_NAME) is required"));
   if (!agent::ParseBackend(backend, &o.backend))
-    return Fail(Status::Error(weft::Code::kInvalidConfig, "bad --backend"));
+    return Fail(Status::Error(Reason::kInvalidArgument, Domain::kConfig, "bad --backend"));
   if (!cluster_cidr.empty()) {
     auto c = agent::ParseCidrPerFamily("--cluster-cidr", cluster_cidr);
     if (!c.ok()) return Fail(c.status());
@@ -158,7 +161,7 @@ int RealMain(int argc, char** argv) {
   o.auth_failure_timeout = std::chrono::milliseconds(static_cast<int64_t>(auth_failure_timeout * 1000));
   o.control_plane_name = control_plane;
   if (control_plane == "etcd" && network_policy == "true")
-    return Fail(Status::Error(weft::Code::kInvalidConfig,
+    return Fail(Status::Error(Reason::kInvalidArgument, Domain::kConfig,
                               "--network-policy needs --control-plane=kubernetes: etcd holds no Pods, Namespaces or "
                               "NetworkPolicies"));
   o.network_policy = control_plane == "kubernetes" && network_policy != "false";
@@ -172,7 +175,8 @@ int RealMain(int argc, char** argv) {
     for (auto part : weft::Split(etcd_endpoints, ','))
       if (auto t = weft::Trim(part); !t.empty()) e.endpoints.emplace_back(t);
     if (e.endpoints.empty())
-      return Fail(Status::Error(weft::Code::kInvalidConfig, "--etcd-endpoints is required with --control-plane=etcd"));
+      return Fail(Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                                "--etcd-endpoints is required with --control-plane=etcd"));
     while (etcd_prefix.size() > 1 && etcd_prefix.back() == '/') etcd_prefix.pop_back();
     e.prefix = etcd_prefix;
     e.lease_ttl = lease_ttl;

@@ -191,10 +191,11 @@ Status Agent::WriteNodeConflist(const State& st, int pod_mtu, const std::vector<
     c.netpol_namespaces_file = NetpolNamespacesFile(opts_);
     // The plugin refuses a relative path, which would fail every ADD.
     if (c.netpol_namespaces_file.empty() || c.netpol_namespaces_file[0] != '/')
-      return Status::Error(Code::kInvalidConfig, "the NetworkPolicy namespaces file \"" +
+      return Status::Error(Reason::kInvalidArgument, Domain::kConfig, "the NetworkPolicy namespaces file \"" +
                                                      c.netpol_namespaces_file + "\" is not an absolute path");
     if (opts_.netpol_pending_group == 0)
-      return Status::Error(Code::kInvalidConfig, "the NetworkPolicy pending group must not be 0 (the default group)");
+      return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                           "the NetworkPolicy pending group must not be 0 (the default group)");
     c.netpol_pending_group = opts_.netpol_pending_group;
   }
   bool changed = false;
@@ -306,7 +307,8 @@ Status Agent::RegisterNode(State& st) {
   // and the conflist are made of.
   for (bool v6 : {false, true})
     if (auto c = OfFamily(registered, v6)) st.view.pod_cidrs.push_back(c->Masked());
-  if (st.view.pod_cidrs.empty()) return Status::Error(Code::kInvalidConfig, "the node has no pod CIDR");
+  if (st.view.pod_cidrs.empty()) return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                                                      "the node has no pod CIDR");
   st.pod_cidrs = st.view.pod_cidrs;
   WEFT_LOG(kInfo, "registered", {"node", opts_.node_name}, {"pod_cidrs", JoinPrefixes(st.pod_cidrs)},
            {"vtep_mac", st.self.vtep_mac.empty() ? "-" : st.self.vtep_mac});

@@ -16,16 +16,19 @@ Result<Uplink> DetectUplink(sys::Netlink& nl, const std::string& iface, const st
   Uplink up;
   if (!iface.empty()) {
     WEFT_ASSIGN_OR_RETURN(auto link, nl.GetLink(iface));
-    if (!link) return Status::Error(Code::kInvalidConfig, "interface " + iface + " does not exist");
+    if (!link) return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                                    "interface " + iface + " does not exist");
     up.index = link->index;
   } else if (!want.empty()) {
     for (const auto& w : want) {
       int index = 0;
       for (const auto& a : addrs)
         if (a.prefix.addr() == w) index = a.index;
-      if (index == 0) return Status::Error(Code::kInvalidConfig, "no interface carries the node IP " + w.ToString());
+      if (index == 0) return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                                           "no interface carries the node IP " + w.ToString());
       if (up.index != 0 && up.index != index)
-        return Status::Error(Code::kInvalidConfig, "the node IPs " + want[0].ToString() + " and " + w.ToString() +
+        return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                             "the node IPs " + want[0].ToString() + " and " + w.ToString() +
                                                        " are on different interfaces; set --iface");
       up.index = index;
     }
@@ -37,10 +40,12 @@ Result<Uplink> DetectUplink(sys::Netlink& nl, const std::string& iface, const st
       if (up.index != 0) break;
     }
     if (up.index == 0)
-      return Status::Error(Code::kInvalidConfig, "no IPv4 or IPv6 default route: set --iface or --node-ip");
+      return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                           "no IPv4 or IPv6 default route: set --iface or --node-ip");
   }
   WEFT_ASSIGN_OR_RETURN(auto link, nl.GetLink(up.index));
-  if (!link) return Status::Error(Code::kKernel, "uplink #" + std::to_string(up.index) + " vanished");
+  if (!link) return Status::Error(Reason::kFailed, Domain::kKernel,
+                                  "uplink #" + std::to_string(up.index) + " vanished");
   up.name = link->name;
   up.mtu = link->mtu;
   std::optional<IpAddress> first4, first6;
@@ -55,10 +60,12 @@ Result<Uplink> DetectUplink(sys::Netlink& nl, const std::string& iface, const st
     for (const auto& a : addrs)
       if (a.index == up.index && a.prefix.addr() == w) here = true;
     if (!here)
-      return Status::Error(Code::kInvalidConfig, "interface " + up.name + " does not carry the node IP " + w.ToString());
+      return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                           "interface " + up.name + " does not carry the node IP " + w.ToString());
   }
   std::optional<IpAddress> ip = !want.empty() ? want[0] : first4 ? first4 : first6;
-  if (!ip) return Status::Error(Code::kInvalidConfig, "interface " + up.name + " has no global IPv4 or IPv6 address");
+  if (!ip) return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                                "interface " + up.name + " has no global IPv4 or IPv6 address");
   up.ip = *ip;
   up.ip6 = first6;
   for (const auto& w : want)
@@ -69,13 +76,13 @@ Result<Uplink> DetectUplink(sys::Netlink& nl, const std::string& iface, const st
 Result<sys::LinkInfo> EnsureVxlan(sys::Netlink& nl, const VxlanSpec& spec) {
   WEFT_ASSIGN_OR_RETURN(auto link, nl.GetLink(spec.name));
   if (link && link->kind != "vxlan")
-    return Status::Error(Code::kInvalidConfig, spec.name + " exists and is a " +
+    return Status::Error(Reason::kInvalidArgument, Domain::kConfig, spec.name + " exists and is a " +
                                                    (link->kind.empty() ? "device" : link->kind) + ", not vxlan");
   if (!link) {
     WEFT_RETURN_IF_ERROR(
         nl.CreateVxlan(spec.name, spec.vni, spec.port, spec.local, spec.underlay_index, spec.mtu));
     WEFT_ASSIGN_OR_RETURN(link, nl.GetLink(spec.name));
-    if (!link) return Status::Error(Code::kKernel, spec.name + " vanished after creation");
+    if (!link) return Status::Error(Reason::kFailed, Domain::kKernel, spec.name + " vanished after creation");
   }
   if (spec.mtu > 0 && link->mtu != spec.mtu) WEFT_RETURN_IF_ERROR(nl.SetMtu(link->index, spec.mtu));
   if (!link->up) WEFT_RETURN_IF_ERROR(nl.SetUp(link->index));

@@ -16,7 +16,7 @@
 namespace weft::agent {
 
 // "a[,b]": one or two CIDRs of different families, in the order given,
-// host bits cleared. Errors (kInvalidConfig) name `flag` and the culprit: an
+// host bits cleared. Errors (invalid-argument) name `flag` and the culprit: an
 // empty entry, a CIDR that does not parse, two of one family, more than two.
 Result<std::vector<IpPrefix>> ParseCidrPerFamily(std::string_view flag, std::string_view value);
 // The same for addresses ("192.0.2.11,2001:db8::11").

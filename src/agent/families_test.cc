@@ -28,7 +28,7 @@ TEST(ParseCidrPerFamily, OneOrOnePerFamilyInTheGivenOrder) {
 
 TEST(ParseCidrPerFamily, ErrorsNameTheFlagAndTheCulprit) {
   auto two4 = ParseCidrPerFamily("--cluster-cidr", "10.244.0.0/16,10.245.0.0/16");
-  EXPECT_EQ(two4.status().code(), Code::kInvalidConfig);
+  EXPECT_EQ(two4.status().reason(), Reason::kInvalidArgument);
   EXPECT_EQ(Err(two4.status()),
             "--cluster-cidr: two IPv4 CIDRs (10.244.0.0/16 and 10.245.0.0/16); give at most one per family");
   EXPECT_EQ(Err(ParseCidrPerFamily("--cluster-cidr", "fd00::/56,fd01::/56").status()),

@@ -17,12 +17,13 @@ constexpr char kTlsMark[] = "TLS: ";
 bool IsTlsFailure(const Status& st) { return !st.ok() && StartsWith(st.details(), kTlsMark); }
 
 Status TlsFailure(const std::string& what, const std::string& why) {
-  return Status::Error(Code::kControlPlane, what, kTlsMark + why);
+  return Status::Error(Reason::kUnavailable, Domain::kControlPlane, what, kTlsMark + why);
 }
 
 Status InitHttp() {
   CURLcode rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-  if (rc != CURLE_OK) return Status::Error(Code::kInternal, "curl_global_init", curl_easy_strerror(rc));
+  if (rc != CURLE_OK) return Status::Error(Reason::kInternal, Domain::kNone,
+                                           "curl_global_init", curl_easy_strerror(rc));
   return Status::Ok();
 }
 
@@ -133,12 +134,12 @@ struct HttpClient::Impl {
       curl.reset();
       return TlsFailure(what, why);
     }
-    return Status::Error(Code::kControlPlane, what, why);
+    return Status::Error(Reason::kUnavailable, Domain::kControlPlane, what, why);
   }
 
   Result<CURL*> Prepare(const HttpRequest& req, SlistPtr* headers) {
     if (!curl) curl.reset(curl_easy_init());
-    if (!curl) return Status::Error(Code::kInternal, "curl_easy_init failed");
+    if (!curl) return Status::Error(Reason::kInternal, Domain::kNone, "curl_easy_init failed");
     CURL* c = curl.get();
     curl_easy_reset(c);
     errbuf[0] = '\0';

@@ -75,7 +75,7 @@ class HttpClient : public HttpTransport {
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
 
-  // A complete request. Transport failures are kControlPlane errors; any
+  // A complete request. Transport failures are unavailable (control plane); any
   // HTTP status is a response.
   Result<HttpResponse> Do(const HttpRequest& req) override;
 

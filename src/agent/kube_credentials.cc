@@ -31,7 +31,8 @@ Result<std::shared_ptr<KubeCredentials>> KubeCredentials::Load(KubeCredentialFil
     WEFT_ASSIGN_OR_RETURN(std::string t, sys::ReadFile(c->files_.token_file, kMaxTokenBytes));
     c->token_ = std::string(Trim(t));
     if (c->token_.empty())
-      return Status::Error(Code::kInvalidConfig, "the token file " + c->files_.token_file + " is empty");
+      return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                           "the token file " + c->files_.token_file + " is empty");
   }
   c->ReadTlsLocked();
   c->tls_generation_ = 0;

@@ -56,7 +56,7 @@ TEST_F(Files, LoadNeedsTheTokenFileOnlyAtStart) {
   f.token_file = dir_ + "/missing";
   EXPECT_FALSE(KubeCredentials::Load(f).ok());
   f.token_file = Write("empty", "\n");
-  EXPECT_EQ(KubeCredentials::Load(f).status().code(), Code::kInvalidConfig);
+  EXPECT_EQ(KubeCredentials::Load(f).status().reason(), Reason::kInvalidArgument);
   f.token_file = Write("token", "  t1\n");
   auto c = Load(f);
   EXPECT_EQ(c->Token(), "t1");  // trimmed

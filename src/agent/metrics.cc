@@ -118,7 +118,8 @@ Result<std::unique_ptr<StatusServer>> StatusServer::Start(const std::string& add
   std::string host;
   int port = 0;
   if (!ParseHostPort(addr, &host, &port))
-    return Status::Error(Code::kInvalidConfig, "metrics address \"" + addr + "\" is not host:port");
+    return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                         "metrics address \"" + addr + "\" is not host:port");
   auto impl = std::make_unique<Impl>();
   httplib::Server& svr = impl->server;
   int threads = std::max(1, opts.threads);
@@ -151,9 +152,10 @@ Result<std::unique_ptr<StatusServer>> StatusServer::Start(const std::string& add
   errno = 0;
   if (port == 0) {
     port = svr.bind_to_any_port(host);
-    if (port < 0) return Status::FromErrno(Code::kIo, "bind " + addr, errno ? errno : EADDRNOTAVAIL);
+    if (port < 0) return Status::FromErrno(Reason::kFailed, Domain::kFile,
+                                           "bind " + addr, errno ? errno : EADDRNOTAVAIL);
   } else if (!svr.bind_to_port(host, port)) {
-    return Status::FromErrno(Code::kIo, "bind " + addr, errno ? errno : EADDRINUSE);
+    return Status::FromErrno(Reason::kFailed, Domain::kFile, "bind " + addr, errno ? errno : EADDRINUSE);
   }
   impl->thread = std::thread([&svr, &ended = impl->ended] {
     svr.listen_after_bind();
@@ -163,7 +165,7 @@ Result<std::unique_ptr<StatusServer>> StatusServer::Start(const std::string& add
   while (!svr.is_running() && !impl->ended.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   if (impl->ended.load()) {
     impl->thread.join();
-    return Status::Error(Code::kIo, "listen " + addr + ": the server ended at once");
+    return Status::Error(Reason::kFailed, Domain::kFile, "listen " + addr + ": the server ended at once");
   }
   return std::unique_ptr<StatusServer>(new StatusServer(std::move(impl), port));
 }

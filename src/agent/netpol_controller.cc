@@ -52,7 +52,7 @@ class SystemNetpolKernel : public NetpolKernel {
         if (name == "drop-egress") out.second = packets;
       }
     } catch (const std::exception& e) {
-      return Status::Error(Code::kFirewall, "nft: list counters: bad JSON", e.what());
+      return Status::Error(Reason::kFailed, Domain::kFirewall, "nft: list counters: bad JSON", e.what());
     }
     return out;
   }

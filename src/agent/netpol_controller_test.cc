@@ -104,7 +104,7 @@ class FakeKernel : public NetpolKernel {
     log_->applies++;
     if (log_->fail_next) {
       log_->fail_next = false;
-      return Status::Error(Code::kFirewall, "nft: injected failure");
+      return Status::Error(Reason::kFailed, Domain::kFirewall, "nft: injected failure");
     }
     log_->scripts.push_back(script);
     return Status::Ok();
@@ -113,7 +113,7 @@ class FakeKernel : public NetpolKernel {
     std::lock_guard lock(log_->mu);
     if (log_->tampered) return std::map<std::string, size_t>{};
     // Unreadable is not "different": the controller leaves the table alone.
-    return Status::Error(Code::kFirewall, "not modelled");
+    return Status::Error(Reason::kFailed, Domain::kFirewall, "not modelled");
   }
   Result<std::pair<uint64_t, uint64_t>> DropCounters() override { return std::pair<uint64_t, uint64_t>{3, 4}; }
   Status MarkConntrack(const std::vector<std::string>& ips, uint32_t) override {

@@ -12,7 +12,7 @@ Status NodeSysctlError(const std::string& key, const std::string& current, const
   const std::string why = write_error.sys_errno() == EROFS ? "/proc/sys is read-only here, as in an unprivileged "
                                                              "container"
                                                            : "no permission to write /proc/sys";
-  return Status::Error(Code::kInvalidConfig,
+  return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
                        "sysctl " + name + " is " + (current.empty() ? "unreadable" : current) + ", weftd needs " +
                            want + " and cannot set it (" + why + "): set it on the node with `sysctl -w " + name +
                            "=" + want + "` and a line \"" + name + " = " + want +

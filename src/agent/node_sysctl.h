@@ -19,7 +19,7 @@ Status EnsureNodeSysctl(const std::string& key, const std::string& value);
 
 // Pure: the error for a sysctl weftd could not set because /proc/sys is
 // read-only or not writable here (sys::IsSysctlReadOnly(write_error)):
-// kInvalidConfig, naming the sysctl, its current and wanted value and how
+// invalid-argument, naming the sysctl, its current and wanted value and how
 // to set it on the node; the write's errno is kept.
 Status NodeSysctlError(const std::string& key, const std::string& current, const std::string& want,
                        const Status& write_error);

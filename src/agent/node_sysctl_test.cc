@@ -10,10 +10,10 @@ namespace weft::agent {
 namespace {
 
 TEST(NodeSysctl, ReadOnlyProcSysNamesTheSysctlAndTheFix) {
-  Status write = Status::FromErrno(Code::kIo, "write sysctl net/ipv4/ip_forward", EROFS);
+  Status write = Status::FromErrno(Reason::kFailed, Domain::kFile, "write sysctl net/ipv4/ip_forward", EROFS);
   ASSERT_TRUE(sys::IsSysctlReadOnly(write));
   Status st = NodeSysctlError("net/ipv4/ip_forward", "0", "1", write);
-  EXPECT_EQ(st.code(), Code::kInvalidConfig);
+  EXPECT_EQ(st.reason(), Reason::kInvalidArgument);
   EXPECT_EQ(st.sys_errno(), EROFS);
   EXPECT_NE(st.msg().find("sysctl net.ipv4.ip_forward is 0, weftd needs 1"), std::string::npos) << st.msg();
   EXPECT_NE(st.msg().find("/proc/sys is read-only"), std::string::npos) << st.msg();
@@ -22,7 +22,7 @@ TEST(NodeSysctl, ReadOnlyProcSysNamesTheSysctlAndTheFix) {
 }
 
 TEST(NodeSysctl, PermissionAndUnreadable) {
-  Status write = Status::FromErrno(Code::kIo, "write sysctl net/ipv6/conf/all/forwarding", EACCES);
+  Status write = Status::FromErrno(Reason::kFailed, Domain::kFile, "write sysctl net/ipv6/conf/all/forwarding", EACCES);
   ASSERT_TRUE(sys::IsSysctlReadOnly(write));
   Status st = NodeSysctlError("net/ipv6/conf/all/forwarding", "", "1", write);
   EXPECT_NE(st.msg().find("net.ipv6.conf.all.forwarding is unreadable"), std::string::npos) << st.msg();
@@ -31,8 +31,8 @@ TEST(NodeSysctl, PermissionAndUnreadable) {
 
 TEST(NodeSysctl, OnlyWritesThisProcessMayNotDoAreReadOnly) {
   EXPECT_FALSE(sys::IsSysctlReadOnly(Status::Ok()));
-  EXPECT_FALSE(sys::IsSysctlReadOnly(Status::FromErrno(Code::kIo, "write", ENOENT)));
-  EXPECT_TRUE(sys::IsSysctlReadOnly(Status::FromErrno(Code::kIo, "write", EPERM)));
+  EXPECT_FALSE(sys::IsSysctlReadOnly(Status::FromErrno(Reason::kFailed, Domain::kFile, "write", ENOENT)));
+  EXPECT_TRUE(sys::IsSysctlReadOnly(Status::FromErrno(Reason::kFailed, Domain::kFile, "write", EPERM)));
 }
 
 TEST(NodeSysctl, NamesAsSysctlWritesThem) {

@@ -12,7 +12,8 @@ Status KernelSync::ApplyPlan(const KernelState& want, const Plan& plan, SyncResu
   } else {
     // Some steps failed: what the kernel holds is unknown again.
     applied_.reset();
-    if (st.ok()) st = Status::Error(Code::kKernel, std::to_string(errors) + " kernel changes failed");
+    if (st.ok()) st = Status::Error(Reason::kFailed, Domain::kKernel,
+                                    std::to_string(errors) + " kernel changes failed");
   }
   return st;
 }

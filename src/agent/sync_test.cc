@@ -54,7 +54,7 @@ class FakeDatapath : public Datapath {
   Result<KernelState> Read() override {
     ++reads;
     if (clear_failures_on_read) fail_routes.clear();
-    if (fail_read) return Status::Error(Code::kKernel, "dump routes", "interrupted", EINTR);
+    if (fail_read) return Status::Error(Reason::kFailed, Domain::kKernel, "dump routes", "interrupted", EINTR);
     return kernel;
   }
 
@@ -65,7 +65,7 @@ class FakeDatapath : public Datapath {
     Status first;
     auto fail = [&](const std::string& what) {
       ++*errors;
-      if (first.ok()) first = Status::Error(Code::kKernel, what, "no such device", ENODEV);
+      if (first.ok()) first = Status::Error(Reason::kFailed, Domain::kKernel, what, "no such device", ENODEV);
     };
     for (const auto& n : plan.fdb_adds) Upsert(kernel.fdb, n, true);
     for (const auto& n : plan.arp_upserts) Upsert(kernel.arp, n, false);

@@ -71,7 +71,8 @@ TEST(LogTest, FieldsAreRenderedOnceAndParseBack) {
   const std::string hostile = "a \"quoted\" back\\slash\nnew=line\ttab\x01";
   std::string line = FormatLine(Level::kWarn, "watch failed; reconnecting",
                                 {{"what", "nodes"}, {"items", 42}, {"ok", true}, {"empty", ""},
-                                 {"err", Status::Error(Reason::kFailed, Domain::kFile, "GET /api: timed out")}, {"text", hostile}});
+                                 {"err", Status::Error(Reason::kFailed, Domain::kFile,
+                                                       "GET /api: timed out")}, {"text", hostile}});
   std::multimap<std::string, std::string> kv;
   ASSERT_TRUE(ParseLogfmt(line, &kv)) << line;
   EXPECT_EQ(kv.count("msg"), 1u);

@@ -25,7 +25,8 @@ Result<CniArgs> ParseCniArgs(const std::string& raw, const std::vector<std::stri
     if (pair.empty()) continue;  // tolerate "A=1;" as runtimes emit it
     auto eq = pair.find('=');
     if (eq == std::string_view::npos || eq == 0)
-      return Status::Error(Code::kInvalidEnv, "CNI_ARGS: invalid pair \"" + std::string(pair) + "\"",
+      return Status::Error(Reason::kInvalidArgument, Domain::kEnvironment,
+                           "CNI_ARGS: invalid pair \"" + std::string(pair) + "\"",
                            "expected KEY=VALUE separated by ';'");
     std::string k(pair.substr(0, eq));
     std::string v(pair.substr(eq + 1));
@@ -33,7 +34,8 @@ Result<CniArgs> ParseCniArgs(const std::string& raw, const std::vector<std::stri
       std::string lv = v;
       std::transform(lv.begin(), lv.end(), lv.begin(), ::tolower);
       if (lv != "1" && lv != "true" && lv != "0" && lv != "false")
-        return Status::Error(Code::kInvalidEnv, "CNI_ARGS: IgnoreUnknown must be 1, 0, true or false");
+        return Status::Error(Reason::kInvalidArgument, Domain::kEnvironment,
+                             "CNI_ARGS: IgnoreUnknown must be 1, 0, true or false");
       out.ignore_unknown = (lv == "1" || lv == "true");
       continue;
     }
@@ -42,7 +44,7 @@ Result<CniArgs> ParseCniArgs(const std::string& raw, const std::vector<std::stri
   if (!out.ignore_unknown) {
     for (const auto& [k, v] : out.values) {
       if (std::find(known.begin(), known.end(), k) == known.end())
-        return Status::Error(Code::kInvalidEnv, "CNI_ARGS: unknown key \"" + k + "\"",
+        return Status::Error(Reason::kInvalidArgument, Domain::kEnvironment, "CNI_ARGS: unknown key \"" + k + "\"",
                              "add IgnoreUnknown=1 to CNI_ARGS to ignore keys this plugin does not use");
     }
   }
@@ -52,7 +54,7 @@ Result<CniArgs> ParseCniArgs(const std::string& raw, const std::vector<std::stri
 namespace {
 
 Result<Command> ParseCommand(const char* s) {
-  if (!s || !*s) return Status::Error(Code::kInvalidEnv, "CNI_COMMAND is not set");
+  if (!s || !*s) return Status::Error(Reason::kInvalidArgument, Domain::kEnvironment, "CNI_COMMAND is not set");
   std::string c = s;
   if (c == "ADD") return Command::kAdd;
   if (c == "DEL") return Command::kDel;
@@ -60,7 +62,7 @@ Result<Command> ParseCommand(const char* s) {
   if (c == "STATUS") return Command::kStatus;
   if (c == "VERSION") return Command::kVersion;
   if (c == "GC") return Command::kGc;
-  return Status::Error(Code::kInvalidEnv, "unknown CNI_COMMAND \"" + c + "\"",
+  return Status::Error(Reason::kInvalidArgument, Domain::kEnvironment, "unknown CNI_COMMAND \"" + c + "\"",
                        "expected ADD, DEL, CHECK, STATUS, VERSION or GC");
 }
 
@@ -87,20 +89,23 @@ Result<Env> ParseEnv(const EnvLookup& lookup) {
   bool attach = cmd == Command::kAdd || cmd == Command::kDel || cmd == Command::kCheck;
   if (attach) {
     if (env.container_id.empty())
-      return Status::Error(Code::kInvalidEnv, "CNI_CONTAINERID is not set");
+      return Status::Error(Reason::kInvalidArgument, Domain::kEnvironment, "CNI_CONTAINERID is not set");
     if (!IsValidCniName(env.container_id))
-      return Status::Error(Code::kInvalidEnv, "CNI_CONTAINERID \"" + env.container_id + "\" is invalid",
+      return Status::Error(Reason::kInvalidArgument, Domain::kEnvironment,
+                           "CNI_CONTAINERID \"" + env.container_id + "\" is invalid",
                            "it must match ^[a-zA-Z0-9][a-zA-Z0-9_.\\-]*$");
-    if (env.ifname.empty()) return Status::Error(Code::kInvalidEnv, "CNI_IFNAME is not set");
+    if (env.ifname.empty()) return Status::Error(Reason::kInvalidArgument, Domain::kEnvironment,
+                                                 "CNI_IFNAME is not set");
     std::string why = InterfaceNameProblem(env.ifname);
     if (!why.empty())
-      return Status::Error(Code::kInvalidEnv, "CNI_IFNAME \"" + env.ifname + "\" " + why);
-    if (path.empty()) return Status::Error(Code::kInvalidEnv, "CNI_PATH is not set");
+      return Status::Error(Reason::kInvalidArgument, Domain::kEnvironment, "CNI_IFNAME \"" + env.ifname + "\" " + why);
+    if (path.empty()) return Status::Error(Reason::kInvalidArgument, Domain::kEnvironment, "CNI_PATH is not set");
   }
   if ((cmd == Command::kAdd || cmd == Command::kCheck) && env.netns.empty())
-    return Status::Error(Code::kInvalidEnv, "CNI_NETNS is not set");
+    return Status::Error(Reason::kInvalidArgument, Domain::kEnvironment, "CNI_NETNS is not set");
   if (!env.netns.empty() && env.netns[0] != '/')
-    return Status::Error(Code::kInvalidEnv, "CNI_NETNS \"" + env.netns + "\" is not an absolute path");
+    return Status::Error(Reason::kInvalidArgument, Domain::kEnvironment,
+                         "CNI_NETNS \"" + env.netns + "\" is not an absolute path");
   return env;
 }
 

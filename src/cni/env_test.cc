@@ -1,4 +1,5 @@
 #include "cni/env.h"
+#include "cni/errors.h"
 
 #include <gtest/gtest.h>
 
@@ -47,7 +48,7 @@ TEST(Env, EveryViolationIsCode4) {
     else m.erase(c.key);
     auto e = ParseEnv(From(m));
     ASSERT_FALSE(e.ok()) << c.key << "=" << (c.value ? c.value : "(unset)");
-    EXPECT_EQ(e.status().code(), Code::kInvalidEnv) << c.key;
+    EXPECT_EQ(cni::CodeOf(e.status()), cni::Code::kInvalidEnv) << c.key;
   }
 }
 
@@ -67,7 +68,7 @@ TEST(CniArgs, ParsesKnownAndRejectsUnknownUnlessIgnored) {
   EXPECT_EQ(a->Get("K8S_POD_NAME"), "web-1");
   auto u = ParseCniArgs("FOO=1", known);
   ASSERT_FALSE(u.ok());
-  EXPECT_EQ(u.status().code(), Code::kInvalidEnv);
+  EXPECT_EQ(cni::CodeOf(u.status()), cni::Code::kInvalidEnv);
   EXPECT_TRUE(ParseCniArgs("IgnoreUnknown=1;FOO=1", known).ok());
   EXPECT_TRUE(ParseCniArgs("FOO=1;IgnoreUnknown=true", known).ok());
   EXPECT_FALSE(ParseCniArgs("novalue", known).ok());

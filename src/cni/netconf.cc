@@ -15,7 +15,7 @@ Result<std::optional<CniResult>> NetConf::PrevResult() const {
 }
 
 namespace {
-Status Invalid(const std::string& msg) { return Status::Error(Code::kInvalidConfig, msg); }
+Status Invalid(const std::string& msg) { return Status::Error(Reason::kInvalidArgument, Domain::kConfig, msg); }
 }  // namespace
 
 Result<NetConf> ParseNetConf(std::string_view data) {
@@ -23,9 +23,10 @@ Result<NetConf> ParseNetConf(std::string_view data) {
   try {
     c.raw = json::parse(data);
   } catch (const json::exception& e) {
-    return Status::Error(Code::kDecode, "network config is not valid JSON", e.what());
+    return Status::Error(Reason::kMalformed, Domain::kNone, "network config is not valid JSON", e.what());
   }
-  if (!c.raw.is_object()) return Status::Error(Code::kDecode, "network config must be a JSON object");
+  if (!c.raw.is_object()) return Status::Error(Reason::kMalformed, Domain::kNone,
+                                               "network config must be a JSON object");
   const json& j = c.raw;
 
   if (j.contains("cniVersion")) {
@@ -36,7 +37,7 @@ Result<NetConf> ParseNetConf(std::string_view data) {
   if (!IsSupported(c.cni_version)) {
     std::string all;
     for (const auto& v : SupportedVersions()) all += (all.empty() ? "" : ", ") + v;
-    return Status::Error(Code::kIncompatibleVersion,
+    return Status::Error(Reason::kUnsupported, Domain::kNone,
                          "incompatible CNI versions: config is \"" + c.cni_version + "\"",
                          "this plugin supports " + all);
   }

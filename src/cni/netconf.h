@@ -28,8 +28,8 @@ struct NetConf {
   Result<std::optional<CniResult>> PrevResult() const;
 };
 
-// JSON syntax errors and non-objects: kDecode. Unsupported cniVersion:
-// kIncompatibleVersion. Wrong types or missing/invalid name: kInvalidConfig.
+// JSON syntax errors and non-objects: malformed. Unsupported cniVersion:
+// unsupported. Wrong types or missing/invalid name: invalid-argument.
 Result<NetConf> ParseNetConf(std::string_view data);
 
 struct Attachment {

@@ -38,7 +38,8 @@ json EncodeDns(const Dns& d) {
 
 Result<json> EncodeResult(const CniResult& r, const std::string& version) {
   if (!IsSupported(version))
-    return Status::Error(Code::kIncompatibleVersion, "cannot print a result for cniVersion \"" + version + "\"");
+    return Status::Error(Reason::kUnsupported, Domain::kNone,
+                         "cannot print a result for cniVersion \"" + version + "\"");
   json j = {{"cniVersion", version}};
   if (IsLegacy(version)) {
     // 0.1.0/0.2.0: one ip4 and one ip6 block; routes grouped by family.
@@ -99,7 +100,7 @@ Result<json> EncodeResult(const CniResult& r, const std::string& version) {
 namespace {
 
 Status Bad(const std::string& what) {
-  return Status::Error(Code::kDecode, "decode result: " + what);
+  return Status::Error(Reason::kMalformed, Domain::kNone, "decode result: " + what);
 }
 
 Result<IpPrefix> Prefix(const json& j, const std::string& field) {
@@ -279,7 +280,7 @@ Result<CniResult> DecodeResult(const json& j, const std::string& fallback_versio
   CniResult r;
   WEFT_ASSIGN_OR_RETURN(std::string version, DecodeVersion(j, fallback_version));
   if (!IsSupported(version))
-    return Status::Error(Code::kIncompatibleVersion, "result has unsupported cniVersion \"" + version + "\"");
+    return Status::Error(Reason::kUnsupported, Domain::kNone, "result has unsupported cniVersion \"" + version + "\"");
   r.cni_version = version;
   if (j.contains("dns")) { WEFT_ASSIGN_OR_RETURN(r.dns, DecodeDns(j["dns"])); }
   WEFT_RETURN_IF_ERROR(IsLegacy(version) ? DecodeLegacyBlocks(j, &r) : DecodeCurrent(j, &r));

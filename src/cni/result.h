@@ -55,10 +55,10 @@ struct CniResult {
   bool operator==(const CniResult&) const = default;
 };
 
-// Prints `r` in the shape of `version`. kIncompatibleVersion when unknown.
+// Prints `r` in the shape of `version`. Unsupported when unknown.
 Result<nlohmann::json> EncodeResult(const CniResult& r, const std::string& version);
 // Reads a result of any supported version; `fallback_version` is used when
-// the object has no cniVersion (prevResult inside a config). Errors: kDecode.
+// the object has no cniVersion (prevResult inside a config). Errors: malformed.
 Result<CniResult> DecodeResult(const nlohmann::json& j, const std::string& fallback_version);
 
 Result<Dns> DecodeDns(const nlohmann::json& j);

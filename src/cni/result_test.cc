@@ -1,4 +1,5 @@
 #include "cni/result.h"
+#include "cni/errors.h"
 
 #include <gtest/gtest.h>
 
@@ -52,7 +53,7 @@ TEST(Result, ShapePerVersion) {
   EXPECT_EQ(v110["routes"][0]["mtu"], 1400);
   EXPECT_EQ(v110["dns"]["nameservers"][0], "10.96.0.10");
 
-  EXPECT_EQ(EncodeResult(r, "9.9.9").status().code(), Code::kIncompatibleVersion);
+  EXPECT_EQ(cni::CodeOf(EncodeResult(r, "9.9.9").status()), cni::Code::kIncompatibleVersion);
 }
 
 TEST(Result, RoundTripsThroughEveryVersion) {
@@ -87,10 +88,10 @@ TEST(Result, DecodeRejectsMalformedResults) {
   for (const char* s : bad) {
     auto r = DecodeResult(json::parse(s), "1.0.0");
     EXPECT_FALSE(r.ok()) << s;
-    EXPECT_EQ(r.status().code(), Code::kDecode) << s;
+    EXPECT_EQ(cni::CodeOf(r.status()), cni::Code::kDecode) << s;
   }
-  EXPECT_EQ(DecodeResult(json::parse(R"({"cniVersion":"7.0.0"})"), "").status().code(),
-            Code::kIncompatibleVersion);
+  EXPECT_EQ(cni::CodeOf(DecodeResult(json::parse(R"({"cniVersion":"7.0.0"})"), "").status()),
+            cni::Code::kIncompatibleVersion);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "cni/skel.h"
 
 #include "base/log.h"
+#include "cni/errors.h"
 #include "cni/version.h"
 
 namespace weft::cni {
@@ -9,7 +10,7 @@ using nlohmann::json;
 
 std::string ErrorJson(const Status& st, const std::string& version) {
   json j = {{"cniVersion", IsSupported(version) ? version : std::string(kLatestVersion)},
-            {"code", st.code_int()},
+            {"code", CodeNumber(st)},
             {"msg", st.msg()}};
   if (!st.details().empty()) j["details"] = st.details();
   return j.dump() + "\n";
@@ -32,7 +33,7 @@ std::string VersionReply(const std::string& stdin_data) {
 
 Status RequireVersion(const NetConf& c, const char* verb, const char* min) {
   if (AtLeast(c.cni_version, min)) return Status::Ok();
-  return Status::Error(Code::kIncompatibleVersion,
+  return Status::Error(Reason::kUnsupported, Domain::kNone,
                        std::string(verb) + " requires cniVersion " + min + " or later; config is " +
                            c.cni_version);
 }
@@ -42,7 +43,7 @@ Status RequireVersion(const NetConf& c, const char* verb, const char* min) {
 int PluginMain(Plugin& plugin, const EnvLookup& lookup, const std::string& stdin_data, std::string* out) {
   std::string version(kLatestVersion);
   auto fail = [&](Status st) {
-    WEFT_LOG(kError, "command failed", {"code", st.code_int()}, {"err", st});
+    WEFT_LOG(kError, "command failed", {"code", CodeNumber(st)}, {"err", st});
     *out = ErrorJson(st, version);
     return 1;
   };
@@ -99,9 +100,9 @@ int PluginMain(Plugin& plugin, const EnvLookup& lookup, const std::string& stdin
     out->clear();
     return 0;
   } catch (const std::exception& e) {
-    return fail(Status::Error(Code::kInternal, "internal error", e.what()));
+    return fail(Status::Error(Reason::kInternal, Domain::kNone, "internal error", e.what()));
   } catch (...) {
-    return fail(Status::Error(Code::kInternal, "internal error"));
+    return fail(Status::Error(Reason::kInternal, Domain::kNone, "internal error"));
   }
 }
 

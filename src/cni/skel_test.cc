@@ -59,7 +59,7 @@ TEST(Skel, AddPrintsTheResultInTheConfigVersion) {
 TEST(Skel, ErrorsAreCniErrorObjects) {
   FakePlugin p;
   std::string out;
-  p.add_error = Status::Error(Code::kNoFreeAddress, "no free address in 10.0.0.0/30", "4 of 4 in use");
+  p.add_error = Status::Error(Reason::kExhausted, Domain::kStore, "no free address in 10.0.0.0/30", "4 of 4 in use");
   EXPECT_EQ(PluginMain(p, Env("ADD"), Conf("1.0.0"), &out), 1);
   auto j = json::parse(out);
   EXPECT_EQ(j["code"], 100);

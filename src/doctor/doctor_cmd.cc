@@ -29,7 +29,7 @@ Result<plugin::Config> NetworkConfig(const std::string& conf_dir, const std::str
     WEFT_ASSIGN_OR_RETURN(auto net, cni::ParseNetConf(raw.dump()));
     return plugin::ParseConfig(net);
   }
-  return Status::Error(Code::kInvalidConfig, "network \"" + network + "\" has no weft plugin");
+  return Status::Error(Reason::kInvalidArgument, Domain::kConfig, "network \"" + network + "\" has no weft plugin");
 }
 
 json FindingJson(const Finding& f) {

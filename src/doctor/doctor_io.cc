@@ -30,16 +30,12 @@ int64_t NowS() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// Same test as the plugin's AttachmentVanished: only a missing path or a
-// file that is not a netns proves the namespace is gone.
+// Same test as the plugin's AttachmentVanished (sys::IsNetnsGone): only a
+// missing path or a file that is not a netns proves the namespace is gone.
 bool NetnsAlive(const std::string& path) {
   if (path.empty()) return true;
   auto ns = sys::Netns::Open(path);
-  if (ns.ok()) return true;
-  const int err = ns.status().sys_errno();
-  const bool gone = ns.status().code() == Code::kUnknownContainer ||
-                    (ns.status().code() == Code::kInvalidEnv && err == 0);
-  return !gone;
+  return ns.ok() || !sys::IsNetnsGone(ns.status());
 }
 
 Result<agent::PeerMap> ListEtcdPeers(const Options& o) {
@@ -76,7 +72,8 @@ Result<agent::PeerMap> ListKubePeers(const Options& o) {
   store.Notify();
   t.join();
   if (!snap.synced)
-    return Status::Error(Code::kControlPlane, "no complete node list from the API server within " +
+    return Status::Error(Reason::kUnavailable, Domain::kControlPlane,
+                         "no complete node list from the API server within " +
                                                   std::to_string(o.control_plane_timeout_ms) + " ms");
   return snap.peers;
 }
@@ -165,7 +162,8 @@ Result<NftTable> CanonicalNetpol(const std::string& script) {
   WEFT_ASSIGN_OR_RETURN(auto load, fw::RunTool("nft", {"-f", "-"}, script, ns.fd()));
   if (load.exit_code != 0) return fw::ToolError("nft -f (weftd's ruleset, in a private namespace)", load);
   WEFT_ASSIGN_OR_RETURN(auto t, ReadKernelNetpol(ns.fd()));
-  if (!t) return Status::Error(Code::kFirewall, std::string("weftd's ruleset creates no table ") + kNetpolTable);
+  if (!t) return Status::Error(Reason::kFailed, Domain::kFirewall,
+                               std::string("weftd's ruleset creates no table ") + kNetpolTable);
   return std::move(*t);
 }
 
@@ -529,7 +527,7 @@ Status ApplyWeftdRuleset(const std::string& weftd_addr, std::string* applied) {
     auto r = weftd.Get("/netpol/ruleset");
     if (!r.ok()) st = r.status();
     else if (r->status != 200)
-      st = Status::Error(Code::kControlPlane,
+      st = Status::Error(Reason::kUnavailable, Domain::kControlPlane,
                          "weftd answered GET /netpol/ruleset with HTTP " + std::to_string(r->status));
     if (!st.ok() || r->body == *applied) break;
     auto nft = fw::RunTool("nft", {"-f", "-"}, r->body);
@@ -546,7 +544,7 @@ void ReapplyNetpol(const Options& o, FixReport* rep) {
   Status st = ApplyWeftdRuleset(o.weftd_addr, &applied);
   if (!st.ok() || applied.empty())
     Failed(rep, std::string("re-apply weftd's ruleset (table ") + kNetpolTable + ")",
-           st.ok() ? Status::Error(Code::kControlPlane, "nothing applied") : st);
+           st.ok() ? Status::Error(Reason::kUnavailable, Domain::kControlPlane, "nothing applied") : st);
   else
     rep->done.push_back(std::string("re-applied weftd's NetworkPolicy ruleset (table ") + kNetpolTable +
                         ") in one nft transaction");

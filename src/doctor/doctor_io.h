@@ -57,7 +57,7 @@ struct Options {
 };
 
 // Errors: the database cannot be opened or read, netlink fails, the control
-// plane cannot be listed (kControlPlane: a half-read list is never used).
+// plane cannot be listed (unavailable, control plane: a half-read list is never used).
 Result<Snapshot> ReadSnapshot(const Options& opts);
 
 // One line per repair made or failed.

@@ -169,11 +169,13 @@ Status TableParser::Line(std::string_view line) {
 // one-line "counter NAME { }".
 Status TableParser::OpenBlock(std::string_view line) {
   if (line.back() != '{' && line.back() != '}')
-    return Status::Error(Code::kDecode, "nft table " + t_.name + ": unexpected line", std::string(line));
+    return Status::Error(Reason::kMalformed, Domain::kNone,
+                         "nft table " + t_.name + ": unexpected line", std::string(line));
   std::string_view head = TrimWs(line.substr(0, line.find('{')));
   size_t sp = head.rfind(' ');
   if (sp == std::string_view::npos)
-    return Status::Error(Code::kDecode, "nft table " + t_.name + ": unexpected line", std::string(line));
+    return Status::Error(Reason::kMalformed, Domain::kNone,
+                         "nft table " + t_.name + ": unexpected line", std::string(line));
   std::string_view kind = head.substr(0, sp);
   name_ = std::string(head.substr(sp + 1));
   if (name_.size() >= 2 && name_.front() == '"' && name_.back() == '"') name_ = name_.substr(1, name_.size() - 2);
@@ -233,9 +235,9 @@ void TableParser::ContinueElements(std::string_view line) {
 }
 
 Result<NftTable> TableParser::Finish() {
-  if (!in_table_) return Status::Error(Code::kDecode, "no nft table in the text");
+  if (!in_table_) return Status::Error(Reason::kMalformed, Domain::kNone, "no nft table in the text");
   if (!done_ || collecting_ || block_ != Block::kNone)
-    return Status::Error(Code::kDecode, "nft table " + t_.name + " is not terminated");
+    return Status::Error(Reason::kMalformed, Domain::kNone, "nft table " + t_.name + " is not terminated");
   return std::move(t_);
 }
 

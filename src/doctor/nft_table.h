@@ -50,7 +50,7 @@ struct NftTable {
 // listing (`nft list table`: tabs, elements wrapped over lines) or an
 // `nft -f` script as weftd renders it (lines before the block, such as
 // "add table" and "delete table", are skipped; "type x; flags y;" on one
-// line). Errors (kDecode): no table block, or an unterminated one.
+// line). Errors (malformed): no table block, or an unterminated one.
 Result<NftTable> ParseNftTable(std::string_view text);
 
 // How `have` (the kernel) differs from `want`.

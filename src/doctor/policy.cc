@@ -100,13 +100,15 @@ Result<std::vector<PolicyPod>> ParsePolicyPods(const std::string& body) {
   try {
     j = json::parse(body);
   } catch (const std::exception& e) {
-    return Status::Error(Code::kDecode, "weftd's /netpol answer is not JSON", e.what());
+    return Status::Error(Reason::kMalformed, Domain::kNone, "weftd's /netpol answer is not JSON", e.what());
   }
-  if (!j.is_array()) return Status::Error(Code::kDecode, "weftd's /netpol answer is not a JSON array");
+  if (!j.is_array()) return Status::Error(Reason::kMalformed, Domain::kNone,
+                                          "weftd's /netpol answer is not a JSON array");
   std::vector<PolicyPod> out;
   for (const auto& o : j) {
     if (!o.is_object() || !o.contains("pod") || !o["pod"].is_string())
-      return Status::Error(Code::kDecode, "weftd's /netpol answer has an entry without \"pod\"", o.dump());
+      return Status::Error(Reason::kMalformed, Domain::kNone,
+                           "weftd's /netpol answer has an entry without \"pod\"", o.dump());
     PolicyPod p;
     p.pod = o["pod"].get<std::string>();
     p.ips = Strings(o, "ips");

@@ -25,7 +25,7 @@ struct PolicyPod {
   nlohmann::json raw;                                          // weftd's object as it came
 };
 
-// Decodes GET /netpol's body (a JSON array). Errors (kDecode): not JSON, not
+// Decodes GET /netpol's body (a JSON array). Errors (malformed): not JSON, not
 // an array, an entry without a string "pod".
 Result<std::vector<PolicyPod>> ParsePolicyPods(const std::string& body);
 

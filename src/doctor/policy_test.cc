@@ -49,7 +49,7 @@ TEST(Policy, ParsesWeftdsAnswer) {
   EXPECT_EQ((*pods)[1].egress_policies, (std::vector<std::string>{"x/eg", "x/eg2"}));
 
   EXPECT_TRUE(ParsePolicyPods("[]")->empty());
-  EXPECT_EQ(ParsePolicyPods("not json").status().code(), Code::kDecode);
+  EXPECT_EQ(ParsePolicyPods("not json").status().reason(), Reason::kMalformed);
   EXPECT_FALSE(ParsePolicyPods(R"({"pod":"x/a"})").ok());  // not an array
   EXPECT_FALSE(ParsePolicyPods(R"([{"ips":[]}])").ok());   // no pod
 }

@@ -15,7 +15,8 @@ Result<agent::HttpResponse> Weftd::Get(const std::string& path) {
   req.timeout = timeout_;
   auto r = http_.Do(req);
   if (!r.ok())
-    return Status::Error(Code::kControlPlane, "cannot reach weftd at " + addr_ + " (GET " + path + ")",
+    return Status::Error(Reason::kUnavailable, Domain::kControlPlane,
+                         "cannot reach weftd at " + addr_ + " (GET " + path + ")",
                          r.status().details());
   return r;
 }

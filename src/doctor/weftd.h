@@ -23,7 +23,7 @@ class Weftd {
   const std::string& addr() const { return addr_; }
 
   // GET `path`. Any HTTP status is an answer; a transport failure (nothing
-  // listening, timeout) is kControlPlane "cannot reach weftd at <addr>".
+  // listening, timeout) is unavailable (control plane) "cannot reach weftd at <addr>".
   Result<agent::HttpResponse> Get(const std::string& path);
 
  private:

@@ -24,7 +24,8 @@ Result<sys::ExecResult> RunTool(const std::string& tool, const std::vector<std::
 Status ToolError(const std::string& what, const sys::ExecResult& r) {
   std::string err = std::string(Trim(r.err));
   if (r.timed_out) err = "timed out";
-  return Status::Error(Code::kFirewall, what + " failed (exit " + std::to_string(r.exit_code) + ")", err);
+  return Status::Error(Reason::kFailed, Domain::kFirewall,
+                       what + " failed (exit " + std::to_string(r.exit_code) + ")", err);
 }
 
 }  // namespace weft::fw

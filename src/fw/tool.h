@@ -14,7 +14,7 @@ namespace weft::fw {
 // `netns_fd` >= 0: the tool runs in that network namespace.
 Result<sys::ExecResult> RunTool(const std::string& tool, const std::vector<std::string>& args,
                                 const std::string& input, int netns_fd = -1);
-// kFirewall for a tool that ran and failed; details carry its stderr.
+// Failed (firewall) for a tool that ran and failed; details carry its stderr.
 Status ToolError(const std::string& what, const sys::ExecResult& r);
 
 }  // namespace weft::fw

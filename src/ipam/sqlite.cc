@@ -74,7 +74,7 @@ void RestartWal(sqlite3* raw) {
 }  // namespace
 
 bool IsConstraintViolation(const Status& s) {
-  return s.code() == Code::kStore && s.details().rfind(kConstraint, 0) == 0;
+  return s.reason() == Reason::kFailed && s.domain() == Domain::kStore && s.details().rfind(kConstraint, 0) == 0;
 }
 
 Status Db::Error(int rc, const std::string& what) const {
@@ -82,25 +82,26 @@ Status Db::Error(int rc, const std::string& what) const {
   switch (rc & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-      return Status::Error(Code::kTryAgainLater, what + ": the IPAM database " + path_ + " is busy", detail);
+      return Status::Error(Reason::kBusy, Domain::kStore, what + ": the IPAM database " + path_ + " is busy", detail);
     case SQLITE_CONSTRAINT:
-      return Status::Error(Code::kStore, what, std::string(kConstraint) + ": " + detail);
+      return Status::Error(Reason::kFailed, Domain::kStore, what, std::string(kConstraint) + ": " + detail);
     case SQLITE_READONLY:
-      return Status::Error(Code::kStore, what + ": the IPAM database " + path_ + " is read-only", detail);
+      return Status::Error(Reason::kFailed, Domain::kStore,
+                           what + ": the IPAM database " + path_ + " is read-only", detail);
     case SQLITE_FULL:
-      return Status::Error(Code::kStore, what + ": the disk holding " + path_ + " is full", detail);
+      return Status::Error(Reason::kFailed, Domain::kStore, what + ": the disk holding " + path_ + " is full", detail);
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
-      return Status::Error(Code::kStore,
+      return Status::Error(Reason::kFailed, Domain::kStore,
                            what + ": the IPAM database " + path_ +
                                " is corrupted; move it aside and run `weftctl doctor --fix`",
                            detail);
     case SQLITE_CANTOPEN:
     case SQLITE_IOERR:
     case SQLITE_PERM:
-      return Status::Error(Code::kIo, what + ": cannot use " + path_, detail);
+      return Status::Error(Reason::kFailed, Domain::kFile, what + ": cannot use " + path_, detail);
     default:
-      return Status::Error(Code::kStore, what, detail);
+      return Status::Error(Reason::kFailed, Domain::kStore, what, detail);
   }
 }
 

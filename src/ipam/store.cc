@@ -197,7 +197,7 @@ Status Store::EnsureSchema() {
   int64_t version = std::atoll(v.c_str());
   if (version == kSchemaVersion) return Status::Ok();
   if (version > kSchemaVersion)
-    return Status::Error(Code::kStore, "IPAM database " + db_.path() + " has schema version " +
+    return Status::Error(Reason::kFailed, Domain::kStore, "IPAM database " + db_.path() + " has schema version " +
                                            std::to_string(version) + ", newer than this weft (" +
                                            std::to_string(kSchemaVersion) + ")");
   WEFT_ASSIGN_OR_RETURN(Txn txn, Txn::Begin(db_));
@@ -239,10 +239,10 @@ Status InsertPod(Db& db, const PodRecord& p, const std::optional<Allocated>& v4,
   Status st = ins.Run();
   if (IsConstraintViolation(st)) {
     if (st.details().find("pods.container_id") != std::string::npos)
-      return Status::Error(Code::kAlreadyAttached,
+      return Status::Error(Reason::kAlreadyExists, Domain::kStore,
                            "container " + p.container_id + " already has an attachment on " + p.ifname,
                            "run DEL for it first");
-    return Status::Error(Code::kStore, "address already in use", st.details());
+    return Status::Error(Reason::kFailed, Domain::kStore, "address already in use", st.details());
   }
   return st;
 }
@@ -256,7 +256,7 @@ Result<PodRecord> Store::Reserve(PodRecord pod, const AllocationRequest& req) {
     dup.Bind(1, pod.container_id).Bind(2, pod.ifname);
     WEFT_ASSIGN_OR_RETURN(bool exists, dup.Step());
     if (exists)
-      return Status::Error(Code::kAlreadyAttached,
+      return Status::Error(Reason::kAlreadyExists, Domain::kStore,
                            "container " + pod.container_id + " already has an attachment on " + pod.ifname,
                            "run DEL for it first");
   }
@@ -291,7 +291,7 @@ Result<PodRecord> Store::Reserve(PodRecord pod, const AllocationRequest& req) {
       break;
     }
     if (any && !got[fam])
-      return Status::Error(Code::kNoFreeAddress,
+      return Status::Error(Reason::kExhausted, Domain::kStore,
                            std::string("no free IPv") + (want_v6 ? "6" : "4") + " address in " + tried,
                            "every usable address is allocated; release pods or add a range to \"ranges\"");
   }
@@ -373,7 +373,7 @@ Status Store::AddPortMappings(const std::string& cid, const std::string& ifname,
       std::string who = owner.Text(0) + "/" + owner.Text(1);
       if (!owner.Text(2).empty() || !owner.Text(3).empty())
         who += " (pod " + owner.Text(2) + "/" + owner.Text(3) + ")";
-      return Status::Error(Code::kHostPortConflict,
+      return Status::Error(Reason::kConflict, Domain::kStore,
                            "hostPort " + std::to_string(m.host_port) + "/" + m.protocol +
                                (m.host_ip.empty() ? "" : " on " + m.host_ip) + " is already used by " + who);
     }

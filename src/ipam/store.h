@@ -71,8 +71,8 @@ class Store {
   static Result<Store> Open(const std::string& data_dir, int busy_timeout_ms = 10000);
 
   // Allocates one address per family present in `req.ranges` and inserts the
-  // pod row (state kAdding) in one transaction. kAlreadyAttached if the
-  // container+ifname has a row; kNoFreeAddress if a family is exhausted.
+  // pod row (state kAdding) in one transaction. already-exists if the
+  // container+ifname has a row; exhausted if a family is exhausted.
   Result<PodRecord> Reserve(PodRecord pod, const AllocationRequest& req);
   // Inserts a row with addresses chosen elsewhere (delegated IPAM).
   Status Insert(const PodRecord& pod);
@@ -90,7 +90,7 @@ class Store {
   Status BeginDelete(const std::string& cid, const std::string& ifname);
 
   // Port mappings of one attachment, inserted in one transaction. A clash on
-  // (host IP, port, protocol) is kHostPortConflict naming the owner.
+  // (host IP, port, protocol) is a conflict naming the owner.
   Status AddPortMappings(const std::string& cid, const std::string& ifname,
                          const std::vector<PortMapping>& maps);
   Result<std::vector<PortMapping>> ListPortMappings();

@@ -67,7 +67,7 @@ TEST_F(StoreTest, NeverHandsOutNetworkOrBroadcastAndExhaustsCleanly) {
   EXPECT_FALSE(seen.count("10.0.0.7"));
   auto full = s->Reserve(Pod("c9"), Ranges({"10.0.0.0/29"}));
   ASSERT_FALSE(full.ok());
-  EXPECT_EQ(full.status().code(), Code::kNoFreeAddress);
+  EXPECT_EQ(full.status().reason(), Reason::kExhausted);
   auto none = s->Find("c9", "eth0");
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());  // nothing left behind by the failure
@@ -112,7 +112,7 @@ TEST_F(StoreTest, DuplicateAttachmentIsAnError) {
   ASSERT_TRUE(s->Reserve(Pod("a"), Ranges({"10.0.0.0/24"})).ok());
   auto again = s->Reserve(Pod("a"), Ranges({"10.0.0.0/24"}));
   ASSERT_FALSE(again.ok());
-  EXPECT_EQ(again.status().code(), Code::kAlreadyAttached);
+  EXPECT_EQ(again.status().reason(), Reason::kAlreadyExists);
   auto all = s->ListPods("net1");
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->size(), 1u);
@@ -128,7 +128,7 @@ TEST_F(StoreTest, PortMappingsCascadeAndConflictsNameTheOwner) {
   PortMapping m2{"192.168.1.1", 8080, "tcp", "10.0.0.2", 80};
   auto st = s->AddPortMappings("b", "eth0", {m2});
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(st.code(), Code::kHostPortConflict);
+  EXPECT_EQ(st.reason(), Reason::kConflict);
   EXPECT_NE(st.msg().find("a/eth0"), std::string::npos) << st.msg();
   PortMapping udp{"", 8080, "udp", "10.0.0.2", 80};
   EXPECT_TRUE(s->AddPortMappings("b", "eth0", {udp}).ok());
@@ -159,13 +159,13 @@ TEST_F(StoreTest, BeginDeleteKeepsTheAddressAndTheMappings) {
   auto live = s->HasLivePortMappings();
   ASSERT_TRUE(live.ok());
   EXPECT_FALSE(*live);
-  EXPECT_EQ(s->AddPortMappings("x", "eth0", {PortMapping{"", 8080, "tcp", "10.0.0.2", 80}}).code(),
-            Code::kHostPortConflict);
+  EXPECT_EQ(s->AddPortMappings("x", "eth0", {PortMapping{"", 8080, "tcp", "10.0.0.2", 80}}).reason(),
+            Reason::kConflict);
   // The address is still held: the next pod gets the other one, then none.
   auto b = s->Reserve(Pod("b"), Ranges({"10.0.0.0/30"}));
   ASSERT_TRUE(b.ok());
   EXPECT_NE(b->ip_v4->addr(), a->ip_v4->addr());
-  EXPECT_EQ(s->Reserve(Pod("c"), Ranges({"10.0.0.0/30"})).status().code(), Code::kNoFreeAddress);
+  EXPECT_EQ(s->Reserve(Pod("c"), Ranges({"10.0.0.0/30"})).status().reason(), Reason::kExhausted);
   EXPECT_TRUE(s->BeginDelete("absent", "eth0").ok());
   // Release takes the mappings with the row.
   ASSERT_TRUE(s->AddPortMappings("b", "eth0", {PortMapping{"", 9090, "tcp", "10.0.0.2", 90}}).ok());
@@ -265,7 +265,7 @@ TEST_F(StoreTest, WaitsForTheWriteLockThenGivesUpWithTryAgainLater) {
     auto r = waiter->Reserve(Pod("late"), Ranges({"10.0.0.0/24"}));
     auto waited = std::chrono::steady_clock::now() - t0;
     ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.status().code(), Code::kTryAgainLater) << r.status().ToString();
+    EXPECT_EQ(r.status().reason(), Reason::kBusy) << r.status().ToString();
     EXPECT_GE(waited, std::chrono::milliseconds(300));
   }
   // Released while it waits: the waiter gets the lock and goes on.

@@ -64,7 +64,7 @@ class AddIpam {
   // delegated plugin, and writes the row in state "adding". On failure
   // nothing is left allocated.
   virtual Result<Allocation> Allocate(const ipam::PodRecord& want) = 0;
-  // Claims hostPorts (kHostPortConflict naming the owner); no-op for none.
+  // Claims hostPorts (a conflict naming the owner); no-op for none.
   virtual Status ClaimPorts(const ipam::PodRecord& rec, const std::vector<ipam::PortMapping>& maps) = 0;
   // The last step: the row becomes "ready".
   virtual Status MarkReady(const ipam::PodRecord& rec) = 0;

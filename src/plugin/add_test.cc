@@ -1,4 +1,5 @@
 // The ADD sequence (add.h) against fakes of its steps, without root: the
+#include "cni/errors.h"
 // order of the steps, what each is given, and the rollback on every
 // failure.
 #include "plugin/add.h"
@@ -24,7 +25,8 @@ class Failing {
  public:
   explicit Failing(Calls& calls) : calls_(calls) {}
   void FailAt(const std::string& step) { fail_at_ = step; }
-  static Status ErrorOf(const std::string& step) { return Status::Error(Code::kKernel, step + " failed", "injected"); }
+  static Status ErrorOf(const std::string& step) { return Status::Error(Reason::kFailed, Domain::kKernel,
+                                                                        step + " failed", "injected"); }
 
  protected:
   Status Step(const std::string& call, const std::string& step) {
@@ -182,7 +184,7 @@ TEST_P(AddRollbackTest, EveryFailureTearsDownOnce) {
   firewall_.FailAt(c.step);
   auto r = Add();
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), Code::kKernel);
+  EXPECT_EQ(cni::CodeOf(r.status()), cni::Code::kKernel);
   EXPECT_EQ(r.status().msg(), c.step + " failed");
   const Calls all = {"allocate c1/eth0",  "claim ports 8080->10.1.0.7", "create links group 0",
                      "attach 10.1.0.7/24", "masquerade", "sync hostports via wftpod", "flush conntrack",

@@ -10,7 +10,7 @@ namespace weft::plugin {
 
 namespace {
 
-Status CheckFailed(const std::string& what) { return Status::Error(Code::kCheckFailed, what); }
+Status CheckFailed(const std::string& what) { return Status::Error(Reason::kMismatch, Domain::kNone, what); }
 
 std::optional<IpAddress> GatewayFor(const BridgeAddrs& a, const cni::Route& r) {
   if (r.gw) return r.gw;
@@ -31,10 +31,11 @@ Result<sys::LinkInfo> EnsureBridge(sys::Netlink& host, const std::string& name, 
     Status st = host.CreateBridge(name, mtu);
     if (!st.ok() && !sys::IsExists(st)) return st;  // EEXIST: a concurrent ADD won; verify below
     WEFT_ASSIGN_OR_RETURN(link, host.GetLink(name));
-    if (!link) return Status::Error(Code::kKernel, "bridge " + name + " vanished right after creation");
+    if (!link) return Status::Error(Reason::kFailed, Domain::kKernel,
+                                    "bridge " + name + " vanished right after creation");
   }
   if (link->kind != "bridge")
-    return Status::Error(Code::kNameTaken, "interface " + name + " exists and is " +
+    return Status::Error(Reason::kConflict, Domain::kKernel, "interface " + name + " exists and is " +
                                                (link->kind.empty() ? "not a bridge" : "a " + link->kind + ", not a bridge"),
                          "choose another \"bridge\" name");
   if (mtu > 0 && link->mtu != mtu) {
@@ -54,7 +55,7 @@ Status EnsureBridgeAddress(sys::Netlink& host, const sys::LinkInfo& bridge, cons
   for (const auto& a : addrs) {
     if (a.prefix.addr() != gw.addr()) continue;
     if (a.index == bridge.index) return Status::Ok();
-    return Status::Error(Code::kNameTaken,
+    return Status::Error(Reason::kConflict, Domain::kKernel,
                          "gateway " + gw.addr().ToString() + " is already on interface #" + std::to_string(a.index) +
                              ", not on bridge " + bridge.name);
   }
@@ -82,7 +83,8 @@ Result<sys::LinkInfo> ConfigureBridgePort(sys::Netlink& host, sys::LinkInfo h, c
 
 Result<sys::LinkInfo> ConfigureBridgePodSide(sys::Netlink& pod, const std::string& ifname, const BridgeAddrs& a) {
   WEFT_ASSIGN_OR_RETURN(auto link, pod.GetLink(ifname));
-  if (!link) return Status::Error(Code::kKernel, "interface " + ifname + " vanished from the pod netns");
+  if (!link) return Status::Error(Reason::kFailed, Domain::kKernel,
+                                  "interface " + ifname + " vanished from the pod netns");
   WEFT_RETURN_IF_ERROR(pod.SetUp(link->index));
   if (a.v4) WEFT_RETURN_IF_ERROR(pod.AddAddress(link->index, *a.v4));
   // No DAD: the address is ours by allocation, and DAD would delay it ~1s.
@@ -93,7 +95,8 @@ Result<sys::LinkInfo> ConfigureBridgePodSide(sys::Netlink& pod, const std::strin
     sys::RouteSpec spec{r.dst.Masked(), gw, link->index, RT_SCOPE_UNIVERSE};
     Status st = pod.AddRoute(spec);
     if (sys::IsExists(st))
-      return Status::Error(Code::kNameTaken, "the pod netns already has a route to " + r.dst.ToString() +
+      return Status::Error(Reason::kAlreadyExists, Domain::kKernel,
+                           "the pod netns already has a route to " + r.dst.ToString() +
                                                  " (" + ifname + " would be a second default route)");
     WEFT_RETURN_IF_ERROR(st);
   }

@@ -30,10 +30,10 @@ struct BridgeAddrs {
 };
 
 // The bridge, created when missing (racing creators both succeed), with
-// `mtu` applied when non-zero, and up. kNameTaken when `name` is another kind.
+// `mtu` applied when non-zero, and up. A conflict when `name` is another kind.
 Result<sys::LinkInfo> EnsureBridge(sys::Netlink& host, const std::string& name, int mtu);
 // Puts `gw` (gateway/prefix length) on the bridge unless it is there already.
-// kNameTaken when the address sits on another interface.
+// A conflict when the address sits on another interface.
 Status EnsureBridgeAddress(sys::Netlink& host, const sys::LinkInfo& bridge, const IpPrefix& gw);
 // Host end: enslaved to the bridge, hairpin on, up.
 Result<sys::LinkInfo> ConfigureBridgePort(sys::Netlink& host, sys::LinkInfo host_link, const sys::LinkInfo& bridge);

@@ -9,7 +9,7 @@ using nlohmann::json;
 namespace {
 
 Status Invalid(const std::string& field, const std::string& why) {
-  return Status::Error(Code::kInvalidConfig, "invalid config: \"" + field + "\" " + why);
+  return Status::Error(Reason::kInvalidArgument, Domain::kConfig, "invalid config: \"" + field + "\" " + why);
 }
 
 Result<std::vector<IpPrefix>> PrefixList(const json& j, const std::string& field) {

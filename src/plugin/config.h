@@ -62,7 +62,7 @@ struct Config {
 inline constexpr int kMinMtu = 68;
 inline constexpr int kMaxMtu = 65535;
 
-// Validates every weft key. Errors are kInvalidConfig and name the field.
+// Validates every weft key. Errors are invalid-argument and name the field.
 // `ranges` is required only with the built-in IPAM. A config with a
 // `bridge` key and no `mode` is bridge mode (seed 000's conflist).
 Result<Config> ParseConfig(const cni::NetConf& net);

@@ -1,4 +1,5 @@
 #include "plugin/config.h"
+#include "cni/errors.h"
 
 #include <gtest/gtest.h>
 
@@ -52,7 +53,7 @@ TEST(Config, InvalidValuesAreCode7NamingTheField) {
   for (const auto& c : cases) {
     auto r = Parse(std::string(R"({"cniVersion":"1.0.0","name":"w","type":"weft",)") + c.json + "}");
     ASSERT_FALSE(r.ok()) << c.json;
-    EXPECT_EQ(r.status().code(), Code::kInvalidConfig) << c.json;
+    EXPECT_EQ(cni::CodeOf(r.status()), cni::Code::kInvalidConfig) << c.json;
     EXPECT_NE(r.status().msg().find(std::string("\"") + c.field + "\""), std::string::npos)
         << c.json << " -> " << r.status().msg();
   }
@@ -110,7 +111,7 @@ TEST(Config, NewKeysRejectBadValues) {
                           R"("ipam":{"type":"host-local","ranges":[[{"subnet":"nope"}]]})"}) {
     auto r = Parse(std::string(R"({"cniVersion":"1.0.0","name":"w","type":"weft",)") + bad + "}");
     ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_EQ(r.status().code(), Code::kInvalidConfig) << bad;
+    EXPECT_EQ(cni::CodeOf(r.status()), cni::Code::kInvalidConfig) << bad;
   }
 }
 
@@ -182,7 +183,7 @@ TEST(Config, NetworkPolicyBadValuesAreCode7NamingTheKey) {
   for (const auto& c : cases) {
     auto r = ParseWith(c.json);
     ASSERT_FALSE(r.ok()) << c.json;
-    EXPECT_EQ(r.status().code(), Code::kInvalidConfig) << c.json;
+    EXPECT_EQ(cni::CodeOf(r.status()), cni::Code::kInvalidConfig) << c.json;
     EXPECT_NE(r.status().msg().find(std::string("\"") + c.key + "\""), std::string::npos)
         << c.json << " -> " << r.status().msg();
   }

@@ -21,13 +21,14 @@ Status VethDatapath::CreateLinks(uint32_t host_group) {
     // Say which end's name is taken.
     auto h = host.GetLink(ctx_.host_ifname);
     if (h.ok() && h->has_value()) {
-      st = Status::Error(Code::kNameTaken, "host interface " + ctx_.host_ifname + " already exists",
+      st = Status::Error(Reason::kAlreadyExists, Domain::kKernel,
+                         "host interface " + ctx_.host_ifname + " already exists",
                          "a link with this container's deterministic name is present; run DEL for the "
                          "container or `weftctl doctor --fix`");
     } else {
       auto p = ctx_.pod.GetLink(ctx_.ifname);
       if (p.ok() && p->has_value())
-        st = Status::Error(Code::kNameTaken,
+        st = Status::Error(Reason::kAlreadyExists, Domain::kKernel,
                            "interface " + ctx_.ifname + " already exists in netns " + ctx_.pod_ns.path());
     }
   }
@@ -37,15 +38,16 @@ Status VethDatapath::CreateLinks(uint32_t host_group) {
 Result<sys::LinkInfo> VethDatapath::ReadHostLink() {
   auto link = ctx_.host.GetLink(ctx_.host_ifname);
   if (!link.ok()) return link.status().WithPrefix("read " + ctx_.host_ifname);
-  if (!link->has_value()) return Status::Error(Code::kKernel, "host interface " + ctx_.host_ifname + " vanished");
+  if (!link->has_value()) return Status::Error(Reason::kFailed, Domain::kKernel,
+                                               "host interface " + ctx_.host_ifname + " vanished");
   return **link;
 }
 
 Result<sys::LinkInfo> VethDatapath::RequireLinkUp(sys::Netlink& nl, const std::string& name,
                                                   const std::string& what, const std::string& where) {
   WEFT_ASSIGN_OR_RETURN(auto link, nl.GetLink(name));
-  if (!link) return Status::Error(Code::kCheckFailed, what + " is missing" + where);
-  if (!link->up) return Status::Error(Code::kCheckFailed, what + " is down" + where);
+  if (!link) return Status::Error(Reason::kMismatch, Domain::kNone, what + " is missing" + where);
+  if (!link->up) return Status::Error(Reason::kMismatch, Domain::kNone, what + " is down" + where);
   return *link;
 }
 
@@ -54,7 +56,8 @@ Status VethDatapath::RequirePodAddress(const sys::LinkInfo& pod_link, const IpPr
   for (const auto& ad : addrs)
     if (ad.index == pod_link.index && (exact_prefix ? ad.prefix == want : ad.prefix.addr() == want.addr()))
       return Status::Ok();
-  return Status::Error(Code::kCheckFailed, "pod address " + (exact_prefix ? want.ToString() : want.addr().ToString()) +
+  return Status::Error(Reason::kMismatch, Domain::kNone,
+                       "pod address " + (exact_prefix ? want.ToString() : want.addr().ToString()) +
                                                " is not on " + ctx_.ifname);
 }
 

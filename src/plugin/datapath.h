@@ -29,7 +29,7 @@ class Datapath {
   virtual ~Datapath() = default;
 
   // Creates the veth pair, the host end in interface group `host_group` (0:
-  // the default group) from its creation on. kNameTaken naming the end whose
+  // the default group) from its creation on. Already-exists naming the end whose
   // name is in use. After a failure nothing of the pair exists.
   virtual Status CreateLinks(uint32_t host_group) = 0;
   // Configures both ends (and what the mode needs besides: in bridge mode
@@ -45,7 +45,7 @@ class Datapath {
   // it when the pod has hostPorts).
   virtual std::string LocalnetDevice() const = 0;
   // CHECK: the kernel holds what Attach built for `rec` (its routes as weft
-  // chose them; a delegated plugin's routes are not recorded). kCheckFailed
+  // chose them; a delegated plugin's routes are not recorded). A mismatch
   // naming the first difference.
   virtual Status Check(const ipam::PodRecord& rec) = 0;
 };
@@ -79,9 +79,9 @@ class VethDatapath : public Datapath {
   VethDatapath(const Config& cfg, const DatapathContext& ctx) : cfg_(cfg), ctx_(ctx) {}
 
   // (weft::Result: inside the class, Result names Datapath::Result().)
-  // The host end as the kernel has it now (kKernel when it vanished).
+  // The host end as the kernel has it now (failed, kernel, when it vanished).
   weft::Result<sys::LinkInfo> ReadHostLink();
-  // CHECK: the link `name` exists and is up, else kCheckFailed
+  // CHECK: the link `name` exists and is up, else a mismatch
   // "<what> is missing<where>" / "<what> is down<where>".
   static weft::Result<sys::LinkInfo> RequireLinkUp(sys::Netlink& nl, const std::string& name,
                                                    const std::string& what, const std::string& where = "");

@@ -4,6 +4,7 @@
 
 #include "base/log.h"
 #include "base/strings.h"
+#include "cni/errors.h"
 #include "cni/version.h"
 #include "sys/exec.h"
 
@@ -26,7 +27,7 @@ Result<std::string> WithCniVersion(const std::string& stdin_data, const std::str
     j["cniVersion"] = version;
     return j.dump();
   } catch (const json::exception& e) {
-    return Status::Error(Code::kDecode, "network config is not valid JSON", e.what());
+    return Status::Error(Reason::kMalformed, Domain::kNone, "network config is not valid JSON", e.what());
   }
 }
 
@@ -50,13 +51,14 @@ Result<IpamAddrs> PickAddrs(const cni::CniResult& r, const std::string& type) {
   for (const auto& ip : r.ips) {
     auto& slot = ip.address.is_v4() ? a.v4 : a.v6;
     if (slot)
-      return Status::Error(Code::kDelegatedIpam,
+      return Status::Error(Reason::kFailed, Domain::kPlugin,
                            "IPAM plugin " + type + " returned more than one IPv" + (ip.address.is_v4() ? "4" : "6") +
                                " address",
                            "weft attaches one address per family; give the IPAM plugin one range set per family");
     slot = ip;
   }
-  if (!a.v4 && !a.v6) return Status::Error(Code::kDelegatedIpam, "IPAM plugin " + type + " returned no address");
+  if (!a.v4 && !a.v6) return Status::Error(Reason::kFailed, Domain::kPlugin,
+                                           "IPAM plugin " + type + " returned no address");
   a.routes = r.routes;
   a.dns = r.dns;
   return a;
@@ -71,7 +73,7 @@ Status Failed(const std::string& type, const char* command, const sys::ExecResul
   else if (r.timed_out) msg += ": timed out";
   else msg += " (exit " + std::to_string(r.exit_code) + ")";
   std::string details = e.code ? e.details : std::string(Trim(r.err));
-  return Status::Error(Code::kDelegatedIpam, msg, details);
+  return Status::Error(Reason::kFailed, Domain::kPlugin, msg, details);
 }
 
 Result<sys::ExecResult> Exec(const std::string& type, const char* command, const DelegateCall& call,
@@ -109,7 +111,8 @@ Result<std::vector<std::string>> DelegatedIpam::SupportedVersions(const Delegate
       if (v.is_string()) out.push_back(v.get<std::string>());
     return out;
   } catch (const json::exception& e) {
-    return Status::Error(Code::kDelegatedIpam, "IPAM plugin " + type_ + " printed an unreadable VERSION reply",
+    return Status::Error(Reason::kFailed, Domain::kPlugin,
+                         "IPAM plugin " + type_ + " printed an unreadable VERSION reply",
                          e.what());
   }
 }
@@ -117,7 +120,7 @@ Result<std::vector<std::string>> DelegatedIpam::SupportedVersions(const Delegate
 Result<DelegatedIpam::Outcome> DelegatedIpam::Call(const char* command, const DelegateCall& call) const {
   WEFT_ASSIGN_OR_RETURN(auto r, Exec(type_, command, call, stdin_));
   if (r.exit_code == 0) return Outcome{r.out, version_};
-  if (ParsePluginError(r.out).code != static_cast<int>(Code::kIncompatibleVersion)) return Failed(type_, command, r);
+  if (!cni::IsIncompatibleVersion(ParsePluginError(r.out).code)) return Failed(type_, command, r);
   WEFT_ASSIGN_OR_RETURN(auto theirs, SupportedVersions(call));
   auto v = NegotiateVersion(version_, theirs);
   if (!v || *v == version_) return Failed(type_, command, r);
@@ -135,11 +138,13 @@ Result<cni::CniResult> DelegatedIpam::Add(const DelegateCall& call) const {
   try {
     j = json::parse(o.out);
   } catch (const json::exception& e) {
-    return Status::Error(Code::kDelegatedIpam, "IPAM plugin " + type_ + " printed an unreadable result", e.what());
+    return Status::Error(Reason::kFailed, Domain::kPlugin,
+                         "IPAM plugin " + type_ + " printed an unreadable result", e.what());
   }
   auto r = cni::DecodeResult(j, o.version);
   if (!r.ok())
-    return Status::Error(Code::kDelegatedIpam, "IPAM plugin " + type_ + ": " + r.status().msg(), r.status().details());
+    return Status::Error(Reason::kFailed, Domain::kPlugin,
+                         "IPAM plugin " + type_ + ": " + r.status().msg(), r.status().details());
   return r;
 }
 

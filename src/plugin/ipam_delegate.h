@@ -57,7 +57,7 @@ class DelegatedIpam {
 // The highest version in `theirs` that weft supports and that is not newer
 // than `ours`; nullopt when there is none.
 std::optional<std::string> NegotiateVersion(const std::string& ours, const std::vector<std::string>& theirs);
-// `stdin_data` with its top-level cniVersion replaced (kDecode on bad JSON).
+// `stdin_data` with its top-level cniVersion replaced (malformed on bad JSON).
 Result<std::string> WithCniVersion(const std::string& stdin_data, const std::string& version);
 // The error object a failed plugin printed: {code, msg, details}; code 0
 // when stdout holds none.
@@ -68,7 +68,7 @@ struct PluginError {
 PluginError ParsePluginError(const std::string& out);
 
 // What weft takes from an IPAM result: at most one address per family
-// (kDelegatedIpam when the plugin returned two of one family, or none).
+// (failed, plugin, when the plugin returned two of one family, or none).
 struct IpamAddrs {
   std::optional<cni::IpConfig> v4, v6;
   std::vector<cni::Route> routes;

@@ -1,4 +1,5 @@
 #include "plugin/ipam_delegate.h"
+#include "cni/errors.h"
 
 #include <gtest/gtest.h>
 
@@ -43,8 +44,8 @@ TEST(DelegatedIpam, PicksOneAddressPerFamily) {
   EXPECT_EQ(a->v6->gateway->ToString(), "fd00::1");
   EXPECT_EQ(a->routes.size(), 1u);
   r.ips.push_back({*IpPrefix::Parse("10.88.0.3/24"), std::nullopt, std::nullopt});
-  EXPECT_EQ(PickAddrs(r, "host-local").status().code(), Code::kDelegatedIpam);
-  EXPECT_EQ(PickAddrs(cni::CniResult{}, "host-local").status().code(), Code::kDelegatedIpam);
+  EXPECT_EQ(cni::CodeOf(PickAddrs(r, "host-local").status()), cni::Code::kDelegatedIpam);
+  EXPECT_EQ(cni::CodeOf(PickAddrs(cni::CniResult{}, "host-local").status()), cni::Code::kDelegatedIpam);
 }
 
 }  // namespace

@@ -50,7 +50,7 @@ struct ReclaimReport {
   std::vector<std::string> failed;
 };
 
-// Errors: the dataDir cannot be opened (kStore, kIo), a teardown failed
+// Errors: the dataDir cannot be opened (store, file), a teardown failed
 // (its code, prefixed with the attachment). A missing dataDir is not an
 // error: there is nothing to reclaim (and nothing is created).
 Result<ReclaimReport> ReclaimVanished(const ReclaimOptions& opts);

@@ -15,14 +15,14 @@ IpAddress Gw6() { return *IpAddress::Parse(kGatewayV6); }
 IpPrefix Default(bool v6) { return *IpPrefix::Parse(v6 ? "::/0" : "0.0.0.0/0"); }
 IpPrefix Host(const IpAddress& a) { return IpPrefix(a, a.family_bits()); }
 
-Status CheckFailed(const std::string& what) { return Status::Error(Code::kCheckFailed, what); }
+Status CheckFailed(const std::string& what) { return Status::Error(Reason::kMismatch, Domain::kNone, what); }
 
 // A second weft attachment in the same netns would need the same gateway
 // and default routes: say so instead of a bare EEXIST.
 Status AddPodRoute(sys::Netlink& pod, const sys::RouteSpec& r, const std::string& ifname) {
   Status st = pod.AddRoute(r);
   if (sys::IsExists(st))
-    return Status::Error(Code::kNameTaken,
+    return Status::Error(Reason::kAlreadyExists, Domain::kKernel,
                          "the pod netns already has a route to " + r.dst.ToString() + " (only one routed-mode "
                          "attachment per pod netns is supported; " + ifname + " would be the second)");
   return st;
@@ -33,7 +33,8 @@ Status AddPodRoute(sys::Netlink& pod, const sys::RouteSpec& r, const std::string
 Result<sys::LinkInfo> ConfigurePodSide(sys::Netlink& pod, const std::string& ifname, const PodAddrs& a,
                                        const std::string& host_mac) {
   WEFT_ASSIGN_OR_RETURN(auto link, pod.GetLink(ifname));
-  if (!link) return Status::Error(Code::kKernel, "interface " + ifname + " vanished from the pod netns");
+  if (!link) return Status::Error(Reason::kFailed, Domain::kKernel,
+                                  "interface " + ifname + " vanished from the pod netns");
   // Up before routes: the kernel refuses routes via a down link (ENETDOWN).
   WEFT_RETURN_IF_ERROR(pod.SetUp(link->index));
   if (a.v4) {

@@ -30,7 +30,7 @@ struct RuntimeOptions {
 // Accepts both key spellings: libcni/podman's `hostPort`, `containerPort`,
 // `protocol`, `hostIP` and containerd CRI's `HostPort`, `ContainerPort`,
 // `Protocol`, `HostIP`. Entries with hostPort 0 are skipped (nothing to
-// publish); exact duplicates are collapsed. Errors are kInvalidConfig naming
+// publish); exact duplicates are collapsed. Errors are invalid-argument naming
 // the key.
 Result<RuntimeOptions> ParseRuntimeConfig(const cni::NetConf& net);
 

@@ -1,4 +1,5 @@
 #include "plugin/runtime_config.h"
+#include "cni/errors.h"
 
 #include <gtest/gtest.h>
 
@@ -52,7 +53,7 @@ TEST(RuntimeConfig, BadMappingsAreCode7NamingTheEntry) {
     auto r = Parse(std::string(R"("capabilities":{"portMappings":true},"runtimeConfig":{"portMappings":[)") + bad +
                    "]}");
     ASSERT_FALSE(r.ok()) << bad;
-    EXPECT_EQ(r.status().code(), Code::kInvalidConfig) << bad;
+    EXPECT_EQ(cni::CodeOf(r.status()), cni::Code::kInvalidConfig) << bad;
     EXPECT_NE(r.status().msg().find("runtimeConfig.portMappings[0]"), std::string::npos) << r.status().msg();
   }
 }

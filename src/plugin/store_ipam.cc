@@ -25,7 +25,7 @@ Result<Allocation> StoreIpam::AllocateDelegated(ipam::PodRecord rec) {
   // release the first attachment's address.
   WEFT_ASSIGN_OR_RETURN(auto existing, store_.Find(rec.container_id, rec.ifname));
   if (existing)
-    return Status::Error(Code::kAlreadyAttached,
+    return Status::Error(Reason::kAlreadyExists, Domain::kStore,
                          "container " + rec.container_id + " already has an attachment on " + rec.ifname,
                          "run DEL for it first");
   WEFT_ASSIGN_OR_RETURN(cni::CniResult got, delegated_->Add(call_));

@@ -1,4 +1,5 @@
 // ADD's IPAM step (store_ipam.h) against a real SQLite database in a temp
+#include "cni/errors.h"
 // dir and, for delegation, a stand-in IPAM plugin (a shell script that logs
 // its commands): allocation in both modes, its undo, the hostPort claims and
 // the "ready" mark. No root needed.
@@ -78,7 +79,7 @@ TEST_F(StoreIpamTest, BuiltinAllocationKeepsTheBridgeGatewayFree) {
   auto allocate = [&](const std::string& cid, const char* range) -> std::string {
     cfg_.ranges = {*IpPrefix::Parse(range)};
     auto a = ipam.Allocate(Want(cid));
-    if (!a.ok()) return a.status().code() == Code::kNoFreeAddress ? "exhausted" : a.status().ToString();
+    if (!a.ok()) return a.status().IsExhausted() ? "exhausted" : a.status().ToString();
     a->undo.Dismiss();
     EXPECT_FALSE(a->routes.has_value());  // the datapath chooses the routes
     return a->rec.ip_v4->ToString();
@@ -114,7 +115,7 @@ TEST_F(StoreIpamTest, TheRowIsAddingUntilReadyAndTheUndoReleasesIt) {
   // A second ADD of the same attachment is refused, and the row stays.
   auto again = ipam.Allocate(Want("c1"));
   ASSERT_FALSE(again.ok());
-  EXPECT_EQ(again.status().code(), Code::kAlreadyAttached);
+  EXPECT_EQ(cni::CodeOf(again.status()), cni::Code::kAlreadyAttached);
   EXPECT_TRUE(Row("c1").has_value());
 }
 
@@ -128,7 +129,7 @@ TEST_F(StoreIpamTest, AllocationFailuresNameTheStep) {
   }
   auto full = ipam.Allocate(Want("c3"));
   ASSERT_FALSE(full.ok());
-  EXPECT_EQ(full.status().code(), Code::kNoFreeAddress);
+  EXPECT_EQ(cni::CodeOf(full.status()), cni::Code::kNoFreeAddress);
   EXPECT_EQ(full.status().msg().rfind("allocate address: ", 0), 0u) << full.status().msg();
 }
 
@@ -144,7 +145,7 @@ TEST_F(StoreIpamTest, AHostPortHasOneOwner) {
   ASSERT_TRUE(ipam.ClaimPorts(a->rec, {m}).ok());
   m.container_ip = "10.9.0.2";
   Status clash = ipam.ClaimPorts(b->rec, {m});
-  EXPECT_EQ(clash.code(), Code::kHostPortConflict) << clash.ToString();
+  EXPECT_EQ(cni::CodeOf(clash), cni::Code::kHostPortConflict) << clash.ToString();
   auto maps = store_->ListPortMappings();
   ASSERT_TRUE(maps.ok());
   ASSERT_EQ(maps->size(), 1u);
@@ -188,7 +189,7 @@ TEST_F(StoreIpamTest, AnUnusableDelegatedResultReleasesTheLease) {
   auto ipam = Ipam();
   auto a = ipam.Allocate(Want("c1"));
   ASSERT_FALSE(a.ok());
-  EXPECT_EQ(a.status().code(), Code::kDelegatedIpam);
+  EXPECT_EQ(cni::CodeOf(a.status()), cni::Code::kDelegatedIpam);
   EXPECT_EQ(PluginCalls(), "ADD\nDEL\n");
   EXPECT_FALSE(Row("c1").has_value());
 }
@@ -201,7 +202,7 @@ TEST_F(StoreIpamTest, ASecondDelegatedAddNeverReachesThePlugin) {
   auto ipam = Ipam();
   auto a = ipam.Allocate(Want("c1"));
   ASSERT_FALSE(a.ok());
-  EXPECT_EQ(a.status().code(), Code::kAlreadyAttached);
+  EXPECT_EQ(cni::CodeOf(a.status()), cni::Code::kAlreadyAttached);
   EXPECT_EQ(PluginCalls(), "");  // its rollback DEL would have freed the first attachment's address
   EXPECT_EQ(Row("c1")->ip_v4, existing.ip_v4);
 }

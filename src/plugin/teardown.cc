@@ -63,7 +63,7 @@ Status VerifyHostPorts(FwBackend backend, const std::string& data_dir, ipam::Sto
   auto fw = HostPortsFor(backend, data_dir);
   WEFT_ASSIGN_OR_RETURN(std::string missing, fw->Verify(HostPortRulesOf(pod, maps)));
   if (missing.empty()) return Status::Ok();
-  return Status::Error(Code::kCheckFailed,
+  return Status::Error(Reason::kMismatch, Domain::kNone,
                        "hostPorts of " + pod.container_id + "/" + pod.ifname + " not in place: " + missing);
 }
 
@@ -112,13 +112,9 @@ Status Teardown(sys::Netlink& host, ipam::Store& store, FwBackend backend, const
 bool AttachmentVanished(sys::Netlink& host, const ipam::PodRecord& row) {
   if (!row.netns.empty()) {
     auto ns = sys::Netns::Open(row.netns);
-    if (ns.ok()) return false;
-    // kUnknownContainer: no such path; kInvalidEnv from a failed ioctl or a
-    // non-netns file. EACCES and the like are not proof of absence.
-    const int err = ns.status().sys_errno();
-    const bool gone = ns.status().code() == Code::kUnknownContainer ||
-                      (ns.status().code() == Code::kInvalidEnv && err == 0);
-    if (!gone) return false;
+    // No such path, or a file that is no netns; EACCES and the like are not
+    // proof of absence.
+    if (ns.ok() || !sys::IsNetnsGone(ns.status())) return false;
   }
   auto link = host.GetLink(row.host_ifname);
   return link.ok() && !link->has_value();

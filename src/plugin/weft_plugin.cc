@@ -130,9 +130,10 @@ Status WeftPlugin::CmdCheck(const cni::CmdArgs& args) {
   WEFT_ASSIGN_OR_RETURN(ipam::Store store, ipam::Store::Open(cfg.data_dir));
   WEFT_ASSIGN_OR_RETURN(auto rec, store.Find(cid, ifname));
   if (!rec)
-    return Status::Error(Code::kCheckFailed, "no attachment recorded for container " + cid + " on " + ifname);
+    return Status::Error(Reason::kMismatch, Domain::kNone,
+                         "no attachment recorded for container " + cid + " on " + ifname);
   if (rec->state != ipam::kStateReady)
-    return Status::Error(Code::kCheckFailed, "the attachment of " + cid + " on " + ifname +
+    return Status::Error(Reason::kMismatch, Domain::kNone, "the attachment of " + cid + " on " + ifname +
                                                  " is incomplete (state " + rec->state + ")");
   if (auto delegated = DelegateFor(cfg, args)) WEFT_RETURN_IF_ERROR(delegated->Check(CallFor(args)));
   WEFT_ASSIGN_OR_RETURN(sys::Netns pod_ns, sys::Netns::Open(args.env.netns));
@@ -148,12 +149,13 @@ Status WeftPlugin::CmdCheck(const cni::CmdArgs& args) {
       bool listed = std::any_of(prev->ips.begin(), prev->ips.end(),
                                 [&](const cni::IpConfig& c) { return c.address.addr() == *w; });
       if (!listed)
-        return Status::Error(Code::kCheckFailed, "prevResult does not list the pod address " + w->ToString());
+        return Status::Error(Reason::kMismatch, Domain::kNone,
+                             "prevResult does not list the pod address " + w->ToString());
     }
     bool has_if = std::any_of(prev->interfaces.begin(), prev->interfaces.end(),
                               [&](const cni::Interface& i) { return i.name == ifname && !i.sandbox.empty(); });
     if (!prev->interfaces.empty() && !has_if)
-      return Status::Error(Code::kCheckFailed, "prevResult has no sandbox interface " + ifname);
+      return Status::Error(Reason::kMismatch, Domain::kNone, "prevResult has no sandbox interface " + ifname);
   }
   return Status::Ok();
 }
@@ -162,20 +164,20 @@ Status WeftPlugin::CmdStatus(const cni::CmdArgs& args) {
   WEFT_ASSIGN_OR_RETURN(Config cfg, Load(args));
   auto store = ipam::Store::Open(cfg.data_dir);
   if (!store.ok())
-    return Status::Error(Code::kNotAvailable, "IPAM store unavailable: " + store.status().msg(),
+    return Status::Error(Reason::kUnavailable, Domain::kNone, "IPAM store unavailable: " + store.status().msg(),
                          store.status().details());
   // A read-only or full dataDir fails every ADD: say so before the runtime
   // schedules pods here.
   if (Status w = store->CheckWritable(); !w.ok())
-    return Status::Error(Code::kNotAvailable, "IPAM store not writable: " + w.msg(), w.details());
+    return Status::Error(Reason::kUnavailable, Domain::kNone, "IPAM store not writable: " + w.msg(), w.details());
   if (auto delegated = DelegateFor(cfg, args)) {
     Status st = delegated->ForwardStatus(CallFor(args));
-    if (!st.ok()) return Status::Error(Code::kNotAvailable, st.msg(), st.details());
+    if (!st.ok()) return Status::Error(Reason::kUnavailable, Domain::kNone, st.msg(), st.details());
     return Status::Ok();
   }
   auto usage = store->Usage(cfg.ranges);
   if (!usage.ok())
-    return Status::Error(Code::kNotAvailable, "IPAM store unreadable: " + usage.status().msg());
+    return Status::Error(Reason::kUnavailable, Domain::kNone, "IPAM store unreadable: " + usage.status().msg());
   for (bool v6 : {false, true}) {
     uint64_t free = 0;
     bool any = false;
@@ -187,7 +189,7 @@ Status WeftPlugin::CmdStatus(const cni::CmdArgs& args) {
       which += (which.empty() ? "" : ", ") + u.subnet.ToString();
     }
     if (any && free == 0)
-      return Status::Error(Code::kNotAvailable, "no free addresses left in " + which);
+      return Status::Error(Reason::kUnavailable, Domain::kNone, "no free addresses left in " + which);
   }
   return Status::Ok();
 }

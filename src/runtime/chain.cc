@@ -19,11 +19,13 @@ std::string VersionOr010(const std::string& v) { return v.empty() ? "0.1.0" : v;
 
 Status ValidateAttachment(const std::string& network, const RuntimeConf& rt) {
   if (!IsValidCniName(rt.container_id))
-    return Status::Error(Code::kInvalidEnv, "invalid container ID \"" + rt.container_id + "\"");
+    return Status::Error(Reason::kInvalidArgument, Domain::kEnvironment,
+                         "invalid container ID \"" + rt.container_id + "\"");
   if (!IsValidCniName(network))
-    return Status::Error(Code::kInvalidConfig, "invalid network name \"" + network + "\"");
+    return Status::Error(Reason::kInvalidArgument, Domain::kConfig, "invalid network name \"" + network + "\"");
   std::string why = InterfaceNameProblem(rt.ifname);
-  if (!why.empty()) return Status::Error(Code::kInvalidEnv, "invalid interface name \"" + rt.ifname + "\": " + why);
+  if (!why.empty()) return Status::Error(Reason::kInvalidArgument, Domain::kEnvironment,
+                                         "invalid interface name \"" + rt.ifname + "\": " + why);
   return Status::Ok();
 }
 
@@ -34,10 +36,11 @@ Result<std::pair<json, cni::CniResult>> DecodePluginResult(const std::string& ou
   try {
     j = json::parse(out);
   } catch (const json::exception& e) {
-    return Status::Error(Code::kDecode, "failed to unmarshal the plugin's result", e.what());
+    return Status::Error(Reason::kMalformed, Domain::kNone, "failed to unmarshal the plugin's result", e.what());
   }
   if (j.is_null()) j = json::object();
-  if (!j.is_object()) return Status::Error(Code::kDecode, "the plugin's result is not a JSON object");
+  if (!j.is_object()) return Status::Error(Reason::kMalformed, Domain::kNone,
+                                           "the plugin's result is not a JSON object");
   if (!j.contains("cniVersion") || !j["cniVersion"].is_string() || j["cniVersion"].get<std::string>().empty())
     j["cniVersion"] = version;
   auto r = cni::DecodeResult(j, version);
@@ -48,7 +51,7 @@ Result<std::pair<json, cni::CniResult>> DecodePluginResult(const std::string& ou
 void JoinError(Status* acc, const Status& st) {
   if (st.ok()) return;
   if (acc->ok()) *acc = st;
-  else *acc = Status::Error(acc->code(), acc->msg() + "; " + st.msg(), acc->details());
+  else *acc = acc->WithMsg(acc->msg() + "; " + st.msg());
 }
 
 }  // namespace
@@ -97,7 +100,8 @@ Result<AddResult> Runtime::AddNetworkList(const NetworkConfigList& in, const Run
     if (!decoded.ok()) return decoded.status().WithPrefix("plugin " + PluginDescription(plugin) + " failed (add)");
     last = std::move(decoded).value();
   }
-  if (!last) return Status::Error(Code::kInvalidConfig, "network \"" + list.name + "\" has no plugins");
+  if (!last) return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                                  "network \"" + list.name + "\" has no plugins");
   Status st = cache_.Add(list.name, list.bytes, rt, last->first);
   if (!st.ok()) return st.Prefix("failed to set network \"" + list.name + "\" cached result");
   return AddResult{std::move(last->second), std::move(last->first)};
@@ -107,7 +111,7 @@ Status Runtime::CheckNetworkList(const NetworkConfigList& in, const RuntimeConf&
   WEFT_ASSIGN_OR_RETURN(NetworkConfigList list, Effective(in));
   const std::string version = VersionOr010(list.cni_version);
   if (!cni::AtLeast(version, kCheckVersion))
-    return Status::Error(Code::kIncompatibleVersion,
+    return Status::Error(Reason::kUnsupported, Domain::kNone,
                          "configuration version \"" + version + "\" does not support the CHECK command");
   if (list.disable_check) return Status::Ok();
   WEFT_RETURN_IF_ERROR(ValidateAttachment(list.name, rt));
@@ -143,7 +147,7 @@ Status Runtime::DelNetworkList(const NetworkConfigList& in, const RuntimeConf& r
   if (!errors.ok()) return errors;
   if (!rt.container_id.empty() && !rt.ifname.empty()) {
     Status st = cache_.Del(list.name, rt.container_id, rt.ifname);
-    if (!st.ok() && st.code() != Code::kInvalidConfig) return st.Prefix("remove cache entry");
+    if (!st.ok() && !st.IsInvalidArgument()) return st.Prefix("remove cache entry");
   }
   return Status::Ok();
 }
@@ -200,13 +204,14 @@ Status Runtime::DelFromCache(const std::string& network, const std::string& cont
                              const std::optional<std::string>& netns) const {
   WEFT_ASSIGN_OR_RETURN(auto cached, cache_.Get(network, container_id, ifname));
   if (!cached)
-    return Status::Error(Code::kUnknownContainer, "no cached attachment for network \"" + network +
+    return Status::Error(Reason::kNotFound, Domain::kNone, "no cached attachment for network \"" + network +
                                                       "\", container " + container_id + ", interface " + ifname +
                                                       " in " + cache_.results_dir());
   auto list = ParseConfList(cached->config);
   if (!list.ok()) return list.status().WithPrefix("cached network config in " + cached->file);
   if (list->plugins.empty())
-    return Status::Error(Code::kInvalidConfig, "cached network config in " + cached->file + " has no plugins");
+    return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                         "cached network config in " + cached->file + " has no plugins");
   RuntimeConf rt = cached->ToRuntimeConf();
   if (netns) rt.netns = *netns;
   return DelNetworkList(*list, rt);
@@ -236,7 +241,7 @@ Result<std::string> Runtime::NegotiateVersion(NetworkConfigList* list) const {
     if (!infos[i].Supports(offered.front())) which += (which.empty() ? "" : ", ") + list->plugins[i].type;
   std::string all;
   for (const auto& v : offered) all += (all.empty() ? "" : " ") + v;
-  return Status::Error(Code::kIncompatibleVersion,
+  return Status::Error(Reason::kUnsupported, Domain::kNone,
                        "no version offered by network \"" + list->name + "\" (" + all +
                            ") is supported by every plugin" + (which.empty() ? "" : " (not by " + which + ")"));
 }
@@ -252,7 +257,7 @@ Result<std::vector<std::string>> Runtime::ValidateNetworkList(const NetworkConfi
     } else if (!vi->Supports(version)) {
       std::string have;
       for (const auto& v : vi->supported) have += (have.empty() ? "" : ", ") + v;
-      JoinError(&errors, Status::Error(Code::kIncompatibleVersion, "plugin " + plugin.type +
+      JoinError(&errors, Status::Error(Reason::kUnsupported, Domain::kNone, "plugin " + plugin.type +
                                                                        " does not support config version \"" +
                                                                        version + "\" (it supports " + have + ")"));
     }

@@ -66,7 +66,7 @@ class Runtime {
   // Tears an attachment down from its cache entry alone: the network list,
   // CNI_ARGS and capability args are the cached ones (podman's path when the
   // network config is gone). `netns` overrides the cached netns; pass "" for
-  // a namespace that no longer exists. kUnknownContainer when not cached.
+  // a namespace that no longer exists. Not found when not cached.
   Status DelFromCache(const std::string& network, const std::string& container_id, const std::string& ifname,
                       const std::optional<std::string>& netns) const;
 
@@ -74,7 +74,7 @@ class Runtime {
   // version): lowers list->cni_version to the highest offered version that
   // every plugin's VERSION answer includes, so a list offering
   // cniVersions ["1.0.0","1.1.0"] still works with plugins that stop at
-  // 1.0.0. kIncompatibleVersion naming the plugin when no offered version
+  // 1.0.0. Unsupported, naming the plugin when no offered version
   // is supported by all. Returns the version chosen.
   Result<std::string> NegotiateVersion(NetworkConfigList* list) const;
 

@@ -16,14 +16,14 @@ namespace {
 // go-cni refuses config files larger than this.
 constexpr size_t kMaxConfBytes = 1 << 20;
 
-Status Invalid(std::string msg) { return Status::Error(Code::kInvalidConfig, std::move(msg)); }
+Status Invalid(std::string msg) { return Status::Error(Reason::kInvalidArgument, Domain::kConfig, std::move(msg)); }
 
-// The adapter around nlohmann: syntax errors become kDecode.
+// The adapter around nlohmann: syntax errors are malformed.
 Result<json> ParseJson(std::string_view bytes, const char* what) {
   try {
     return json::parse(bytes);
   } catch (const json::exception& e) {
-    return Status::Error(Code::kDecode, std::string("error parsing ") + what, e.what());
+    return Status::Error(Reason::kMalformed, Domain::kNone, std::string("error parsing ") + what, e.what());
   }
 }
 
@@ -222,7 +222,7 @@ Result<std::vector<std::string>> ConfFiles(const std::string& dir, const std::ve
   std::error_code ec;
   std::filesystem::directory_iterator it(dir, ec);
   if (ec == std::errc::no_such_file_or_directory) return out;
-  if (ec) return Status::Error(Code::kIo, "read conf dir " + dir, ec.message(), ec.value());
+  if (ec) return Status::Error(Reason::kFailed, Domain::kFile, "read conf dir " + dir, ec.message(), ec.value());
   for (const auto& entry : it) {
     std::error_code e2;
     if (entry.is_directory(e2)) continue;

@@ -47,8 +47,8 @@ inline constexpr std::string_view kRuntimeMaxVersion = "1.1.0";
 
 // libcni's NetworkConfFromBytes: a list without drop-ins. A list with no
 // "plugins" key is valid here (drop-ins may supply them) unless
-// loadOnlyInlinedPlugins is set. Errors: kDecode for bad JSON,
-// kInvalidConfig for everything else.
+// loadOnlyInlinedPlugins is set. Errors: malformed for bad JSON,
+// invalid-argument for everything else.
 Result<NetworkConfigList> ParseConfList(std::string_view bytes);
 
 // One plugin object (a .conf/.json file or a drop-in). "type" is required.
@@ -104,7 +104,7 @@ struct LoadReport {
 LoadReport LoadConfDir(const LoadOptions& options);
 
 // cnitool's lookup by name (libcni LoadConfList): .conflist files first,
-// then .conf/.json promoted. kInvalidConfig when there is no such network,
+// then .conf/.json promoted. Invalid-argument when there is no such network,
 // naming the dir and every file that did not load. Unlike libcni, a broken
 // file that sorts before the match does not hide the match.
 Result<NetworkConfigList> FindNetwork(const std::string& dir, const std::string& name);

@@ -1,4 +1,5 @@
 #include "runtime/conf.h"
+#include "cni/errors.h"
 
 #include <gtest/gtest.h>
 
@@ -95,8 +96,8 @@ TEST(ConfDir, InvalidJsonAndPluginWithoutTypeAreSkipped) {
   WriteText(d / "30-ok.conflist", List("ok"));
   LoadReport r = LoadConfDir({d.path(), 1});
   ASSERT_EQ(r.skipped.size(), 2u);
-  EXPECT_EQ(r.skipped[0].reason.code(), Code::kDecode);
-  EXPECT_EQ(r.skipped[1].reason.code(), Code::kInvalidConfig);
+  EXPECT_EQ(cni::CodeOf(r.skipped[0].reason), cni::Code::kDecode);
+  EXPECT_EQ(cni::CodeOf(r.skipped[1].reason), cni::Code::kInvalidConfig);
   EXPECT_NE(r.skipped[1].reason.msg().find("missing 'type'"), std::string::npos) << r.skipped[1].reason.msg();
   EXPECT_EQ(r.networks[0].list.name, "ok");
 }
@@ -151,11 +152,11 @@ TEST(ConfList, BooleanFieldsAcceptBoolsAndTrueFalseStrings) {
   EXPECT_FALSE(l->load_only_inlined_plugins);
   auto bad = ParseConfList(R"({"name":"n","disableCheck":"yes","plugins":[{"type":"x"}]})");
   EXPECT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().code(), Code::kInvalidConfig);
+  EXPECT_EQ(cni::CodeOf(bad.status()), cni::Code::kInvalidConfig);
 }
 
 TEST(ConfList, StructuralErrors) {
-  EXPECT_EQ(ParseConfList("{").status().code(), Code::kDecode);
+  EXPECT_EQ(cni::CodeOf(ParseConfList("{").status()), cni::Code::kDecode);
   EXPECT_FALSE(ParseConfList(R"({"plugins":[{"type":"x"}]})").ok());            // no name
   EXPECT_FALSE(ParseConfList(R"({"name":"n","plugins":[]})").ok());             // empty list
   EXPECT_FALSE(ParseConfList(R"({"name":"n","plugins":{"type":"x"}})").ok());   // not an array

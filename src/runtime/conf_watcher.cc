@@ -36,7 +36,8 @@ Result<bool> ConfWatcher::WaitAndReload(std::chrono::milliseconds timeout) {
   bool dir_gone = std::find(ev.gone.begin(), ev.gone.end(), dir_wd_) != ev.gone.end();
   bool changed = ev.changed;
   if (dir_gone) {
-    report_.status = Status::Error(Code::kIo, "cni conf dir " + options_.conf_dir + " was removed, stopped watching");
+    report_.status = Status::Error(Reason::kFailed, Domain::kFile,
+                                   "cni conf dir " + options_.conf_dir + " was removed, stopped watching");
     return report_.status;
   }
   if (!changed) return false;

@@ -16,7 +16,7 @@ namespace weft::runtime {
 // Not thread-safe: one thread calls WaitAndReload and reads the report.
 class ConfWatcher {
  public:
-  // Starts watching and does the first load. kIo when the dir cannot be
+  // Starts watching and does the first load. Failed (file) when the dir cannot be
   // watched (it must exist, as containerd requires).
   static Result<ConfWatcher> Start(LoadOptions options);
 

@@ -7,6 +7,7 @@
 #include <openssl/evp.h>
 
 #include "base/strings.h"
+#include "cni/errors.h"
 #include "sys/exec.h"
 
 namespace weft::runtime::ctl {
@@ -33,15 +34,15 @@ std::vector<std::string> Context::PluginDirs() const {
 
 int Context::Fail(const std::string& what, const Status& st, int fallback) const {
   *err << "weftctl " << what << ": " << st.msg();
-  if (st.code() != Code::kOk) *err << " (CNI error " << st.code_int() << ")";
+  if (!st.ok()) *err << " (CNI error " << cni::CodeNumber(st) << ")";
   *err << "\n";
   if (!st.details().empty()) *err << "  details: " << st.details() << "\n";
   if (global.json) {
-    nlohmann::json j = {{"code", st.code_int()}, {"msg", st.msg()}};
+    nlohmann::json j = {{"code", cni::CodeNumber(st)}, {"msg", st.msg()}};
     if (!st.details().empty()) j["details"] = st.details();
     *out << j.dump(4) << "\n";
   }
-  return st.code() == Code::kExec ? kExitExec : fallback;
+  return cni::IsExecFailure(st) ? kExitExec : fallback;
 }
 
 Context ProcessContext() {

@@ -51,7 +51,7 @@ struct Context {
 
   // Prints `st` as "weftctl <what>: <msg>" (+ details) on stderr, and as a
   // CNI error object on stdout with --json. Returns the exit code for it:
-  // kExitExec for kExec, else `fallback`.
+  // kExitExec when the CNI code is 109 (cni::IsExecFailure), else `fallback`.
   int Fail(const std::string& what, const Status& st, int fallback = kExitFailed) const;
 };
 

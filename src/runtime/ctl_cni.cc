@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "cni/errors.h"
 #include "cni/version.h"
 #include "runtime/chain.h"
 #include "runtime/conf.h"
@@ -75,7 +76,8 @@ class AttachCommand : public Command {
     rt.container_id = !container_id_.empty() ? container_id_ : ctx.Env("CNI_CONTAINERID");
     if (rt.container_id.empty()) {
       if (rt.netns.empty())
-        return ctx.Fail(name_, Status::Error(Code::kInvalidEnv, "without a netns, give --container-id"), kExitUsage);
+        return ctx.Fail(name_, Status::Error(Reason::kInvalidArgument, Domain::kEnvironment,
+                                             "without a netns, give --container-id"), kExitUsage);
       rt.container_id = CnitoolContainerId(rt.netns);
     }
     auto args = SplitCniArgs(!args_.empty() ? args_ : ctx.Env("CNI_ARGS"));
@@ -86,15 +88,18 @@ class AttachCommand : public Command {
       try {
         rt.capability_args = json::parse(caps);
       } catch (const json::exception& e) {
-        return ctx.Fail(name_, Status::Error(Code::kDecode, "CAP_ARGS is not valid JSON", e.what()), kExitUsage);
+        return ctx.Fail(name_, Status::Error(Reason::kMalformed, Domain::kNone,
+                                             "CAP_ARGS is not valid JSON", e.what()), kExitUsage);
       }
       if (!rt.capability_args.is_object())
-        return ctx.Fail(name_, Status::Error(Code::kDecode, "CAP_ARGS must be a JSON object"), kExitUsage);
+        return ctx.Fail(name_, Status::Error(Reason::kMalformed, Domain::kNone,
+                                             "CAP_ARGS must be a JSON object"), kExitUsage);
     }
     if (no_netns_) rt.netns.clear();
     Runtime runtime = MakeRuntime(ctx);
 
-    auto list = from_cache_ ? Result<NetworkConfigList>(Status::Error(Code::kInvalidConfig, "--from-cache"))
+    auto list = from_cache_ ? Result<NetworkConfigList>(Status::Error(Reason::kInvalidArgument, Domain::kConfig,
+                                                                      "--from-cache"))
                             : FindNetwork(ctx.ConfDir(), network_);
     if (verb_ == Verb::kDel && !list.ok()) {
       auto cached = runtime.cache().Get(network_, rt.container_id, rt.ifname);
@@ -107,7 +112,7 @@ class AttachCommand : public Command {
         return Done(ctx, rt);
       }
       if (from_cache_)
-        return ctx.Fail(name_, Status::Error(Code::kUnknownContainer,
+        return ctx.Fail(name_, Status::Error(Reason::kNotFound, Domain::kNone,
                                              "no cached attachment of \"" + network_ + "\" for container " +
                                                  rt.container_id + " on " + rt.ifname + " in " +
                                                  runtime.cache().results_dir()),
@@ -194,7 +199,8 @@ class GcCommand : public Command {
       for (const auto& v : valid_) {
         auto slash = v.find('/');
         if (slash == std::string::npos || slash == 0 || slash + 1 == v.size())
-          return ctx.Fail("gc", Status::Error(Code::kInvalidEnv, "--valid wants CONTAINERID/IFNAME, got \"" + v + "\""),
+          return ctx.Fail("gc", Status::Error(Reason::kInvalidArgument, Domain::kEnvironment,
+                                              "--valid wants CONTAINERID/IFNAME, got \"" + v + "\""),
                           kExitUsage);
         valid->push_back({v.substr(0, slash), v.substr(slash + 1)});
       }
@@ -270,7 +276,7 @@ class ConfCommand : public Command {
     }
     j["skipped"] = json::array();
     for (const auto& s : rep.skipped)
-      j["skipped"].push_back({{"file", s.file}, {"code", s.reason.code_int()}, {"reason", s.reason.msg()}});
+      j["skipped"].push_back({{"file", s.file}, {"code", cni::CodeNumber(s.reason)}, {"reason", s.reason.msg()}});
     j["problems"] = problems;
     j["lastCNILoadStatus"] = rep.status.ok() ? "OK" : rep.status.msg();
     j["containerdLoadStatus"] = rep.containerd_status.ok() ? "OK" : rep.containerd_status.msg();

@@ -32,8 +32,9 @@ std::optional<Status> DecodePluginError(const std::string& out) {
     int code = j["code"].get<int>();
     std::string msg = j.contains("msg") && j["msg"].is_string() ? j["msg"].get<std::string>() : "";
     std::string details = j.contains("details") && j["details"].is_string() ? j["details"].get<std::string>() : "";
-    if (code == 0) code = static_cast<int>(Code::kInternal);  // an error without a code is still an error
-    return Status::Error(static_cast<Code>(code), msg, details);
+    // An error without a code is still an error.
+    if (code == 0) return Status::Error(Reason::kInternal, Domain::kPlugin, msg, details);
+    return Status::Reported(code, msg, details);
   } catch (const json::exception&) {
     return std::nullopt;
   }
@@ -53,7 +54,8 @@ Result<std::vector<std::pair<std::string, std::string>>> SplitCniArgs(const std:
     if (pair.empty()) continue;
     auto eq = pair.find('=');
     if (eq == std::string_view::npos || eq == 0)
-      return Status::Error(Code::kInvalidEnv, "invalid CNI_ARGS pair \"" + std::string(pair) + "\" (want KEY=VALUE)");
+      return Status::Error(Reason::kInvalidArgument, Domain::kEnvironment,
+                           "invalid CNI_ARGS pair \"" + std::string(pair) + "\" (want KEY=VALUE)");
     out.emplace_back(std::string(pair.substr(0, eq)), std::string(pair.substr(eq + 1)));
   }
   return out;
@@ -97,7 +99,8 @@ bool VersionInfo::Supports(const std::string& v) const {
 Result<std::string> Invoker::Find(const std::string& type) const {
   auto p = sys::FindInPath(type, options_.plugin_dirs);
   if (!p.ok() && options_.plugin_dirs.empty())
-    return Status::Error(Code::kExec, "failed to find plugin \"" + type + "\": no plugin dirs (set CNI_PATH)");
+    return Status::Error(Reason::kFailed, Domain::kExec,
+                         "failed to find plugin \"" + type + "\": no plugin dirs (set CNI_PATH)");
   return p;
 }
 
@@ -113,26 +116,26 @@ Result<std::string> Invoker::Run(const std::string& type, const std::string& com
   if (!r.ok()) return r.status();
   const std::string who = "plugin " + path + " (" + command + ")";
   if (r->timed_out)
-    return Status::Error(Code::kExec,
+    return Status::Error(Reason::kFailed, Domain::kExec,
                          who + " did not finish within " + std::to_string(options_.timeout.count()) +
                              " ms and was killed",
                          Tail(r->err));
   if (r->term_signal != 0)
-    return Status::Error(Code::kExec,
+    return Status::Error(Reason::kFailed, Domain::kExec,
                          who + " was killed by signal " + std::to_string(r->term_signal) + " (" +
                              ::strsignal(r->term_signal) + ")",
                          Tail(r->err));
   if (r->exit_code == 0) return std::move(r->out);
   if (!Trim(r->out).empty()) {
     if (auto err = DecodePluginError(r->out)) return *err;
-    return Status::Error(Code::kExec,
+    return Status::Error(Reason::kFailed, Domain::kExec,
                          who + " failed with exit status " + std::to_string(r->exit_code) +
                              " and printed something that is not a CNI error object",
                          Tail(r->out));
   }
   if (!Trim(r->err).empty())
-    return Status::Error(Code::kExec, who + " failed: " + Tail(r->err, 512));
-  return Status::Error(Code::kExec,
+    return Status::Error(Reason::kFailed, Domain::kExec, who + " failed: " + Tail(r->err, 512));
+  return Status::Error(Reason::kFailed, Domain::kExec,
                        who + " failed with exit status " + std::to_string(r->exit_code) + " and no error message");
 }
 
@@ -160,7 +163,8 @@ Result<VersionInfo> Invoker::GetVersionInfo(const std::string& type) const {
     }
     return vi;
   } catch (const json::exception& e) {
-    return Status::Error(Code::kDecode, "plugin " + type + " printed an invalid VERSION answer", e.what());
+    return Status::Error(Reason::kMalformed, Domain::kNone,
+                         "plugin " + type + " printed an invalid VERSION answer", e.what());
   }
 }
 

@@ -30,7 +30,7 @@ struct RuntimeConf {
 
 // "K1=V1;K2=V2", as libcni joins RuntimeConf.Args.
 std::string JoinCniArgs(const std::vector<std::pair<std::string, std::string>>& args);
-// Parses cnitool's CNI_ARGS syntax. kInvalidEnv on a pair without '='.
+// Parses cnitool's CNI_ARGS syntax. Invalid-argument (environment) on a pair without '='.
 Result<std::vector<std::pair<std::string, std::string>>> SplitCniArgs(const std::string& raw);
 
 // The stdin of one plugin call (libcni buildOneConfig): the plugin's own
@@ -64,13 +64,13 @@ class Invoker {
   explicit Invoker(InvokeOptions options) : options_(std::move(options)) {}
   const InvokeOptions& options() const { return options_; }
 
-  // The plugin binary for `type`. kExec naming the dirs searched.
+  // The plugin binary for `type`. Not found (exec) naming the dirs searched.
   Result<std::string> Find(const std::string& type) const;
 
   // Runs `type` with `command`. Returns stdout when the plugin exits 0.
   // A plugin that reports a CNI error gives that error's code, msg and
   // details; one that crashes, hangs past the deadline, or exits non-zero
-  // without an error object gives kExec with what is known (signal,
+  // without an error object gives failed (exec) with what is known (signal,
   // deadline, exit status, the tail of its stderr).
   Result<std::string> Run(const std::string& type, const std::string& command, const RuntimeConf& rt,
                           const std::string& stdin_data) const;

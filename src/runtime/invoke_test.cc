@@ -1,4 +1,5 @@
 #include "runtime/invoke.h"
+#include "cni/errors.h"
 
 #include <gtest/gtest.h>
 
@@ -68,7 +69,7 @@ TEST(CniArgs, SplitAndJoinRoundTrip) {
   ASSERT_EQ(a->size(), 2u);
   EXPECT_EQ((*a)[1].second, "web=1");
   EXPECT_EQ(JoinCniArgs(*a), "IgnoreUnknown=1;K8S_POD_NAME=web=1");
-  EXPECT_EQ(SplitCniArgs("novalue").status().code(), Code::kInvalidEnv);
+  EXPECT_EQ(cni::CodeOf(SplitCniArgs("novalue").status()), cni::Code::kInvalidEnv);
 }
 
 class InvokerTest : public ::testing::Test {
@@ -94,7 +95,7 @@ class InvokerTest : public ::testing::Test {
 TEST_F(InvokerTest, MissingPluginNamesTheDirsSearched) {
   auto r = Make().Run("nosuch", "ADD", rt_, "{}");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), Code::kExec);
+  EXPECT_EQ(cni::CodeOf(r.status()), cni::Code::kExec);
   EXPECT_NE(r.status().msg().find(dir_ / "bin"), std::string::npos) << r.status().msg();
 }
 
@@ -114,7 +115,7 @@ TEST_F(InvokerTest, PassesEnvAndStdinAndReturnsStdout) {
 TEST_F(InvokerTest, PluginErrorObjectKeepsItsCodeMessageAndDetails) {
   auto r = Make().Run("fake", "DEL", rt_, Conf(R"({"fail":{"DEL":7}})"));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code_int(), 7);
+  EXPECT_EQ(cni::CodeNumber(r.status()), 7);
   EXPECT_EQ(r.status().msg(), "fake fake refuses DEL");
   EXPECT_EQ(r.status().details(), "as configured");
 }
@@ -122,7 +123,7 @@ TEST_F(InvokerTest, PluginErrorObjectKeepsItsCodeMessageAndDetails) {
 TEST_F(InvokerTest, CrashedPluginIsAClearError) {
   auto r = Make().Run("fake", "ADD", rt_, Conf(R"({"crash":["ADD"]})"));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), Code::kExec);
+  EXPECT_EQ(cni::CodeOf(r.status()), cni::Code::kExec);
   EXPECT_NE(r.status().msg().find("killed by signal 11"), std::string::npos) << r.status().msg();
 }
 
@@ -131,7 +132,7 @@ TEST_F(InvokerTest, HungPluginIsKilledAtTheDeadline) {
   auto r = Make(std::chrono::milliseconds(300)).Run("fake", "CHECK", rt_, Conf(R"({"hang":["CHECK"]})"));
   auto took = std::chrono::steady_clock::now() - start;
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), Code::kExec);
+  EXPECT_EQ(cni::CodeOf(r.status()), cni::Code::kExec);
   EXPECT_NE(r.status().msg().find("did not finish within 300 ms"), std::string::npos) << r.status().msg();
   EXPECT_LT(took, std::chrono::seconds(5));
 }

@@ -15,13 +15,13 @@ constexpr uint32_t kSelfGone = IN_DELETE_SELF | IN_MOVE_SELF;
 
 Result<DirWatch> DirWatch::Create() {
   UniqueFd fd(::inotify_init1(IN_NONBLOCK | IN_CLOEXEC));
-  if (!fd.valid()) return Status::FromErrno(Code::kIo, "inotify_init1", errno);
+  if (!fd.valid()) return Status::FromErrno(Reason::kFailed, Domain::kFile, "inotify_init1", errno);
   return DirWatch(std::move(fd));
 }
 
 Result<int> DirWatch::Add(const std::string& dir, bool self) {
   int wd = ::inotify_add_watch(fd_.get(), dir.c_str(), kFileEvents | IN_ONLYDIR | (self ? kSelfGone : 0));
-  if (wd < 0) return Status::FromErrno(Code::kIo, "watch " + dir, errno);
+  if (wd < 0) return Status::FromErrno(Reason::kFailed, Domain::kFile, "watch " + dir, errno);
   return wd;
 }
 
@@ -31,7 +31,7 @@ Result<DirWatch::Events> DirWatch::Wait(std::chrono::milliseconds timeout) {
   int r = ::poll(&p, 1, static_cast<int>(timeout.count()));
   if (r < 0) {
     if (errno == EINTR) return out;
-    return Status::FromErrno(Code::kIo, "poll inotify", errno);
+    return Status::FromErrno(Reason::kFailed, Domain::kFile, "poll inotify", errno);
   }
   if (r == 0) return out;
   alignas(inotify_event) char buf[16384];
@@ -40,7 +40,7 @@ Result<DirWatch::Events> DirWatch::Wait(std::chrono::milliseconds timeout) {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) break;
-      return Status::FromErrno(Code::kIo, "read inotify", errno);
+      return Status::FromErrno(Reason::kFailed, Domain::kFile, "read inotify", errno);
     }
     if (n == 0) break;
     for (char* ptr = buf; ptr < buf + n;) {

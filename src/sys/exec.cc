@@ -21,7 +21,7 @@ namespace weft::sys {
 
 Result<std::string> FindInPath(const std::string& name, const std::vector<std::string>& dirs) {
   if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
-    return Status::Error(Code::kInvalidConfig, "invalid plugin name \"" + name + "\"");
+    return Status::Error(Reason::kInvalidArgument, Domain::kExec, "invalid plugin name \"" + name + "\"");
   for (const auto& d : dirs) {
     if (d.empty()) continue;
     std::string p = d + "/" + name;
@@ -30,7 +30,8 @@ Result<std::string> FindInPath(const std::string& name, const std::vector<std::s
   }
   std::string searched;
   for (const auto& d : dirs) searched += (searched.empty() ? "" : ":") + d;
-  return Status::Error(Code::kExec, "failed to find plugin \"" + name + "\" in path [" + searched + "]");
+  return Status::Error(Reason::kNotFound, Domain::kExec,
+                       "failed to find plugin \"" + name + "\" in path [" + searched + "]");
 }
 
 std::vector<std::string> CurrentEnv() {
@@ -156,11 +157,11 @@ pid_t Spawn(ChildArgs* a) {
 
 Result<ExecResult> Exec(const ExecRequest& req) {
   int in[2], out[2], err[2];
-  if (::pipe2(in, O_CLOEXEC) != 0) return Status::FromErrno(Code::kExec, "pipe", errno);
+  if (::pipe2(in, O_CLOEXEC) != 0) return Status::FromErrno(Reason::kFailed, Domain::kExec, "pipe", errno);
   UniqueFd in_r(in[0]), in_w(in[1]);
-  if (::pipe2(out, O_CLOEXEC) != 0) return Status::FromErrno(Code::kExec, "pipe", errno);
+  if (::pipe2(out, O_CLOEXEC) != 0) return Status::FromErrno(Reason::kFailed, Domain::kExec, "pipe", errno);
   UniqueFd out_r(out[0]), out_w(out[1]);
-  if (::pipe2(err, O_CLOEXEC) != 0) return Status::FromErrno(Code::kExec, "pipe", errno);
+  if (::pipe2(err, O_CLOEXEC) != 0) return Status::FromErrno(Reason::kFailed, Domain::kExec, "pipe", errno);
   UniqueFd err_r(err[0]), err_w(err[1]);
   std::vector<std::string> argv_s = req.argv.empty() ? std::vector<std::string>{req.path} : req.argv;
   std::vector<char*> argv, envp;
@@ -172,11 +173,12 @@ Result<ExecResult> Exec(const ExecRequest& req) {
   ChildArgs child{req.path.c_str(), argv.data(), envp.data(), {in_r.get(), out_w.get(), err_w.get()},
                   req.netns_fd, ::getpid(), nullptr};
   const pid_t pid = Spawn(&child);
-  if (pid < 0) return Status::FromErrno(Code::kExec, "clone", errno);
+  if (pid < 0) return Status::FromErrno(Reason::kFailed, Domain::kExec, "clone", errno);
   if (child.err != 0) {
     ::waitpid(pid, nullptr, 0);
     const std::string step = child.step;
-    return Status::FromErrno(Code::kExec, step == "exec" ? "exec " + req.path : step + " for " + req.path, child.err);
+    return Status::FromErrno(Reason::kFailed, Domain::kExec,
+                             step == "exec" ? "exec " + req.path : step + " for " + req.path, child.err);
   }
   SigpipeBlocked no_sigpipe;  // while the child is fed (the child has exec'd: it does not inherit it)
   in_r.Reset();

@@ -40,7 +40,7 @@ struct ExecResult {
   std::string err;
 };
 
-// Errors only when the program could not be run at all (kExec); a program
+// Errors only when the program could not be run at all (failed, exec); a program
 // that ran and failed is an ExecResult with a non-zero exit code.
 Result<ExecResult> Exec(const ExecRequest& req);
 

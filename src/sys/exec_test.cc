@@ -62,7 +62,8 @@ TEST(Exec, ReportsExitCodesAndMissingPrograms) {
   req.path = "/nonexistent/prog";
   auto m = Exec(req);
   ASSERT_FALSE(m.ok());
-  EXPECT_EQ(m.status().code(), Code::kExec);
+  EXPECT_EQ(m.status().reason(), Reason::kFailed);
+  EXPECT_EQ(m.status().domain(), Domain::kExec);
 }
 
 TEST(Exec, KillsAHungProgramAtTheDeadline) {

@@ -13,14 +13,14 @@ namespace weft::sys {
 
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return Status::FromErrno(Code::kIo, "open " + path, errno);
+  if (!fd.valid()) return Status::FromErrno(Reason::kFailed, Domain::kFile, "open " + path, errno);
   std::string out;
   char buf[8192];
   while (out.size() < max_bytes) {
     ssize_t n = ::read(fd.get(), buf, std::min(sizeof buf, max_bytes - out.size()));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return Status::FromErrno(Code::kIo, "read " + path, errno);
+      return Status::FromErrno(Reason::kFailed, Domain::kFile, "read " + path, errno);
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
@@ -30,11 +30,11 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
 
 Result<std::string> ReadWholeFile(const std::string& path, size_t max_bytes) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return Status::FromErrno(Code::kIo, "open " + path, errno);
+  if (!fd.valid()) return Status::FromErrno(Reason::kFailed, Domain::kFile, "open " + path, errno);
   struct stat st{};
-  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(Code::kIo, "stat " + path, errno);
+  if (::fstat(fd.get(), &st) != 0) return Status::FromErrno(Reason::kFailed, Domain::kFile, "stat " + path, errno);
   if (st.st_size < 0 || static_cast<uint64_t>(st.st_size) > max_bytes)
-    return Status::FromErrno(Code::kIo, "read " + path, EFBIG);
+    return Status::FromErrno(Reason::kFailed, Domain::kFile, "read " + path, EFBIG);
   // One byte more than the size: a read of a regular file that returns its
   // whole size and not that byte has reached EOF, with no second read(2).
   // Anything else (a partial read, procfs files whose size is 0) reads on
@@ -49,13 +49,13 @@ Result<std::string> ReadWholeFile(const std::string& path, size_t max_bytes) {
     ssize_t n = ::read(fd.get(), out.data() + got, out.size() - got);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return Status::FromErrno(Code::kIo, "read " + path, errno);
+      return Status::FromErrno(Reason::kFailed, Domain::kFile, "read " + path, errno);
     }
     if (n == 0) break;
     got += static_cast<size_t>(n);
     if (regular && got >= size && got < out.size()) break;
     if (got == out.size()) {  // it grew (or is not a regular file): keep reading, up to the cap
-      if (out.size() > max_bytes) return Status::FromErrno(Code::kIo, "read " + path, EFBIG);
+      if (out.size() > max_bytes) return Status::FromErrno(Reason::kFailed, Domain::kFile, "read " + path, EFBIG);
       out.resize(std::min(out.size() * 2 + 4096, cap));
     }
   }
@@ -66,7 +66,7 @@ Result<std::string> ReadWholeFile(const std::string& path, size_t max_bytes) {
 Status WriteFileAtomic(const std::string& path, const std::string& data, int mode) {
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
-  if (!fd.valid()) return Status::FromErrno(Code::kIo, "create " + tmp, errno);
+  if (!fd.valid()) return Status::FromErrno(Reason::kFailed, Domain::kFile, "create " + tmp, errno);
   size_t off = 0;
   while (off < data.size()) {
     ssize_t n = ::write(fd.get(), data.data() + off, data.size() - off);
@@ -74,26 +74,26 @@ Status WriteFileAtomic(const std::string& path, const std::string& data, int mod
       if (errno == EINTR) continue;
       int err = errno;
       ::unlink(tmp.c_str());
-      return Status::FromErrno(Code::kIo, "write " + tmp, err);
+      return Status::FromErrno(Reason::kFailed, Domain::kFile, "write " + tmp, err);
     }
     off += static_cast<size_t>(n);
   }
   if (::fchmod(fd.get(), mode) != 0 || ::fsync(fd.get()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
-    return Status::FromErrno(Code::kIo, "sync " + tmp, err);
+    return Status::FromErrno(Reason::kFailed, Domain::kFile, "sync " + tmp, err);
   }
   fd.Reset();
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
-    return Status::FromErrno(Code::kIo, "rename to " + path, err);
+    return Status::FromErrno(Reason::kFailed, Domain::kFile, "rename to " + path, err);
   }
   return Status::Ok();
 }
 
 Status MkdirAll(const std::string& path, int mode) {
-  if (path.empty()) return Status::Error(Code::kIo, "mkdir: empty path");
+  if (path.empty()) return Status::Error(Reason::kFailed, Domain::kFile, "mkdir: empty path");
   std::string cur;
   size_t pos = 0;
   while (pos != std::string::npos) {
@@ -101,11 +101,11 @@ Status MkdirAll(const std::string& path, int mode) {
     cur = path.substr(0, pos);
     if (cur.empty()) continue;
     if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST)
-      return Status::FromErrno(Code::kIo, "mkdir " + cur, errno);
+      return Status::FromErrno(Reason::kFailed, Domain::kFile, "mkdir " + cur, errno);
   }
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return Status::Error(Code::kIo, path + " is not a directory");
+    return Status::Error(Reason::kFailed, Domain::kFile, path + " is not a directory");
   return Status::Ok();
 }
 
@@ -113,13 +113,13 @@ bool PathExists(const std::string& path) { return ::access(path.c_str(), F_OK) =
 
 Status RemoveFile(const std::string& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT)
-    return Status::FromErrno(Code::kIo, "remove " + path, errno);
+    return Status::FromErrno(Reason::kFailed, Domain::kFile, "remove " + path, errno);
   return Status::Ok();
 }
 
 Result<std::vector<std::string>> ListDir(const std::string& path) {
   DIR* d = ::opendir(path.c_str());
-  if (!d) return Status::FromErrno(Code::kIo, "open directory " + path, errno);
+  if (!d) return Status::FromErrno(Reason::kFailed, Domain::kFile, "open directory " + path, errno);
   std::vector<std::string> out;
   while (dirent* e = ::readdir(d)) {
     std::string n = e->d_name;
@@ -132,9 +132,9 @@ Result<std::vector<std::string>> ListDir(const std::string& path) {
 
 Result<FileLock> FileLock::Acquire(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-  if (!fd.valid()) return Status::FromErrno(Code::kIo, "open lock " + path, errno);
+  if (!fd.valid()) return Status::FromErrno(Reason::kFailed, Domain::kFile, "open lock " + path, errno);
   while (::flock(fd.get(), LOCK_EX) != 0) {
-    if (errno != EINTR) return Status::FromErrno(Code::kIo, "lock " + path, errno);
+    if (errno != EINTR) return Status::FromErrno(Reason::kFailed, Domain::kFile, "lock " + path, errno);
   }
   return FileLock(std::move(fd));
 }

@@ -109,7 +109,7 @@ LinkInfo ToLinkInfo(rtnl_link* l) {
 
 Status NlError(int nlerr, const std::string& what) {
   int err = ErrnoOf(nlerr);
-  return Status::Error(Code::kKernel, what, nl_geterror(nlerr < 0 ? -nlerr : nlerr), err);
+  return Status::Error(Reason::kFailed, Domain::kKernel, what, nl_geterror(nlerr < 0 ? -nlerr : nlerr), err);
 }
 
 bool IsExists(const Status& s) { return s.sys_errno() == EEXIST; }
@@ -119,7 +119,7 @@ bool IsNotFound(const Status& s) {
 
 Result<Netlink> Netlink::Open() {
   nl_sock* sk = nl_socket_alloc();
-  if (!sk) return Status::Error(Code::kKernel, "allocate netlink socket");
+  if (!sk) return Status::Error(Reason::kFailed, Domain::kKernel, "allocate netlink socket");
   int err = nl_connect(sk, NETLINK_ROUTE);
   if (err < 0) {
     nl_socket_free(sk);
@@ -193,7 +193,7 @@ Result<std::vector<LinkInfo>> Netlink::ListLinks() {
 Status Netlink::CreateVeth(const std::string& host, const std::string& peer_name, int peer_ns_fd,
                            int mtu, uint32_t host_group) {
   rtnl_link* link = rtnl_link_veth_alloc();
-  if (!link) return Status::Error(Code::kKernel, "allocate veth");
+  if (!link) return Status::Error(Reason::kFailed, Domain::kKernel, "allocate veth");
   rtnl_link* peer = rtnl_link_veth_get_peer(link);
   rtnl_link_set_name(link, host.c_str());
   rtnl_link_set_name(peer, peer_name.c_str());
@@ -223,7 +223,7 @@ Status Netlink::CreateBridge(const std::string& name, int mtu) {
 Status Netlink::CreateVxlan(const std::string& name, uint32_t vni, int port, const IpAddress& local,
                             int underlay_index, int mtu) {
   LinkPtr l(rtnl_link_vxlan_alloc());
-  if (!l.get()) return Status::Error(Code::kKernel, "allocate vxlan");
+  if (!l.get()) return Status::Error(Reason::kFailed, Domain::kKernel, "allocate vxlan");
   rtnl_link_set_name(l.get(), name.c_str());
   rtnl_link_vxlan_set_id(l.get(), vni);
   rtnl_link_vxlan_set_port(l.get(), static_cast<uint32_t>(port));
@@ -273,7 +273,7 @@ Status Netlink::SetBridgePortHairpin(int index, bool on) {
   // port flags through RTM_SETLINK with family AF_BRIDGE and a nested
   // IFLA_PROTINFO, so build that message directly.
   nl_msg* msg = nlmsg_alloc_simple(RTM_SETLINK, NLM_F_REQUEST | NLM_F_ACK);
-  if (!msg) return Status::Error(Code::kKernel, "allocate netlink message");
+  if (!msg) return Status::Error(Reason::kFailed, Domain::kKernel, "allocate netlink message");
   ifinfomsg ifi{};
   ifi.ifi_family = AF_BRIDGE;
   ifi.ifi_index = index;
@@ -281,7 +281,7 @@ Status Netlink::SetBridgePortHairpin(int index, bool on) {
   nlattr* pi = err < 0 ? nullptr : nla_nest_start(msg, IFLA_PROTINFO | NLA_F_NESTED);
   if (!pi || nla_put_u8(msg, IFLA_BRPORT_MODE, on ? 1 : 0) < 0) {
     nlmsg_free(msg);
-    return Status::Error(Code::kKernel, "build hairpin request");
+    return Status::Error(Reason::kFailed, Domain::kKernel, "build hairpin request");
   }
   nla_nest_end(msg, pi);
   err = nl_send_auto(sk_, msg);
@@ -414,7 +414,7 @@ namespace {
 Result<rtnl_neigh*> BuildNeigh(const NeighSpec& n) {
   uint8_t mac[6];
   if (!n.mac.empty() && !ParseMac(n.mac, mac))
-    return Status::Error(Code::kInvalidConfig, "bad MAC address " + n.mac);
+    return Status::Error(Reason::kInvalidArgument, Domain::kKernel, "bad MAC address " + n.mac);
   rtnl_neigh* neigh = rtnl_neigh_alloc();
   rtnl_neigh_set_ifindex(neigh, n.index);
   // The destination must be set before the family: libnl derives the family

@@ -96,7 +96,7 @@ class Netlink {
   // a bridge, so frames may leave through the port they arrived on.
   // REQUIRES: the link is a bridge port.
   Status SetBridgePortHairpin(int index, bool on);
-  // Deletes by name. Returns kUnknownContainer-free OK when already gone:
+  // Deletes by name. Returns OK when it is already gone:
   // `*existed` tells whether anything was deleted.
   Status DeleteLink(const std::string& name, bool* existed = nullptr);
 

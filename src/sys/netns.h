@@ -12,17 +12,18 @@ namespace weft::sys {
 
 class Netns {
  public:
-  // Opens `path` (e.g. /run/netns/x or /proc/<pid>/ns/net). Errors:
-  // kUnknownContainer when it does not exist, kInvalidEnv when it is not a
-  // network namespace.
+  // Opens `path` (e.g. /run/netns/x or /proc/<pid>/ns/net). Errors, all in
+  // Domain::kNetns: kNotFound when it does not exist, kInvalidArgument when
+  // it is not a network namespace, kFailed (with errno) when it cannot be
+  // opened (EACCES...). IsNetnsGone() tells the first two from the third.
   static Result<Netns> Open(const std::string& path);
   // The calling thread's current network namespace.
   static Result<Netns> Current();
   // A new, empty network namespace that nothing else uses, alive as long
   // as the returned handle (no name in /run/netns, so nothing is left behind
   // when it closes). Made by a short-lived thread that unshares and exits;
-  // the caller's namespace never changes. Needs CAP_SYS_ADMIN (kKernel
-  // with EPERM otherwise). Use it with ExecRequest::netns_fd.
+  // the caller's namespace never changes. Needs CAP_SYS_ADMIN (kFailed in
+  // Domain::kKernel with EPERM otherwise). Use it with ExecRequest::netns_fd.
   static Result<Netns> NewPrivate();
 
   int fd() const { return fd_.get(); }
@@ -33,6 +34,12 @@ class Netns {
   UniqueFd fd_;
   std::string path_;
 };
+
+// True when Netns::Open failed because the namespace is gone: the path does
+// not exist, or it is no longer a network namespace (a bind mount whose
+// namespace was released). A failure to open it (EACCES and the like) is not
+// proof of absence.
+bool IsNetnsGone(const Status& st);
 
 // Runs `fn` on a dedicated thread that has joined `ns`, so the caller's
 // namespace never changes. Aborts the process if the thread cannot switch

@@ -68,7 +68,7 @@ namespace {
 // read to its end by libnl, so the next attempt starts clean).
 Result<std::vector<NftRuleInfo>> DumpRules(NftFamily family, const std::string& table, const std::string& chain) {
   nl_sock* sk = nl_socket_alloc();
-  if (!sk) return Status::Error(Code::kFirewall, "allocate nfnetlink socket");
+  if (!sk) return Status::Error(Reason::kFailed, Domain::kFirewall, "allocate nfnetlink socket");
   struct Free {
     nl_sock* s;
     ~Free() { nl_socket_free(s); }
@@ -78,7 +78,7 @@ Result<std::vector<NftRuleInfo>> DumpRules(NftFamily family, const std::string& 
 
   nl_msg* msg = nlmsg_alloc_simple((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETRULE,
                                    NLM_F_REQUEST | NLM_F_DUMP);
-  if (!msg) return Status::Error(Code::kFirewall, "allocate nfnetlink message");
+  if (!msg) return Status::Error(Reason::kFailed, Domain::kFirewall, "allocate nfnetlink message");
   nfgenmsg hdr{};
   hdr.nfgen_family = static_cast<uint8_t>(family);
   hdr.version = NFNETLINK_V0;

@@ -16,7 +16,7 @@ struct FakeDump {
   Result<Rules> operator()() {
     const int i = calls++;
     if (i < static_cast<int>(errs.size()))
-      return Status::FromErrno(Code::kFirewall, "dump nftables rules of t", errs[i]);
+      return Status::FromErrno(Reason::kFailed, Domain::kFirewall, "dump nftables rules of t", errs[i]);
     return Rules{{"c", 7, "weft"}};
   }
 };

@@ -15,7 +15,7 @@ namespace weft::sys {
 namespace {
 
 Status NftError(const std::string& what, int err) {
-  return Status::Error(Code::kFirewall, what, err ? std::strerror(err) : "", err);
+  return Status::Error(Reason::kFailed, Domain::kFirewall, what, err ? std::strerror(err) : "", err);
 }
 
 // A netlink message under construction: header, nfgenmsg, attributes.

@@ -57,15 +57,15 @@ bool ParseRoute(const nlmsghdr* h, RouteEvent* ev) {
 
 Result<RouteMonitor> RouteMonitor::Open(int rcvbuf_bytes) {
   UniqueFd fd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE));
-  if (!fd.valid()) return Status::FromErrno(Code::kKernel, "open rtnetlink socket", errno);
+  if (!fd.valid()) return Status::FromErrno(Reason::kFailed, Domain::kKernel, "open rtnetlink socket", errno);
   if (::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf_bytes, sizeof rcvbuf_bytes) != 0 &&
       ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &rcvbuf_bytes, sizeof rcvbuf_bytes) != 0)
-    return Status::FromErrno(Code::kKernel, "set rtnetlink receive buffer", errno);
+    return Status::FromErrno(Reason::kFailed, Domain::kKernel, "set rtnetlink receive buffer", errno);
   sockaddr_nl sa{};
   sa.nl_family = AF_NETLINK;
   sa.nl_groups = RTMGRP_IPV4_ROUTE;
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
-    return Status::FromErrno(Code::kKernel, "subscribe to IPv4 route notifications", errno);
+    return Status::FromErrno(Reason::kFailed, Domain::kKernel, "subscribe to IPv4 route notifications", errno);
   return RouteMonitor(std::move(fd));
 }
 
@@ -73,7 +73,7 @@ Result<std::vector<RouteEvent>> RouteMonitor::Wait(std::chrono::milliseconds tim
   std::vector<RouteEvent> out;
   pollfd p{fd_.get(), POLLIN, 0};
   int rc = ::poll(&p, 1, static_cast<int>(timeout.count()));
-  if (rc < 0 && errno != EINTR) return Status::FromErrno(Code::kKernel, "poll rtnetlink", errno);
+  if (rc < 0 && errno != EINTR) return Status::FromErrno(Reason::kFailed, Domain::kKernel, "poll rtnetlink", errno);
   if (rc <= 0) return out;
   char* buf = reinterpret_cast<char*>(buf_.data());
   for (;;) {
@@ -81,7 +81,8 @@ Result<std::vector<RouteEvent>> RouteMonitor::Wait(std::chrono::milliseconds tim
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return out;
       if (errno == EINTR) continue;
-      return Status::FromErrno(Code::kKernel, "receive route notifications", errno);  // ENOBUFS: lost some
+      return Status::FromErrno(Reason::kFailed, Domain::kKernel,
+                               "receive route notifications", errno);  // ENOBUFS: lost some
     }
     unsigned int len = static_cast<unsigned int>(n);  // NLMSG_OK compares it with a __u32
     for (const auto* h = reinterpret_cast<const nlmsghdr*>(buf); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {

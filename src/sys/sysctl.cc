@@ -13,19 +13,19 @@ namespace weft::sys {
 Result<std::string> ReadSysctl(const std::string& key) {
   std::string path = "/proc/sys/" + key;
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return Status::FromErrno(Code::kIo, "read sysctl " + key, errno);
+  if (!fd.valid()) return Status::FromErrno(Reason::kFailed, Domain::kFile, "read sysctl " + key, errno);
   char buf[256];
   ssize_t n = ::read(fd.get(), buf, sizeof buf);
-  if (n < 0) return Status::FromErrno(Code::kIo, "read sysctl " + key, errno);
+  if (n < 0) return Status::FromErrno(Reason::kFailed, Domain::kFile, "read sysctl " + key, errno);
   return std::string(Trim(std::string_view(buf, static_cast<size_t>(n))));
 }
 
 Status WriteSysctl(const std::string& key, const std::string& value) {
   std::string path = "/proc/sys/" + key;
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
-  if (!fd.valid()) return Status::FromErrno(Code::kIo, "write sysctl " + key, errno);
+  if (!fd.valid()) return Status::FromErrno(Reason::kFailed, Domain::kFile, "write sysctl " + key, errno);
   if (::write(fd.get(), value.data(), value.size()) != static_cast<ssize_t>(value.size()))
-    return Status::FromErrno(Code::kIo, "write sysctl " + key, errno);
+    return Status::FromErrno(Reason::kFailed, Domain::kFile, "write sysctl " + key, errno);
   return Status::Ok();
 }
 

@@ -420,7 +420,7 @@ TEST_F(KubeTest, StatusServerAnswersBesideSlowClients) {
       a.sin_port = htons(9641);
       a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
       if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
-        return Status::FromErrno(Code::kIo, "connect", errno);
+        return Status::FromErrno(Reason::kFailed, Domain::kFile, "connect", errno);
       return Status::Ok();
     });
     EXPECT_TRUE(st.ok()) << st.ToString();

@@ -117,7 +117,7 @@ class TlsRotation : public ::testing::Test {
     });
     Status st = sys::RunInNetns(*netns_, [&] {
       port_ = server_->bind_to_any_port("127.0.0.1");
-      return port_ > 0 ? Status::Ok() : Status::Error(Code::kIo, "bind");
+      return port_ > 0 ? Status::Ok() : Status::Error(Reason::kFailed, Domain::kFile, "bind");
     });
     ASSERT_TRUE(st.ok()) << st.ToString();
     thread_ = std::thread([this] { server_->listen_after_bind(); });
@@ -140,7 +140,7 @@ class TlsRotation : public ::testing::Test {
   // `fn` on a thread inside the test netns (where the server listens).
   template <typename F>
   auto InNetns(F fn) {
-    decltype(fn()) out = Status::Error(Code::kInternal, "not run");
+    decltype(fn()) out = Status::Error(Reason::kInternal, Domain::kNone, "not run");
     Status st = sys::RunInNetns(*netns_, [&] {
       out = fn();
       return Status::Ok();

@@ -20,7 +20,7 @@ std::string Lower(std::string s) {
 }
 
 bool SameRoute(const sys::RouteSpec& a, const sys::RouteSpec& b) {
-  return a.dst == b.dst && a.gw == b.gw && a.oif == b.oif && a.onlink == b.onlink;
+  return a.dst == b.dst && a.gw == b.gw && a.oif == b.oif && a.onlink == b.onlink && a.priority == b.priority;
 }
 
 bool OnLink(const LocalView& local, const IpAddress& ip) {
@@ -87,6 +87,18 @@ bool IsAgentRoute(const sys::RouteSpec& r) {
   return r.protocol == sys::kRouteProtoWeft && r.table == RT_TABLE_MAIN && r.gw.has_value();
 }
 
+int PeerRoutePriority(const IpPrefix& cidr) {
+  // IPv6: the metric the kernel gives a route added without one (1024,
+  // IP6_RT_PRIO_USER), so a dump matches what was asked for.
+  if (!cidr.is_v4()) return kIpv6DefaultRouteMetric;
+  if (cidr.len() == 0) return 0;
+  const IpAddress net = cidr.Masked().addr();
+  const uint8_t* b = net.bytes();
+  const uint32_t a = (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | b[3];
+  // Below 2^31 (the kernel's u32 is reported as an int here): a /32 drops its top bit.
+  return static_cast<int>((a >> (32 - cidr.len())) & 0x7fffffffu);
+}
+
 Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
   Desired d;
   Claims claimed;
@@ -136,6 +148,7 @@ Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
       r.table = RT_TABLE_MAIN;
       r.protocol = sys::kRouteProtoWeft;
       r.scope = RT_SCOPE_UNIVERSE;
+      r.priority = PeerRoutePriority(cidr);
       if (direct) {
         r.gw = *next_hop;
         r.oif = local.uplink_index;
@@ -181,17 +194,20 @@ Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
 
 Plan Diff(const KernelState& want, const KernelState& have) {
   Plan p;
-  // Routes, keyed by destination.
-  std::map<IpPrefix, const sys::RouteSpec*> have_routes;
-  for (const auto& r : have.routes) have_routes.emplace(r.dst, &r);
-  std::set<IpPrefix> wanted_dsts;
+  // Routes, keyed by destination and metric (the kernel's key; a replace
+  // keeps routes to the same destination with another metric).
+  std::map<std::pair<IpPrefix, int>, const sys::RouteSpec*> have_routes;
+  for (const auto& r : have.routes) have_routes.emplace(std::make_pair(r.dst, r.priority), &r);
+  std::map<IpPrefix, int> wanted;  // destination -> metric
   for (const auto& r : want.routes) {
-    wanted_dsts.insert(r.dst);
-    auto it = have_routes.find(r.dst);
+    wanted.emplace(r.dst, r.priority);
+    auto it = have_routes.find({r.dst, r.priority});
     if (it == have_routes.end() || !SameRoute(*it->second, r)) p.route_upserts.push_back(r);
   }
-  for (const auto& r : have.routes)
-    if (!wanted_dsts.count(r.dst)) p.route_deletes.push_back(r);
+  for (const auto& r : have.routes) {
+    auto it = wanted.find(r.dst);
+    if (it == wanted.end() || it->second != r.priority) p.route_deletes.push_back(r);
+  }
 
   // ARP, keyed by IP.
   std::map<IpAddress, std::string> have_arp;

@@ -38,6 +38,18 @@ struct KernelState {
 // Whether a route from a kernel dump belongs to the agent.
 bool IsAgentRoute(const sys::RouteSpec& r);
 
+// The metric (RTA_PRIORITY) of the IPv4 route to a peer's pod CIDR: the
+// CIDR's network number (10.244.3.0/24 -> 0x0af403 = 717827); for IPv6 the
+// kernel's default metric (1024), which the kernel reports back in dumps.
+// Only one route has each destination, so the metric chooses nothing; it is
+// there because the kernel keys its table of IPv4 route "infos" (gateway,
+// device, metric, protocol, ...) by everything but the gateway: with one
+// metric, every peer route lands in one hash chain and adding N of them
+// costs O(N^2) comparisons (5000 peers: ~1 s of kernel time on this VM;
+// with distinct metrics ~0.15 s). docs/performance.md, "weftd convergence".
+inline constexpr int kIpv6DefaultRouteMetric = 1024;
+int PeerRoutePriority(const IpPrefix& cidr);
+
 // Counts: a dual-stack peer has a route per family, each through VXLAN or
 // direct, so vxlan_routes + direct_routes may exceed `peers`.
 struct Desired {
@@ -52,7 +64,7 @@ struct Desired {
 };
 
 // Per peer and pod CIDR family (IPv4 and IPv6 alike):
-//   VXLAN   route `cidr via cidr.first dev <vxlan> onlink`, permanent neighbour
+//   VXLAN   route `cidr via cidr.first dev <vxlan> onlink metric M` (M: PeerRoutePriority), permanent neighbour
 //           `cidr.first lladdr <peer MAC> dev <vxlan>`, FDB `<peer MAC> dst
 //           <peer's underlay address of the local VTEP's family>` (one per MAC+dst);
 //   direct  route `cidr via <peer's host address of cidr's family> dev <uplink>`
@@ -76,6 +88,9 @@ struct Plan {
   bool empty() const { return size() == 0; }
 };
 
+// Routes are keyed by destination and metric: a route to a wanted
+// destination with another metric (one an older weftd added with metric 0) is
+// deleted once the wanted one is in.
 Plan Diff(const KernelState& want, const KernelState& have);
 
 // Lower-case "aa:bb:cc:dd:ee:ff", or "" when `mac` is not a unicast MAC.

@@ -40,6 +40,7 @@ TEST(ComputeDesired, VxlanPeerGetsRouteArpAndFdb) {
   EXPECT_EQ(r.oif, 7);
   EXPECT_TRUE(r.onlink);
   EXPECT_EQ(r.protocol, sys::kRouteProtoWeft);
+  EXPECT_EQ(r.priority, 0x0af402);  // the CIDR's network number
   ASSERT_EQ(d.state.arp.size(), 1u);
   EXPECT_EQ(d.state.arp[0].dst, A("10.244.2.0"));
   EXPECT_EQ(d.state.arp[0].mac, "0a:00:00:00:00:02");  // normalised
@@ -287,6 +288,40 @@ TEST(Diff, SwitchingModeReplacesTheRoute) {
   EXPECT_TRUE(p.route_deletes.empty());
   EXPECT_EQ(p.arp_deletes.size(), 1u);
   EXPECT_EQ(p.fdb_deletes.size(), 1u);
+}
+
+TEST(PeerRoutePriority, DistinctPerIpv4CidrKernelDefaultForIpv6) {
+  EXPECT_EQ(PeerRoutePriority(P("10.244.3.0/24")), 717827);
+  EXPECT_EQ(PeerRoutePriority(P("10.244.3.77/24")), 717827);  // masked
+  EXPECT_NE(PeerRoutePriority(P("10.244.4.0/24")), PeerRoutePriority(P("10.244.3.0/24")));
+  EXPECT_EQ(PeerRoutePriority(P("10.0.0.0/8")), 10);
+  EXPECT_EQ(PeerRoutePriority(P("0.0.0.0/0")), 0);
+  EXPECT_GT(PeerRoutePriority(P("255.255.255.255/32")), 0);
+  // IPv6: the kernel's own default, which a dump reports (0 there would make
+  // every pass delete and re-add the route).
+  EXPECT_EQ(PeerRoutePriority(P("fd00:1:2::/64")), 1024);
+}
+
+// A route an older weftd added with metric 0 is replaced: the wanted one is
+// added beside it (a replace keeps routes with another metric), then it goes.
+TEST(Diff, RouteWithAnotherMetricIsReplacedThenDeleted) {
+  PeerMap peers{{"n2", Peer("n2", "10.244.2.0/24", "192.0.2.12", "0a:00:00:00:00:02")}};
+  KernelState want = ComputeDesired(Local(), peers).state;
+  ASSERT_EQ(want.routes.size(), 1u);
+  KernelState have = want;
+  have.routes[0].priority = 0;
+  Plan p = Diff(want, have);
+  ASSERT_EQ(p.route_upserts.size(), 1u);
+  EXPECT_EQ(p.route_upserts[0].priority, PeerRoutePriority(P("10.244.2.0/24")));
+  ASSERT_EQ(p.route_deletes.size(), 1u);
+  EXPECT_EQ(p.route_deletes[0].priority, 0);
+  // Both in the kernel (the upsert done, the delete not yet): only the delete.
+  have.routes.push_back(want.routes[0]);
+  p = Diff(want, have);
+  EXPECT_TRUE(p.route_upserts.empty());
+  ASSERT_EQ(p.route_deletes.size(), 1u);
+  EXPECT_EQ(p.route_deletes[0].priority, 0);
+  EXPECT_TRUE(Diff(want, want).empty());
 }
 
 TEST(IsAgentRoute, OnlyGatewayRoutesWithOurProtocol) {

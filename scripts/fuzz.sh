@@ -4,43 +4,91 @@
 # one, as many at a time as there are cores.
 #   scripts/fuzz.sh            # 10 s per target (what the test command runs)
 #   scripts/fuzz.sh 600        # 10 min per target
+#   scripts/fuzz.sh --long     # the documented long run (docs/architecture.md,
+#                              # "Fuzzing"): each target until 10 million
+#                              # executions or 12 min, one at a time, then the
+#                              # corpus merged into the repository
 # New inputs that grow coverage are written to build-san/corpus/<target>;
 # crashes to build-san/crash-*. Exit status is non-zero on any crash.
-# WEFT_FUZZ_NO_BUILD=1 skips the build (scripts/test.sh has just built them).
+# Environment:
+#   WEFT_FUZZ_NO_BUILD=1   skip the build (scripts/test.sh has just built them)
+#   WEFT_FUZZ_JOBS=N       targets run at once (default: the number of cores)
+#   WEFT_FUZZ_RUNS=N       stop a target after N executions (-runs; default: time only)
+#   WEFT_FUZZ_TARGETS="a b"  only these targets
+#   WEFT_FUZZ_TOTAL_SECONDS=S  with WEFT_FUZZ_JOBS=1: the targets one after another
+#                          within S seconds in all, each given the time left divided
+#                          by the targets left (replaces the per-target time)
+#   WEFT_FUZZ_MERGE=1      afterwards minimise build-san/corpus/<t> together with
+#                          tests/fuzz/corpus/<t> (-merge=1, edges only) into
+#                          tests/fuzz/corpus/<t>: the corpus kept in the repository,
+#                          a small set of inputs with every edge of both
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--long" ]; then
+  shift
+  : "${WEFT_FUZZ_RUNS:=10000000}" "${WEFT_FUZZ_JOBS:=1}" "${WEFT_FUZZ_MERGE:=1}"
+  set -- "${1:-720}"
+fi
 SECONDS_PER_TARGET=${1:-10}
+JOBS=${WEFT_FUZZ_JOBS:-$(nproc)}
+RUNS=${WEFT_FUZZ_RUNS:-}
 B=build-san
-TARGETS=$(sed -n 's/^weft_fuzzer(\([a-z_]*\).*/\1/p' tests/fuzz/CMakeLists.txt)
+TARGETS=${WEFT_FUZZ_TARGETS:-$(sed -n 's/^weft_fuzzer(\([a-z_]*\).*/\1/p' tests/fuzz/CMakeLists.txt)}
 if [ "${WEFT_FUZZ_NO_BUILD:-0}" != 1 ]; then
   bash scripts/build.sh --san $TARGETS
 fi
 
 run() {
-  local t=$1
+  local t=$1 secs=$2
   mkdir -p $B/corpus/$t
-  (cd $B && ./tests/fuzz/$t -max_total_time="$SECONDS_PER_TARGET" -print_final_stats=1 \
+  (cd $B && ./tests/fuzz/$t -max_total_time="$secs" ${RUNS:+-runs=$RUNS} -print_final_stats=1 \
      -artifact_prefix=./crash-$t- corpus/$t ../tests/fuzz/corpus/$t) >$B/fuzz-$t.log 2>&1 || true
 }
 running=0
+ntargets=$(echo $TARGETS | wc -w)
+if [ -n "${WEFT_FUZZ_TOTAL_SECONDS:-}" ] && [ "$JOBS" = 1 ]; then
+  # One at a time within a total budget: a target that reaches its runs early
+  # leaves its time to the ones after it.
+  end=$((SECONDS + WEFT_FUZZ_TOTAL_SECONDS))
+  left=$ntargets
+  for t in $TARGETS; do
+    run "$t" $(( (end - SECONDS) / left > 1 ? (end - SECONDS) / left : 1 ))
+    left=$((left - 1))
+  done
+  TARGETS_DONE=1
+fi
 for t in $TARGETS; do
-  if [ $running -ge "$(nproc)" ]; then
+  [ -n "${TARGETS_DONE:-}" ] && break
+  if [ $running -ge "$JOBS" ]; then
     wait -n || true
     running=$((running - 1))
   fi
-  run "$t" &
+  run "$t" "$SECONDS_PER_TARGET" &
   running=$((running + 1))
 done
 wait || true
 
 rc=0
 for t in $TARGETS; do
-  echo "== $t (${SECONDS_PER_TARGET}s)"
-  grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|==.*ERROR|SUMMARY)|Done [0-9]+ runs" \
+  echo "== $t (${WEFT_FUZZ_TOTAL_SECONDS:+share of }${WEFT_FUZZ_TOTAL_SECONDS:-$SECONDS_PER_TARGET}s${RUNS:+, at most $RUNS runs})"
+  grep -E "^(stat::number_of_executed_units|stat::average_exec_per_sec|stat::peak_rss_mb|==.*ERROR|SUMMARY)|Done [0-9]+ runs" \
     $B/fuzz-$t.log || true
   if ls $B/crash-$t-* >/dev/null 2>&1; then
     echo "CRASH in $t: $(ls $B/crash-$t-*) (log: $B/fuzz-$t.log)"
     rc=1
   fi
 done
+
+if [ "${WEFT_FUZZ_MERGE:-0}" = 1 ] && [ $rc = 0 ]; then
+  for t in $TARGETS; do
+    m=$B/corpus-merged/$t
+    rm -rf "$m" && mkdir -p "$m"
+    # -use_counters=0: an input is kept for a new edge, not for a new hit
+    # count of one, so the corpus stays small (~60 kB for all seven).
+    (cd $B && ./tests/fuzz/$t -merge=1 -use_counters=0 "corpus-merged/$t" "../tests/fuzz/corpus/$t" "corpus/$t") \
+      >$B/merge-$t.log 2>&1 || { echo "merge of $t failed (log: $B/merge-$t.log)"; rc=1; continue; }
+    rm -rf "tests/fuzz/corpus/$t" && mv "$m" "tests/fuzz/corpus/$t"
+    echo "== $t corpus: $(ls tests/fuzz/corpus/$t | wc -l) inputs, $(du -sk tests/fuzz/corpus/$t | cut -f1) kB"
+  done
+fi
 exit $rc

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -238,6 +239,52 @@ nlohmann::json MemBreakdown(pid_t pid) {
   }
   return {{"heap_mb", heap}, {"anon_mb", anon}, {"files_mb", files}, {"files_private_mb", files_private},
           {"other_mb", other}};
+}
+
+nlohmann::json MemByMapping(pid_t pid, size_t top) {
+  auto smaps = sys::ReadFile("/proc/" + std::to_string(pid) + "/smaps", 64 << 20);
+  if (!smaps.ok()) return nullptr;
+  struct Sum {
+    double rss = 0, pss = 0, uss = 0;
+  };
+  std::map<std::string, Sum> by;
+  Sum* cur = nullptr;
+  std::istringstream in(*smaps);
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    if (std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') < line.find(' ')) {
+      std::istringstream h(line);
+      std::string range, perms, off, dev, inode, path;
+      h >> range >> perms >> off >> dev >> inode;
+      std::getline(h, path);
+      path.erase(0, path.find_first_not_of(' '));
+      cur = &by[path.empty() ? "[anon]" : path];
+      continue;
+    }
+    if (!cur) continue;
+    auto kb = [&](const char* key) {
+      size_t n = std::strlen(key);
+      return line.compare(0, n, key) == 0 ? std::atof(line.c_str() + n) / 1024.0 : 0.0;
+    };
+    cur->rss += kb("Rss:");
+    cur->pss += kb("Pss:");
+    cur->uss += kb("Private_Clean:") + kb("Private_Dirty:");
+  }
+  std::vector<std::pair<std::string, Sum>> v(by.begin(), by.end());
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.uss != b.second.uss ? a.second.uss > b.second.uss : a.second.rss > b.second.rss; });
+  nlohmann::json out = nlohmann::json::array();
+  Sum rest;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i < top) {
+      out.push_back({{"name", v[i].first}, {"rss_mb", v[i].second.rss}, {"pss_mb", v[i].second.pss}, {"uss_mb", v[i].second.uss}});
+    } else {
+      rest.rss += v[i].second.rss;
+      rest.pss += v[i].second.pss;
+      rest.uss += v[i].second.uss;
+    }
+  }
+  if (v.size() > top) out.push_back({{"name", "(others)"}, {"rss_mb", rest.rss}, {"pss_mb", rest.pss}, {"uss_mb", rest.uss}});
+  return out;
 }
 
 Status MakeUnderlay(const std::string& name, const std::string& ip) {

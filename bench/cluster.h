@@ -86,6 +86,12 @@ nlohmann::json ToJson(const MemStats& m);
 // "other": [stack], [vdso], ...}.
 nlohmann::json MemBreakdown(pid_t pid);
 
+// The same smaps summed per mapping name (a file's path, "[heap]", "[anon]"
+// for nameless anonymous mappings: malloc arenas, thread stacks, big
+// allocations; "[stack]", ...), each {"name", "rss_mb", "pss_mb", "uss_mb"},
+// largest USS first, at most `top` entries (the rest summed as "(others)").
+nlohmann::json MemByMapping(pid_t pid, size_t top = 20);
+
 // An underlay netns `name` holding bridge br0 with `ip`/24.
 Status MakeUnderlay(const std::string& name, const std::string& ip);
 // A node netns whose uplink veth up0 (192.0.2.<octet>/24, default route via

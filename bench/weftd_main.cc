@@ -8,7 +8,8 @@
 // (transactions of 250 puts), then a fresh node netns on the bridge and weftd
 // started in it (--control-plane etcd --backend vxlan). Timed from the start
 // of weftd until the kernel of the node has all N peer routes, seen from
-// RTM_NEWROUTE notifications (no polling); then RSS (VmRSS, VmHWM) and CPU
+// RTM_NEWROUTE notifications (no polling); then memory (RSS, PSS and USS from
+// smaps_rollup, per mapping from smaps, VmHWM) and CPU
 // (utime+stime) of weftd; then peers joining and leaving one at a time, timed
 // from the etcd write until the kernel announces the route added or removed.
 //
@@ -30,10 +31,12 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/etcd.h"
+#include "base/strings.h"
 #include "agent/http.h"
 #include "bench/cluster.h"
 #include "bench/ns.h"
 #include "bench/stats.h"
+#include "sys/files.h"
 #include "sys/netlink.h"
 #include "sys/netns.h"
 
@@ -184,9 +187,17 @@ Result<json> MeasureCount(const Args& a, const sys::Netns& ul, const std::string
   // RSS once the burst is over (allocator settled), peak, CPU spent so far.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   WEFT_ASSIGN_OR_RETURN(ProcStats ps, ReadProcStats(weftd.pid()));
-  r["rss_mb"] = ps.rss_mb;
+  WEFT_ASSIGN_OR_RETURN(MemStats mem, ReadMemStats(weftd.pid()));
+  r["rss_mb"] = mem.rss_mb;
+  r["pss_mb"] = mem.pss_mb;
+  r["uss_mb"] = mem.uss_mb;
   r["peak_rss_mb"] = ps.hwm_mb;
   r["cpu_s"] = ps.cpu_s;
+  r["rss_by_kind"] = MemBreakdown(weftd.pid());
+  r["by_mapping"] = MemByMapping(weftd.pid());
+  // The whole smaps, for whoever wants to look further.
+  if (auto smaps = sys::ReadFile("/proc/" + std::to_string(weftd.pid()) + "/smaps", 64 << 20); smaps.ok())
+    std::ofstream(dir + "/smaps.txt") << *smaps;
 
   // Peers joining (new subnets past the N) and leaving (original ones), one
   // at a time; each timed from the etcd write being sent until the kernel
@@ -217,7 +228,7 @@ Result<json> MeasureCount(const Args& a, const sys::Netns& ul, const std::string
   DeleteNetns(node);
   RemoveTree(state);
   std::cerr << "[weftd] " << n << " peers: converged in " << r["converge_s"].get<double>() << " s, RSS "
-            << ps.rss_mb << " MB\n";
+            << mem.rss_mb << " MB, PSS " << mem.pss_mb << " MB, USS " << mem.uss_mb << " MB\n";
   return r;
 }
 
@@ -289,6 +300,8 @@ int Main(int argc, char** argv) {
     s += std::to_string(c["peers"].get<int>());
     s += "_peers";
     out["rss_mb" + s] = c["rss_mb"];
+    out["pss_mb" + s] = c["pss_mb"];
+    out["uss_mb" + s] = c["uss_mb"];
     out["peak_rss_mb" + s] = c["peak_rss_mb"];
     out["cpu_s" + s] = c["cpu_s"];
     out["converge_s" + s] = c["converge_s"];

@@ -468,6 +468,7 @@ json RunDatapath(const DatapathOptions& opt, const Runner& runner, const std::ve
       r["gbps"] = Median(gbps[i]);
       r["gbps_runs"] = gbps[i];
       r["rr_trans_per_s"] = Median(tps[i]);
+      r["rr_runs"] = tps[i];
       r["rr_p50_us"] = Median(p50[i]);
       r["rr_p99_us"] = Median(p99[i]);
       if (!errs[i].empty()) r["error"] = errs[i];

@@ -111,7 +111,9 @@ Status EnsureVtepAddresses(sys::Netlink& nl, int vxlan_index, const std::vector<
 }  // namespace
 
 Status Agent::EnsureForwarding(const State& st) {
-  WEFT_RETURN_IF_ERROR(EnsureNodeSysctl("net/ipv4/ip_forward", "1"));
+  // Forwarding only for the families the node has pods of: an IPv6-only
+  // node leaves net.ipv4.ip_forward as the operator set it.
+  if (OfFamily(st.pod_cidrs, /*v6=*/false)) WEFT_RETURN_IF_ERROR(EnsureNodeSysctl("net/ipv4/ip_forward", "1"));
   if (OfFamily(st.pod_cidrs, /*v6=*/true)) {
     WEFT_RETURN_IF_ERROR(EnsureNodeSysctl("net/ipv6/conf/all/forwarding", "1"));
     // With forwarding on, an interface with accept_ra=1 ignores router

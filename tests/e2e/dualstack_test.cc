@@ -122,7 +122,11 @@ class DualStackTest : public ::testing::TestWithParam<Case> {
     const std::string& ns = n.ns.name();
     Cmd({"ip", "-n", ns, "addr", "add", Ip6(octet) + "/64", "dev", "up0", "nodad"});
     Cmd({"ip", "-n", ns, "-6", "route", "add", "default", "via", Underlay::kIp6, "dev", "up0"});
-    if (v6only()) Cmd({"ip", "-n", ns, "addr", "del", Ip4(octet) + "/24", "dev", "up0"});
+    if (v6only()) {
+      Cmd({"ip", "-n", ns, "addr", "del", Ip4(octet) + "/24", "dev", "up0"});
+      // An IPv6-only node need not route IPv4: weftd must leave it so.
+      Cmd({"ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.ip_forward=0"});
+    }
     if (!etcd()) PutNode(name, octet);
     n.StartWeftd(Flags());
     return n;
@@ -321,6 +325,9 @@ class DualStackTest : public ::testing::TestWithParam<Case> {
     std::string fwd;
     n.ns.Exec({"cat", "/proc/sys/net/ipv6/conf/all/forwarding"}, &fwd);
     EXPECT_EQ(fwd, "1\n");
+    std::string fwd4;
+    n.ns.Exec({"cat", "/proc/sys/net/ipv4/ip_forward"}, &fwd4);
+    EXPECT_EQ(fwd4, v6only() ? "0\n" : "1\n");
     std::string nft;
     n.ns.Exec({"nft", "list", "table", "inet", "weft-weft"}, &nft);
     EXPECT_NE(nft.find(kCluster6), std::string::npos) << nft;

@@ -43,7 +43,7 @@ Status StartBenchDriver(const std::string& out, const std::string& build_dir,
   ::mkdir(out.c_str(), 0755);
   for (const auto& b : binaries)
     if (::access((build_dir + b).c_str(), X_OK) != 0)
-      return Status::Error(Reason::kFailed, Domain::kFile, build_dir + b + " is not built");
+      return Status::Error(Reason::kNotFound, Domain::kFile, build_dir + b + " is not built");
   return Status::Ok();
 }
 

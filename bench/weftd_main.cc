@@ -111,8 +111,8 @@ Status RegisterPeers(const sys::Netns& ul, const std::string& etcd_prefix, int n
       json ops = json::array();
       for (int i = start; i < std::min(n, start + 250); ++i)
         ops.push_back({{"request_put",
-                        {{"key", agent::Base64Encode(PeerKey(etcd_prefix, i))},
-                         {"value", agent::Base64Encode(PeerValue(i))}}}});
+                        {{"key", weft::Base64Encode(PeerKey(etcd_prefix, i))},
+                         {"value", weft::Base64Encode(PeerValue(i))}}}});
       WEFT_ASSIGN_OR_RETURN(bool ok, c.Txn(json{{"success", ops}}.dump()));
       if (!ok) return Status::Error(Reason::kUnavailable, Domain::kControlPlane, "etcd txn of peers failed");
     }

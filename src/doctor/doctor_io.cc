@@ -22,7 +22,6 @@
 #include "sys/nft_query.h"
 #include "sys/nft_set.h"
 
-
 namespace weft::doctor {
 namespace {
 

@@ -63,7 +63,7 @@ Status VerifyHostPorts(FwBackend backend, const std::string& data_dir, ipam::Sto
   auto fw = HostPortsFor(backend, data_dir);
   WEFT_ASSIGN_OR_RETURN(std::string missing, fw->Verify(HostPortRulesOf(pod, maps)));
   if (missing.empty()) return Status::Ok();
-  return Status::Error(Reason::kMismatch, Domain::kNone,
+  return Status::Error(Reason::kMismatch, Domain::kFirewall,
                        "hostPorts of " + pod.container_id + "/" + pod.ifname + " not in place: " + missing);
 }
 

@@ -31,8 +31,7 @@ Result<CachedAttachment> Decode(const std::string& text, const std::string& file
     a.netns = j.value("netns", "");
     if (j.contains("config") && j["config"].is_string()) {
       std::optional<std::string> config = Base64Decode(j["config"].get<std::string>());
-      if (!config) return Status::Error(Reason::kMalformed, Domain::kNone,
-                                        "cache file " + file + ": config is not base64");
+      if (!config) return Status::Error(Reason::kMalformed, Domain::kNone, "cache file " + file + ": config is not base64");
       a.config = std::move(*config);
     }
     if (j.contains("cniArgs") && j["cniArgs"].is_array()) {

@@ -178,7 +178,8 @@ Result<ExecResult> Exec(const ExecRequest& req) {
     ::waitpid(pid, nullptr, 0);
     const std::string step = child.step;
     return Status::FromErrno(Reason::kFailed, Domain::kExec,
-                             step == "exec" ? "exec " + req.path : step + " for " + req.path, child.err);
+                             step == "exec" ? "exec " + req.path : step + " for " + req.path,
+                             child.err);
   }
   SigpipeBlocked no_sigpipe;  // while the child is fed (the child has exec'd: it does not inherit it)
   in_r.Reset();

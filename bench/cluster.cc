@@ -208,6 +208,20 @@ nlohmann::json ToJson(const MemStats& m) {
           {"peak_rss_mb", m.hwm_mb}};
 }
 
+namespace {
+// A mapping's header line of /proc/PID/smaps ("start-end perms offset dev
+// inode [path]"): true and its path ("" for anonymous memory).
+bool SmapsMappingPath(const std::string& line, std::string* path) {
+  if (!std::isxdigit(static_cast<unsigned char>(line[0])) || !(line.find('-') < line.find(' '))) return false;
+  std::istringstream h(line);
+  std::string range, perms, off, dev, inode;
+  h >> range >> perms >> off >> dev >> inode;
+  std::getline(h, *path);
+  path->erase(0, path->find_first_not_of(' '));
+  return true;
+}
+}  // namespace
+
 nlohmann::json MemBreakdown(pid_t pid) {
   auto smaps = sys::ReadFile("/proc/" + std::to_string(pid) + "/smaps", 64 << 20);
   if (!smaps.ok()) return nullptr;
@@ -216,13 +230,7 @@ nlohmann::json MemBreakdown(pid_t pid) {
   std::istringstream in(*smaps);
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
-    if (std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') < line.find(' ')) {
-      // "start-end perms offset dev inode [path]"
-      std::istringstream h(line);
-      std::string range, perms, off, dev, inode, path;
-      h >> range >> perms >> off >> dev >> inode;
-      std::getline(h, path);
-      path.erase(0, path.find_first_not_of(' '));
+    if (std::string path; SmapsMappingPath(line, &path)) {
       kind = path.empty() ? "anon" : path == "[heap]" ? "heap" : path[0] == '/' ? "files" : "other";
       continue;
     }
@@ -252,12 +260,7 @@ nlohmann::json MemByMapping(pid_t pid, size_t top) {
   std::istringstream in(*smaps);
   for (std::string line; std::getline(in, line);) {
     if (line.empty()) continue;
-    if (std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') < line.find(' ')) {
-      std::istringstream h(line);
-      std::string range, perms, off, dev, inode, path;
-      h >> range >> perms >> off >> dev >> inode;
-      std::getline(h, path);
-      path.erase(0, path.find_first_not_of(' '));
+    if (std::string path; SmapsMappingPath(line, &path)) {
       cur = &by[path.empty() ? "[anon]" : path];
       continue;
     }

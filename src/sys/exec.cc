@@ -175,7 +175,8 @@ Result<ExecResult> Exec(const ExecRequest& req) {
   const pid_t pid = Spawn(&child);
   if (pid < 0) return Status::FromErrno(Reason::kFailed, Domain::kExec, "clone", errno);
   if (child.err != 0) {
-    ::waitpid(pid, nullptr, 0);
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
     const std::string step = child.step;
     return Status::FromErrno(Reason::kFailed, Domain::kExec,
                              step == "exec" ? "exec " + req.path : step + " for " + req.path,

@@ -246,6 +246,9 @@ Result<std::vector<NftElement>> DumpElements(NftFamily family, const std::string
         if (e->error == -ENOENT) return std::vector<NftElement>{};
         return NftError(what, -e->error);
       }
+      // A message too short for its nfgenmsg carries no elements (and its
+      // length minus the header would wrap).
+      if (h->nlmsg_len < NLMSG_LENGTH(NLMSG_ALIGN(sizeof(nfgenmsg)))) continue;
       const char* p = static_cast<const char*>(NLMSG_DATA(h)) + NLMSG_ALIGN(sizeof(nfgenmsg));
       size_t len = h->nlmsg_len - NLMSG_LENGTH(NLMSG_ALIGN(sizeof(nfgenmsg)));
       ForEachAttr(p, len, [&](uint16_t t, const char* d, size_t l) {

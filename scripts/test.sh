@@ -2,9 +2,11 @@
 # Runs Weft's tests. Installs dependencies and builds first. Must run as root
 # (it creates network namespaces; it never touches the root one).
 #
-#   scripts/test.sh               every test (the README's command, and CI's):
-#     1. ./build (Release): unit, integration in network namespaces, real
-#        runtimes, benchmark quick mode;
+#   scripts/test.sh               every test (the README's command, and CI's),
+#   each suite once:
+#     1. ./build (Release; only the binaries and this phase's suites are
+#        built): integration in network namespaces, the virtual cluster,
+#        real runtimes, benchmark quick mode;
 #     2. ./build-san (clang, ASan+UBSan, crash points compiled in; built in
 #        the background at idle priority while phase 1 runs): the unit,
 #        plugin and reliability suites;
@@ -14,7 +16,8 @@
 #     a build on an idle machine, under 2 minutes on a busy one).
 #   scripts/test.sh --help        this text.
 #
-# Further arguments go to ctest (phase 1 only, in the full run):
+# Further arguments go to ctest (phase 1 only, in the full run, where they
+# also choose what ./build builds):
 #   scripts/test.sh --quick -R 'plugin_routed|ipam'   # -R picks by name from every suite
 #   scripts/test.sh --quick -E agent_test             # drops from the quick set
 #   scripts/test.sh --quick -R e2e_netpol --repeat until-fail:3
@@ -105,16 +108,19 @@ if [ $QUICK -eq 1 ]; then
   summary
 fi
 
-phase "build ./build (Release)"
-bash scripts/build.sh
-
-# The checking tree builds while phase 1 runs: its suites spend most of their
-# time waiting on the kernel and on processes they start, and at idle
-# priority the compiler only gets the CPU they leave.
-phase "configure ./build-san, start its build in the background"
+# Which suites run where: the unit, plugin and reliability suites run once,
+# under ASan+UBSan in ./build-san (phase 2); every other suite runs in
+# ./build (phase 1). ./build therefore builds the binaries and phase 1's
+# suites only: no unit-test file is compiled twice.
 bash scripts/build.sh --san build.ninja >/dev/null
-# The plugin itself is instrumented: the suites exec the sanitized binary.
 SAN_TESTS=$( { test_names "$SAN_DIR" -L '^unit$'; test_names "$SAN_DIR" -R '^(plugin|reliability)_'; } | sort -u)
+SAN_SET="^($(echo $SAN_TESTS | tr ' ' '|'))\$"
+
+# The checking tree builds in the background at idle priority from here on:
+# it gets the CPU the Release build leaves (its links, its last files), then
+# what phase 1's suites leave, which spend most of their time waiting on the
+# kernel and on processes they start.
+# The plugin itself is instrumented: the suites exec the sanitized binary.
 FUZZERS=$(sed -n 's/^weft_fuzzer(\([a-z_]*\).*/\1/p' tests/fuzz/CMakeLists.txt)
 SAN_TARGETS="weft weft_soak $(echo "$SAN_TESTS" | only_targets "$SAN_DIR") $FUZZERS"
 IDLE=(nice -n 19)
@@ -123,8 +129,15 @@ echo "log: $SAN_DIR/build.log"
 "${IDLE[@]}" ninja -C "$SAN_DIR" -j"$JOBS" $SAN_TARGETS >"$SAN_DIR/build.log" 2>&1 &
 SAN_PID=$!
 
-phase "1. unit, integration (network namespaces), real runtimes, benchmark quick mode"
-(cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900 -j"$JOBS" "$@") || FAILED+=("phase 1 (./build)")
+phase "build ./build (Release): the binaries and phase 1's suites"
+bash scripts/build.sh build.ninja >/dev/null
+PHASE1_TARGETS=$(test_names "$BUILD_DIR" -E "$SAN_SET" "$@" | only_targets "$BUILD_DIR")
+# weft-bench (bench_quick) brings every benchmark tool with it.
+bash scripts/build.sh weft weftd weftctl weft-bench $PHASE1_TARGETS
+
+phase "1. integration (network namespaces), the virtual cluster, real runtimes, benchmark quick mode"
+(cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900 -j"$JOBS" -E "$SAN_SET" "$@") ||
+  FAILED+=("phase 1 (./build)")
 
 phase "waiting for the ./build-san build"
 san_ok=1
@@ -139,7 +152,7 @@ fi
 
 phase "2. unit, plugin and reliability suites under ASan+UBSan, with the crash points compiled in"
 (cd "$SAN_DIR" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-   ctest --output-on-failure --timeout 900 -j"$JOBS" -R "^($(echo $SAN_TESTS | tr ' ' '|'))\$") ||
+   ctest --output-on-failure --timeout 900 -j"$JOBS" -R "$SAN_SET") ||
   FAILED+=("phase 2 (./build-san)")
 
 phase "3. fuzzers, 10 s each"

@@ -347,7 +347,13 @@ void Agent::ReconcileLoop(State& st) {
     // Control-plane changes are applied incrementally (against what the last
     // pass left in the kernel); the resync reads the kernel (sync.h).
     Status r = Reconcile(st, snap.peers, /*full=*/resync);
-    if (!reconciled_once || resync) malloc_trim(0);  // the list's JSON and the dumps are gone
+    if (!reconciled_once || resync) {
+      // The list's JSON, the kernel dumps and this copy of the peers are
+      // garbage now: free the copy first, or its pages stay resident (free
+      // returns nothing from the middle of the heap; malloc_trim does).
+      PeerMap().swap(snap.peers);
+      malloc_trim(0);
+    }
     if (r.ok()) {
       retry_at = std::chrono::steady_clock::time_point::max();
       if (!reconciled_once) WEFT_LOG(kInfo, "ready");

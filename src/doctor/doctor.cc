@@ -294,7 +294,7 @@ void DiagnoseOrphanVeths(const Snapshot& s, std::vector<Finding>* out) {
     out->push_back({Kind::kOrphanVeth, l.name,
                     "link " + l.name + " (" + (l.kind.empty() ? "link" : l.kind) +
                         ") looks like a weft host veth but no attachment in " + s.data_dir + " owns it",
-                    true, "delete the link (an ADD killed before it recorded its row leaves one)"});
+                    true, "delete the link (an ADD records its row before it creates the veth)"});
   }
 }
 

@@ -445,20 +445,9 @@ void ReleaseVanished(const Options& o, FixReport* rep) {
 }
 
 // Orphan links and stale host routes: re-read the rows just before acting,
-// so an attachment recorded since the snapshot is never touched, and hold
-// the links lock (plugin/teardown.h) meanwhile, so no ADD is between
-// creating its veth pair and committing its row.
+// so an attachment recorded since the snapshot is never touched.
 void DeleteOrphansAndStaleRoutes(const Options& o, const Snapshot& snap, const std::vector<Finding>& findings,
                                  const FixPlan& plan, sys::Netlink& nl, FixReport* rep) {
-  std::optional<sys::FileLock> links_lock;
-  if (plan.orphans && sys::PathExists(o.data_dir)) {
-    auto lock = plugin::LockLinksExclusive(o.data_dir, 5000);
-    if (!lock.ok()) {
-      Failed(rep, "hold the links lock (ADDs in flight; run again)", lock.status());
-      return;
-    }
-    links_lock.emplace(std::move(lock).value());
-  }
   bool have_db = false;
   auto rows = (plan.orphans || plan.routes) ? ReadRows(o.data_dir, &have_db)
                                             : Result<std::vector<ipam::PodRecord>>(std::vector<ipam::PodRecord>{});

@@ -315,13 +315,6 @@ Status Store::SetState(const std::string& cid, const std::string& ifname, const 
   return s.Run();
 }
 
-Status Store::SetReady(const std::string& cid, const std::string& ifname, int mtu) {
-  WEFT_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db_, "UPDATE pods SET state=?1, interface_mtu=?2 "
-                                                   "WHERE container_id=?3 AND ifname=?4"));
-  s.Bind(1, std::string(kStateReady)).Bind(2, int64_t{mtu}).Bind(3, cid).Bind(4, ifname);
-  return s.Run();
-}
-
 Result<std::optional<PodRecord>> Store::Find(const std::string& cid, const std::string& ifname) {
   std::string sql = std::string("SELECT ") + kPodColumns + " FROM pods WHERE container_id=?1 AND ifname=?2";
   WEFT_ASSIGN_OR_RETURN(Stmt s, Stmt::Prepare(db_, sql.c_str()));

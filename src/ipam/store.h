@@ -77,8 +77,6 @@ class Store {
   // Inserts a row with addresses chosen elsewhere (delegated IPAM).
   Status Insert(const PodRecord& pod);
   Status SetState(const std::string& cid, const std::string& ifname, const std::string& state);
-  // ADD's last write: the state kStateReady and the interface's MTU.
-  Status SetReady(const std::string& cid, const std::string& ifname, int mtu);
   Result<std::optional<PodRecord>> Find(const std::string& cid, const std::string& ifname);
   // All rows of `network` (all networks when empty).
   Result<std::vector<PodRecord>> ListPods(const std::string& network);

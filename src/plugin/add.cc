@@ -1,8 +1,5 @@
 #include "plugin/add.h"
 
-#include <system_error>
-#include <utility>
-
 #include "base/crash_point.h"
 #include "base/log.h"
 #include "plugin/pending.h"
@@ -19,28 +16,8 @@ ipam::PodRecord AddRequest::Record() const {
   rec.pod_name = pod_name;
   rec.pod_namespace = pod_namespace;
   rec.pod_uid = pod_uid;
+  rec.mtu = mtu;
   return rec;
-}
-
-PendingAllocation::PendingAllocation(AddIpam& ipam, ipam::PodRecord want, Run run) {
-  if (run == Run::kOnItsOwnThread) {
-    try {
-      thread_ = std::thread([this, &ipam, want = std::move(want)] { result_.emplace(ipam.Allocate(want)); });
-      return;
-    } catch (const std::system_error&) {
-      // No thread (resource limits): allocate here instead.
-    }
-  }
-  result_.emplace(ipam.Allocate(want));
-}
-
-PendingAllocation::~PendingAllocation() {
-  if (thread_.joinable()) thread_.join();
-}
-
-Result<Allocation> PendingAllocation::Take() {
-  if (thread_.joinable()) thread_.join();
-  return std::move(*result_);
 }
 
 std::vector<ipam::PortMapping> PortMappingsFor(const AddRequest& req, const ipam::PodRecord& rec) {
@@ -53,39 +30,32 @@ std::vector<ipam::PortMapping> PortMappingsFor(const AddRequest& req, const ipam
   return maps;
 }
 
-Result<cni::CniResult> RunAdd(const AddRequest& req, PendingAllocation& allocation, const AddSteps& steps,
-                              PhaseTimer& timer) {
+Result<cni::CniResult> RunAdd(const AddRequest& req, const AddSteps& steps, PhaseTimer& timer) {
   const Config& cfg = req.cfg;
-  // NetworkPolicy (routed mode only): the namespaces file is read as late as
-  // possible, and the group is part of the link's creation, so there is no
-  // moment (nor a crash point) where the pod's veth exists outside it.
-  const uint32_t host_group = HostVethGroup(cfg.network_policy, req.pod_namespace);
-  const Status created = steps.datapath.CreateLinks(host_group);
-  timer.Mark("veth");
-  // The row may or may not be committed yet: both are finished by DEL or GC.
-  if (created.ok()) WEFT_CRASH_POINT("add-after-veth");
-  Result<Allocation> got = allocation.Take();
+  WEFT_ASSIGN_OR_RETURN(Allocation alloc, steps.ipam.Allocate(req.Record()));
+  const ipam::PodRecord& rec = alloc.rec;
   timer.Mark("ipam");
-  if (!got.ok()) {
-    if (created.ok()) (void)steps.datapath.DeleteLinks();
-    return got.status();
-  }
-  Allocation alloc = std::move(got).value();  // undone if the creation failed
-  WEFT_RETURN_IF_ERROR(created);
-  ipam::PodRecord& rec = alloc.rec;
-  rec.mtu = req.mtu;
-  // From here on the row and the link exist: any failure (or a crash,
-  // finished later by DEL or GC) undoes everything through the same ordered
-  // teardown.
-  ScopeGuard teardown([&] { steps.teardown(); });
+  // From here on the row exists: any failure (or a crash, finished later by
+  // DEL or GC) undoes everything through the same ordered teardown.
+  bool link_created = false;
+  ScopeGuard teardown([&] { steps.teardown(link_created); });
   alloc.undo.Dismiss();
   WEFT_CRASH_POINT("add-after-reserve");
 
-  // hostPorts: claimed in the database before the kernel is configured, so
-  // a conflict fails the ADD before any rule or address exists.
+  // hostPorts: claimed in the database before any kernel work, so a conflict
+  // fails the ADD with nothing else changed.
   const std::vector<ipam::PortMapping> maps = PortMappingsFor(req, rec);
   WEFT_RETURN_IF_ERROR(steps.ipam.ClaimPorts(rec, maps));
   WEFT_CRASH_POINT("add-after-portmaps");
+
+  // NetworkPolicy (routed mode only): the namespaces file is read as late as
+  // possible, and the group is part of the link's creation, so there is no
+  // moment (nor a crash point) where the pod's veth exists outside it.
+  const uint32_t host_group = HostVethGroup(cfg.network_policy, rec.pod_namespace);
+  WEFT_RETURN_IF_ERROR(steps.datapath.CreateLinks(host_group));
+  link_created = true;
+  timer.Mark("veth");
+  WEFT_CRASH_POINT("add-after-veth");
   WEFT_RETURN_IF_ERROR(steps.datapath.Attach(rec, alloc.routes));
   timer.Mark("interfaces");
 

@@ -1,28 +1,22 @@
 #pragma once
 // The ADD sequence, top to bottom as the reference ptp plugin's cmdAdd reads:
 //
-//   allocate  the addresses, and the row in state "adding"  (AddIpam), on a
-//             second thread (PendingAllocation) while this one opens the
-//             kernel handles and
-//   create    the veth pair, down                            (Datapath)
-//   arm       the teardown (teardown.h) once both are done
+//   allocate  the addresses, and the row in state "adding"  (AddIpam)
+//   arm       the teardown (teardown.h), before the kernel is touched
 //   claim     the hostPorts in the database
-//   attach    both ends of the pair                          (Datapath)
+//   attach    the veth pair, pod side and host side          (Datapath)
 //   firewall  the masquerade and the hostPort rules          (AddFirewall)
 //   ready     the row; the teardown is disarmed
 //
-// with the crash points of docs/reliability.md between the steps. A crash
-// between "create" and the row's commit leaves a veth no row names: DEL
-// deletes it by its derived name, GC by SweepOrphanVeths (teardown.h). Every
+// with the crash points of docs/reliability.md between the steps. Every
 // step is behind a seam, so add_test drives the sequence and its rollback
-// without root; WeftPlugin::CmdAdd parses, starts the allocation, opens the
-// kernel handles and passes the real steps.
+// without root; WeftPlugin::CmdAdd parses, opens the kernel handles and
+// the database, and passes the real steps.
 
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "base/phase_timer.h"
@@ -45,8 +39,7 @@ struct AddRequest {
   std::string pod_name, pod_namespace, pod_uid;  // CNI_ARGS K8S_POD_*
   int mtu = 0;  // the veth's: the config's, else the uplink's
 
-  // The row to allocate: everything but addresses and gateways (and the
-  // MTU, which MarkReady records: it may not be known yet).
+  // The row to allocate: everything but addresses and gateways.
   ipam::PodRecord Record() const;
 };
 
@@ -69,38 +62,12 @@ class AddIpam {
   virtual ~AddIpam() = default;
   // Reserves the pod's addresses (built-in IPAM) or gets them from the
   // delegated plugin, and writes the row in state "adding". On failure
-  // nothing is left allocated. Runs on PendingAllocation's thread, while
-  // the caller's thread works on the kernel; no other method runs
-  // meanwhile.
+  // nothing is left allocated.
   virtual Result<Allocation> Allocate(const ipam::PodRecord& want) = 0;
   // Claims hostPorts (a conflict naming the owner); no-op for none.
   virtual Status ClaimPorts(const ipam::PodRecord& rec, const std::vector<ipam::PortMapping>& maps) = 0;
-  // The last step: the row becomes "ready", with `rec.mtu`.
+  // The last step: the row becomes "ready".
   virtual Status MarkReady(const ipam::PodRecord& rec) = 0;
-};
-
-// An allocation running on a second thread: the database's half of an ADD
-// (opening it, the transaction, a delegated plugin's exec) overlaps the
-// kernel's (opening the netns and sockets, creating the veth pair), so an
-// ADD waits for the longer of the two instead of their sum.
-class PendingAllocation {
- public:
-  enum class Run { kOnItsOwnThread, kInline };
-  // Starts `ipam.Allocate(want)`; kInline (or a thread that cannot be
-  // created) runs it here and now. `ipam` outlives this object.
-  PendingAllocation(AddIpam& ipam, ipam::PodRecord want, Run run = Run::kOnItsOwnThread);
-  // Joins the thread; an allocation nobody took is undone (Allocation::undo).
-  ~PendingAllocation();
-  PendingAllocation(const PendingAllocation&) = delete;
-  PendingAllocation& operator=(const PendingAllocation&) = delete;
-
-  // Waits for the allocation and hands it over.
-  // REQUIRES: called once.
-  Result<Allocation> Take();
-
- private:
-  std::optional<Result<Allocation>> result_;
-  std::thread thread_;
 };
 
 // The node's firewall as ADD uses it. Level-triggered: every call makes the
@@ -122,23 +89,19 @@ struct AddSteps {
   AddIpam& ipam;
   Datapath& datapath;
   AddFirewall& firewall;
-  // ADD's rollback once the row and the veth pair exist: the ordered
-  // teardown (teardown.h) of whatever the row records, the link included.
-  std::function<void()> teardown;
+  // ADD's rollback: the ordered teardown (teardown.h) of whatever the row
+  // records. `delete_link` is false before the veth pair was created: a link
+  // with the deterministic name that this ADD did not create is not ours.
+  std::function<void(bool delete_link)> teardown;
 };
 
 // The hostPort mappings of `req` for `rec`: to its IPv4 address, else its
 // IPv6 one.
 std::vector<ipam::PortMapping> PortMappingsFor(const AddRequest& req, const ipam::PodRecord& rec);
 
-// Runs the sequence above from "create" on, taking `allocation` after it.
-// A failed allocation is returned as it is, after deleting the veth pair if
-// this ADD created it (a link with the derived name that this ADD did not
-// create is not ours); a failed creation, after undoing the allocation. On
-// any failure after both, the teardown runs (once) before the error is
-// returned. `timer` gets the phases veth, ipam (the wait for the
-// allocation), interfaces, firewall and ready.
-Result<cni::CniResult> RunAdd(const AddRequest& req, PendingAllocation& allocation, const AddSteps& steps,
-                              PhaseTimer& timer);
+// Runs the sequence above; on any failure after the allocation the teardown
+// runs (once) before the error is returned. `timer` gets the phases ipam,
+// veth, interfaces, firewall and ready.
+Result<cni::CniResult> RunAdd(const AddRequest& req, const AddSteps& steps, PhaseTimer& timer);
 
 }  // namespace weft::plugin

@@ -8,10 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -70,7 +67,6 @@ class FakeDatapath : public Datapath, public Failing {
   Status CreateLinks(uint32_t host_group) override {
     return Step("create links group " + std::to_string(host_group), "create");
   }
-  Status DeleteLinks() override { return Step("delete links", "delete"); }
   Status Attach(const ipam::PodRecord& rec, const std::optional<std::vector<cni::Route>>& ipam_routes) override {
     std::string call = "attach " + rec.ip_v4.value_or(IpPrefix()).ToString();
     if (ipam_routes) call += " with " + std::to_string(ipam_routes->size()) + " IPAM routes";
@@ -104,13 +100,12 @@ class AddSequenceTest : public ::testing::Test {
     req_.netns = "/run/netns/c1";
     req_.host_ifname = "wftpod";
   }
-  // The allocation runs inline (first), so the calls have one order; the
-  // overlap itself is AllocationOverlapsTheLinkCreation's.
   Result<cni::CniResult> Add() {
     PhaseTimer timer;
-    AddSteps steps{ipam_, datapath_, firewall_, [this] { calls_.push_back("teardown"); }};
-    PendingAllocation allocation(ipam_, req_.Record(), PendingAllocation::Run::kInline);
-    return RunAdd(req_, allocation, steps, timer);
+    AddSteps steps{ipam_, datapath_, firewall_, [this](bool delete_link) {
+                     calls_.push_back(delete_link ? "teardown" : "teardown keeping the link");
+                   }};
+    return RunAdd(req_, steps, timer);
   }
   void WithHostPort() { req_.rt.port_mappings.push_back({"", 8080, 80, "tcp"}); }
 
@@ -124,7 +119,7 @@ class AddSequenceTest : public ::testing::Test {
 TEST_F(AddSequenceTest, APlainPodIsAllocatedAttachedAndMarkedReady) {
   auto r = Add();
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(calls_, (Calls{"allocate c1/eth0", "create links group 0", "claim ports", "attach 10.1.0.7/24", "ready"}));
+  EXPECT_EQ(calls_, (Calls{"allocate c1/eth0", "claim ports", "create links group 0", "attach 10.1.0.7/24", "ready"}));
   ASSERT_EQ(r->interfaces.size(), 1u);
   EXPECT_EQ(r->interfaces[0].name, "wftpod");
 }
@@ -133,7 +128,7 @@ TEST_F(AddSequenceTest, MasqueradeAndHostPortsComeAfterTheInterfacesAndBeforeRea
   req_.cfg.masquerade = true;
   WithHostPort();
   ASSERT_TRUE(Add().ok());
-  EXPECT_EQ(calls_, (Calls{"allocate c1/eth0", "create links group 0", "claim ports 8080->10.1.0.7",
+  EXPECT_EQ(calls_, (Calls{"allocate c1/eth0", "claim ports 8080->10.1.0.7", "create links group 0",
                            "attach 10.1.0.7/24", "masquerade", "sync hostports via wftpod", "flush conntrack",
                            "ready"}));
 }
@@ -163,20 +158,19 @@ TEST_F(AddSequenceTest, TheRequestBecomesTheRowToAllocate) {
   EXPECT_EQ(rec.netns, "/run/netns/c1");
   EXPECT_EQ(rec.host_ifname, "wftpod");
   EXPECT_EQ(rec.pod_namespace, "shop");
-  EXPECT_EQ(rec.mtu, 0);  // recorded by MarkReady, once the datapath knows it
+  EXPECT_EQ(rec.mtu, 1400);
   EXPECT_EQ(rec.state, ipam::kStateAdding);
   EXPECT_FALSE(rec.ip_v4 || rec.ip_v6);
 }
 
 // Every step after the allocation that can fail: the error comes back as
-// the step returned it; once the row and the link exist the teardown runs
-// exactly once and the allocation's own undo never does (the teardown owns
-// the row by then); before that only what exists is undone; nothing after
-// the failed step runs.
+// the step returned it, the teardown runs exactly once (deleting the link
+// only once this ADD created it), the allocation's own undo never runs (the
+// teardown owns the row by then), and nothing after the failed step does.
 struct FailureCase {
   std::string step;
   std::string last_call;
-  std::string undo;  // what runs after the failure
+  bool link_created;
 };
 
 class AddRollbackTest : public AddSequenceTest, public ::testing::WithParamInterface<FailureCase> {};
@@ -192,7 +186,7 @@ TEST_P(AddRollbackTest, EveryFailureTearsDownOnce) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(cni::CodeOf(r.status()), cni::Code::kKernel);
   EXPECT_EQ(r.status().msg(), c.step + " failed");
-  const Calls all = {"allocate c1/eth0",  "create links group 0", "claim ports 8080->10.1.0.7",
+  const Calls all = {"allocate c1/eth0",  "claim ports 8080->10.1.0.7", "create links group 0",
                      "attach 10.1.0.7/24", "masquerade", "sync hostports via wftpod", "flush conntrack",
                      "ready"};
   Calls want;
@@ -200,87 +194,27 @@ TEST_P(AddRollbackTest, EveryFailureTearsDownOnce) {
     want.push_back(call);
     if (call == c.last_call) break;
   }
-  want.push_back(c.undo);
+  want.push_back(c.link_created ? "teardown" : "teardown keeping the link");
   EXPECT_EQ(calls_, want);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Steps, AddRollbackTest,
-    ::testing::Values(FailureCase{"create", "create links group 0", "undo allocation"},
-                      FailureCase{"claim", "claim ports 8080->10.1.0.7", "teardown"},
-                      FailureCase{"attach", "attach 10.1.0.7/24", "teardown"},
-                      FailureCase{"masquerade", "masquerade", "teardown"},
-                      FailureCase{"hostports", "sync hostports via wftpod", "teardown"},
-                      FailureCase{"conntrack", "flush conntrack", "teardown"},
-                      FailureCase{"ready", "ready", "teardown"}),
+    ::testing::Values(FailureCase{"claim", "claim ports 8080->10.1.0.7", false},
+                      FailureCase{"create", "create links group 0", false},
+                      FailureCase{"attach", "attach 10.1.0.7/24", true},
+                      FailureCase{"masquerade", "masquerade", true},
+                      FailureCase{"hostports", "sync hostports via wftpod", true},
+                      FailureCase{"conntrack", "flush conntrack", true},
+                      FailureCase{"ready", "ready", true}),
     [](const auto& i) { return i.param.step; });
 
-// The allocation's error wins (it says why: exhausted, a duplicate ADD...),
-// and the veth pair this ADD created meanwhile goes; no teardown runs, as
-// the row, if any, is not this ADD's.
-TEST_F(AddSequenceTest, AFailedAllocationDeletesOnlyTheLinksThisAddCreated) {
+TEST_F(AddSequenceTest, AFailedAllocationLeavesNothingToTearDown) {
   ipam_.FailAt("allocate");
   auto r = Add();
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().msg(), "allocate failed");
-  EXPECT_EQ(calls_, (Calls{"allocate c1/eth0", "create links group 0", "delete links"}));
-  // A duplicate ADD: the link exists already, so nothing is deleted.
-  calls_.clear();
-  datapath_.FailAt("create");
-  r = Add();
-  EXPECT_EQ(r.status().msg(), "allocate failed");
-  EXPECT_EQ(calls_, (Calls{"allocate c1/eth0", "create links group 0"}));
-}
-
-// The allocation runs on its own thread while this one creates the links:
-// the fake allocation waits until CreateLinks has started, which only a
-// concurrent run lets happen (run in sequence it would time out and fail).
-TEST_F(AddSequenceTest, AllocationOverlapsTheLinkCreation) {
-  struct Latch {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool links_started = false;
-  } latch;
-  class WaitingIpam : public FakeIpam {
-   public:
-    WaitingIpam(Calls& calls, Latch& latch) : FakeIpam(calls), latch_(latch) {}
-    Result<Allocation> Allocate(const ipam::PodRecord& want) override {
-      std::unique_lock<std::mutex> l(latch_.mu);
-      if (!latch_.cv.wait_for(l, std::chrono::seconds(10), [&] { return latch_.links_started; }))
-        return Failing::ErrorOf("allocate (never overlapped)");
-      return FakeIpam::Allocate(want);
-    }
-    Latch& latch_;
-  };
-  class SignallingDatapath : public FakeDatapath {
-   public:
-    SignallingDatapath(Calls& calls, Latch& latch) : FakeDatapath(calls), latch_(latch) {}
-    Status CreateLinks(uint32_t group) override {
-      {
-        std::lock_guard<std::mutex> l(latch_.mu);
-        Status st = FakeDatapath::CreateLinks(group);
-        latch_.links_started = true;
-        latch_.cv.notify_all();
-        return st;
-      }
-    }
-    Latch& latch_;
-  };
-  WaitingIpam ipam(calls_, latch);
-  SignallingDatapath datapath(calls_, latch);
-  PhaseTimer timer;
-  AddSteps steps{ipam, datapath, firewall_, [this] { calls_.push_back("teardown"); }};
-  PendingAllocation allocation(ipam, req_.Record());
-  auto r = RunAdd(req_, allocation, steps, timer);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(calls_, (Calls{"create links group 0", "allocate c1/eth0", "claim ports", "attach 10.1.0.7/24", "ready"}));
-}
-
-// An allocation nobody takes (the ADD failed before RunAdd, say opening the
-// netns) is undone when the PendingAllocation goes.
-TEST_F(AddSequenceTest, AnAllocationNobodyTakesIsUndone) {
-  { PendingAllocation allocation(ipam_, req_.Record()); }
-  EXPECT_EQ(calls_, (Calls{"allocate c1/eth0", "undo allocation"}));
+  EXPECT_EQ(calls_, (Calls{"allocate c1/eth0"}));
 }
 
 TEST_F(AddSequenceTest, DelegatedRoutesReachTheDatapathAndItsDnsTheResult) {
@@ -315,8 +249,8 @@ TEST_F(AddSequenceTest, APodInANamespaceWithPoliciesStartsInThePendingGroup) {
   ASSERT_TRUE(Add().ok());
   (void)sys::RemoveFile(np.namespaces_file);
   ::rmdir(dir.c_str());
-  EXPECT_EQ(calls_[1], "create links group 77");
-  EXPECT_EQ(calls_[6], "create links group 0");
+  EXPECT_EQ(calls_[2], "create links group 77");
+  EXPECT_EQ(calls_[7], "create links group 0");
 }
 
 }  // namespace

@@ -1,7 +1,5 @@
 #include "plugin/config.h"
 
-#include <algorithm>
-
 #include "base/strings.h"
 
 namespace weft::plugin {
@@ -255,11 +253,6 @@ Result<Config> ParseConfig(const cni::NetConf& net) {
 
 std::string HostVethName(const std::string& container_id, const std::string& ifname) {
   return "wft" + Hex(Fnv1a64(container_id + "/" + ifname), 12);
-}
-
-bool IsHostVethName(const std::string& name) {
-  if (name.size() != 15 || name.rfind("wft", 0) != 0) return false;
-  return std::all_of(name.begin() + 3, name.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 }  // namespace weft::plugin

@@ -70,7 +70,5 @@ Result<Config> ParseConfig(const cni::NetConf& net);
 // The host end of the veth for container+ifname: "wft" + 12 hex digits of a
 // stable hash, so DEL finds it without the netns or the database.
 std::string HostVethName(const std::string& container_id, const std::string& ifname);
-// Whether `name` has HostVethName's shape ("wft" and 12 lowercase hex digits).
-bool IsHostVethName(const std::string& name);
 
 }  // namespace weft::plugin

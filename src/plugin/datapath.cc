@@ -35,8 +35,6 @@ Status VethDatapath::CreateLinks(uint32_t host_group) {
   return st.Prefix("create veth");
 }
 
-Status VethDatapath::DeleteLinks() { return ctx_.host.DeleteLink(ctx_.host_ifname).Prefix("delete veth"); }
-
 Result<sys::LinkInfo> VethDatapath::ReadHostLink() {
   auto link = ctx_.host.GetLink(ctx_.host_ifname);
   if (!link.ok()) return link.status().WithPrefix("read " + ctx_.host_ifname);

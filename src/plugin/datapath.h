@@ -32,9 +32,6 @@ class Datapath {
   // the default group) from its creation on. Already-exists naming the end whose
   // name is in use. After a failure nothing of the pair exists.
   virtual Status CreateLinks(uint32_t host_group) = 0;
-  // Deletes the pair CreateLinks created (its host end; the pod end goes
-  // with it), for an ADD whose allocation failed. OK if it is gone.
-  virtual Status DeleteLinks() = 0;
   // Configures both ends (and what the mode needs besides: in bridge mode
   // the bridge) for `rec`. `ipam_routes`: a delegated IPAM plugin's routes,
   // nullopt with the built-in IPAM. Crash points add-after-pod-side and
@@ -77,7 +74,6 @@ int DeriveMtu(sys::Netlink& host);
 class VethDatapath : public Datapath {
  public:
   Status CreateLinks(uint32_t host_group) override;
-  Status DeleteLinks() override;
 
  protected:
   VethDatapath(const Config& cfg, const DatapathContext& ctx) : cfg_(cfg), ctx_(ctx) {}

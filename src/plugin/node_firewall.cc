@@ -28,11 +28,11 @@ Status NodeFirewall::EnsureMasquerade(const ipam::PodRecord& rec) {
 Status NodeFirewall::SyncHostPorts(const ipam::PodRecord& rec, const std::string& localnet_dev) {
   if (rec.ip_v4) WEFT_RETURN_IF_ERROR(sys::EnsureSysctl("net/ipv4/conf/" + localnet_dev + "/route_localnet", "1"));
   // Only this pod's entries: the cost does not grow with the node.
-  return AddHostPorts(cfg_.masquerade_backend, cfg_.data_dir, ipam_.store(), rec);
+  return AddHostPorts(cfg_.masquerade_backend, cfg_.data_dir, store_, rec);
 }
 
 Status NodeFirewall::FlushUdpConntrack(const ipam::PodRecord& rec) {
-  WEFT_ASSIGN_OR_RETURN(auto maps, ipam_.store().PortMappingsOf(rec.container_id, rec.ifname));
+  WEFT_ASSIGN_OR_RETURN(auto maps, store_.PortMappingsOf(rec.container_id, rec.ifname));
   return fw::FlushUdpConntrack(HostPortRulesOf(rec, maps));
 }
 

@@ -10,15 +10,13 @@
 #include "ipam/store.h"
 #include "plugin/add.h"
 #include "plugin/config.h"
-#include "plugin/store_ipam.h"
 
 namespace weft::plugin {
 
 class NodeFirewall : public AddFirewall {
  public:
-  // `cfg` and `ipam` outlive this object; the hostPort claims are read
-  // through `ipam`'s database.
-  NodeFirewall(const Config& cfg, StoreIpam& ipam) : cfg_(cfg), ipam_(ipam) {}
+  // `cfg` and `store` outlive this object.
+  NodeFirewall(const Config& cfg, ipam::Store& store) : cfg_(cfg), store_(store) {}
 
   Status EnsureMasquerade(const ipam::PodRecord& rec) override;
   Status SyncHostPorts(const ipam::PodRecord& rec, const std::string& localnet_dev) override;
@@ -26,7 +24,7 @@ class NodeFirewall : public AddFirewall {
 
  private:
   const Config& cfg_;
-  StoreIpam& ipam_;
+  ipam::Store& store_;
 };
 
 // The masquerade's sources: the configured ranges, the delegated IPAM's

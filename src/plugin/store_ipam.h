@@ -4,8 +4,7 @@
 // claims; the "ready" mark; and the rollback, which is the attachment's
 // ordered teardown (teardown.h).
 //
-// Thread-safety: one per ADD; Allocate may run on another thread than the
-// other methods (PendingAllocation), never at the same time as them.
+// Thread-safety: one per ADD, on one thread (it holds the Store).
 
 #include <optional>
 #include <string>
@@ -25,11 +24,7 @@ class StoreIpam : public AddIpam {
   // `delegated`: the IPAM plugin (nullptr for the built-in IPAM), exec'd
   // with `call`. `store`, `cfg` and `delegated` outlive this object.
   StoreIpam(ipam::Store& store, const Config& cfg, const DelegatedIpam* delegated, DelegateCall call)
-      : store_(&store), cfg_(cfg), delegated_(delegated), call_(std::move(call)) {}
-  // The same over the database in `cfg.data_dir`, which Allocate opens (on
-  // the allocation's thread: the open is most of its cost).
-  StoreIpam(const Config& cfg, const DelegatedIpam* delegated, DelegateCall call)
-      : cfg_(cfg), delegated_(delegated), call_(std::move(call)) {}
+      : store_(store), cfg_(cfg), delegated_(delegated), call_(std::move(call)) {}
 
   Result<Allocation> Allocate(const ipam::PodRecord& want) override;
   // Also starts copying a long WAL into the database in the background
@@ -39,21 +34,17 @@ class StoreIpam : public AddIpam {
   Status MarkReady(const ipam::PodRecord& rec) override;
 
   // ADD's rollback (AddSteps::teardown): waits for the WAL copy, then runs
-  // the teardown of whatever the row of `req`'s attachment records now, and
-  // of its veth pair. Errors are dropped: a teardown left half-done is
-  // finished by the next DEL or GC.
-  // REQUIRES: `host` is a socket in the node's netns; Allocate succeeded.
-  void Rollback(sys::Netlink& host, const AddRequest& req);
-
-  // The database. REQUIRES: Allocate succeeded (or the store was given).
-  ipam::Store& store() { return *store_; }
+  // the teardown of whatever the row of `req`'s attachment records now.
+  // Errors are dropped: a teardown left half-done is finished by the next
+  // DEL or GC.
+  // REQUIRES: `host` is a socket in the node's netns.
+  void Rollback(sys::Netlink& host, const AddRequest& req, bool delete_link);
 
  private:
   Result<Allocation> AllocateBuiltin(const ipam::PodRecord& want);
   Result<Allocation> AllocateDelegated(ipam::PodRecord rec);
 
-  std::optional<ipam::Store> opened_;  // when this object opens the database
-  ipam::Store* store_ = nullptr;
+  ipam::Store& store_;
   const Config& cfg_;
   const DelegatedIpam* delegated_;
   DelegateCall call_;

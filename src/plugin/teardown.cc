@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 
 #include "base/crash_point.h"
-#include "base/log.h"
 #include "sys/netns.h"
 
 namespace weft::plugin {
@@ -94,7 +92,7 @@ Status Teardown(sys::Netlink& host, ipam::Store& store, FwBackend backend, const
       WEFT_CRASH_POINT("del-after-hostports");
     }
   }
-  {
+  if (t.delete_link) {
     // The kernel takes ~15 ms to unregister a veth (RCU grace periods):
     // copy the WAL into the database meanwhile, so the Release below
     // restarts it and the next plugin process opens a short one.
@@ -120,49 +118,6 @@ bool AttachmentVanished(sys::Netlink& host, const ipam::PodRecord& row) {
   }
   auto link = host.GetLink(row.host_ifname);
   return link.ok() && !link->has_value();
-}
-
-namespace {
-std::string LinksLockPath(const std::string& data_dir) { return data_dir + "/links.lock"; }
-}  // namespace
-
-std::optional<sys::FileLock> LockLinksShared(const std::string& data_dir) {
-  auto lock = sys::FileLock::AcquireShared(LinksLockPath(data_dir));
-  if (!lock.ok() && lock.status().sys_errno() == ENOENT) {
-    // The first ADD on a node: the database (on another thread) is not
-    // there yet either.
-    if (sys::MkdirAll(data_dir, 0700).ok()) lock = sys::FileLock::AcquireShared(LinksLockPath(data_dir));
-  }
-  if (!lock.ok()) return std::nullopt;
-  return std::move(lock).value();
-}
-
-Result<sys::FileLock> LockLinksExclusive(const std::string& data_dir, int timeout_ms) {
-  return sys::FileLock::TryAcquire(LinksLockPath(data_dir), timeout_ms);
-}
-
-Status SweepOrphanVeths(sys::Netlink& host, ipam::Store& store, const std::string& data_dir,
-                        std::vector<std::string>* swept, int lock_timeout_ms) {
-  auto lock = LockLinksExclusive(data_dir, lock_timeout_ms);
-  if (!lock.ok()) {
-    if (!lock.status().IsBusy()) return lock.status();
-    WEFT_LOG(kWarn, "ADDs kept the links lock; orphaned veths are left to the next GC",
-             {"timeout_ms", lock_timeout_ms});
-    return Status::Ok();
-  }
-  // Read under the lock: every ADD that created a link before it has
-  // committed its row (or died).
-  WEFT_ASSIGN_OR_RETURN(auto rows, store.ListPods(""));
-  std::set<std::string> named;
-  for (const auto& r : rows) named.insert(r.host_ifname.empty() ? HostVethName(r.container_id, r.ifname) : r.host_ifname);
-  WEFT_ASSIGN_OR_RETURN(auto links, host.ListLinks());
-  for (const auto& l : links) {
-    if (l.kind != "veth" || l.up || !IsHostVethName(l.name) || named.count(l.name)) continue;
-    bool existed = false;
-    WEFT_RETURN_IF_ERROR(host.DeleteLink(l.name, &existed).Prefix("delete orphaned veth " + l.name));
-    if (existed && swept) swept->push_back(l.name);
-  }
-  return Status::Ok();
 }
 
 }  // namespace weft::plugin

@@ -16,11 +16,7 @@
 //
 // Every step is idempotent. The row outlives every kernel object and every
 // rule it implies, so anything half-done is always reachable from a row, and
-// the address is never free while any kernel object still uses it. The one
-// exception is ADD's first millisecond: its veth pair is created (down)
-// while another thread writes the row (add.h), so a crash there can leave a
-// pair no row names. DEL deletes it by its derived name; GC finds it with
-// SweepOrphanVeths.
+// the address is never free while any kernel object still uses it.
 
 #include <functional>
 #include <memory>
@@ -33,7 +29,6 @@
 #include "ipam/store.h"
 #include "plugin/config.h"
 #include "plugin/ipam_delegate.h"
-#include "sys/files.h"
 #include "sys/netlink.h"
 
 namespace weft::plugin {
@@ -63,6 +58,9 @@ struct TeardownTarget {
   // The row, if the database has one (its state and mappings decide step 2).
   std::optional<ipam::PodRecord> row;
   std::string host_ifname;
+  // False only in ADD's rollback before the veth was created: a link with
+  // the deterministic name that ADD did not create is not ours to delete.
+  bool delete_link = true;
 };
 
 // Runs steps 1-5 above. `delegated` is the delegated IPAM plugin (nullptr
@@ -77,27 +75,5 @@ Status Teardown(sys::Netlink& host, ipam::Store& store, FwBackend backend, const
 // either (other than "absent") counts as "still there": reclaim only what is
 // certainly gone.
 bool AttachmentVanished(sys::Netlink& host, const ipam::PodRecord& row);
-
-// The lock that orders ADD's link creation against SweepOrphanVeths: ADD
-// holds it shared from before it creates the veth pair until its row is
-// committed (in practice, until it exits); the sweep holds it exclusive.
-// Creates `data_dir` (0700) when missing. Nullopt when the lock cannot be
-// taken (a read-only or unusable dataDir): that ADD then fails on the
-// database, with the error that says why, and deletes its pair itself.
-std::optional<sys::FileLock> LockLinksShared(const std::string& data_dir);
-// The same lock exclusive (SweepOrphanVeths, doctor --fix): no ADD is between
-// its link and its row while it is held. Busy after `timeout_ms`.
-Result<sys::FileLock> LockLinksExclusive(const std::string& data_dir, int timeout_ms);
-
-// GC: deletes the veth pairs an ADD killed between creating them and
-// committing their row left behind: host links named like weft's host
-// veths (HostVethName), of kind veth, still down (ADD sets them up only
-// after the row exists), that no row of the database in `data_dir` names,
-// in any network. Runs under the exclusive links lock, so no ADD in flight
-// is mistaken for one; when ADDs hold it for `lock_timeout_ms` it sweeps
-// nothing and says so (the next GC will). `*swept` gets the names deleted.
-// REQUIRES: `host` is a socket in the node's network namespace.
-Status SweepOrphanVeths(sys::Netlink& host, ipam::Store& store, const std::string& data_dir,
-                        std::vector<std::string>* swept, int lock_timeout_ms = 2000);
 
 }  // namespace weft::plugin

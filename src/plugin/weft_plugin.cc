@@ -80,20 +80,12 @@ Status TeardownFor(sys::Netlink& host, ipam::Store& store, const Config& cfg,
 
 }  // namespace
 
-// parse -> the allocation on a second thread -> kernel handles -> RunAdd
-// (add.h): create the veth pair, take the allocation, arm the teardown,
-// attach, firewall, ready.
+// parse -> kernel handles -> database -> RunAdd (add.h): allocate, arm the
+// teardown, attach, firewall, ready.
 Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
   PhaseTimer timer;
   WEFT_ASSIGN_OR_RETURN(AddRequest req, ParseAdd(args));
   timer.Mark("config");
-  // Held until this ADD ends: GC's sweep of row-less veths waits for it.
-  const std::optional<sys::FileLock> links_lock = LockLinksShared(req.cfg.data_dir);
-  const std::optional<DelegatedIpam> delegated = DelegateFor(req.cfg, args);
-  StoreIpam ipam(req.cfg, delegated ? &*delegated : nullptr, CallFor(args));
-  // From here the database's half (open it, allocate, write the row) runs
-  // on its own thread while this one does the kernel's.
-  PendingAllocation allocation(ipam, req.Record());
   // The pod netns is held open (an fd) for the whole ADD, so it cannot
   // vanish mid-way; the pod socket is opened in it by this thread, which
   // switches back at once (sys::RunInNetnsOnThisThread).
@@ -105,9 +97,12 @@ Result<cni::CniResult> WeftPlugin::CmdAdd(const cni::CmdArgs& args) {
       NewDatapath(req.cfg, {host, pod, pod_ns, req.netns, req.host_ifname, req.ifname, req.mtu});
   timer.Mark("netlink");
 
-  NodeFirewall firewall(req.cfg, ipam);
-  auto rollback = [&] { ipam.Rollback(host, req); };
-  WEFT_ASSIGN_OR_RETURN(cni::CniResult result, RunAdd(req, allocation, {ipam, *datapath, firewall, rollback}, timer));
+  WEFT_ASSIGN_OR_RETURN(ipam::Store store, ipam::Store::Open(req.cfg.data_dir));
+  const std::optional<DelegatedIpam> delegated = DelegateFor(req.cfg, args);
+  StoreIpam ipam(store, req.cfg, delegated ? &*delegated : nullptr, CallFor(args));
+  NodeFirewall firewall(req.cfg, store);
+  auto rollback = [&](bool delete_link) { ipam.Rollback(host, req, delete_link); };
+  WEFT_ASSIGN_OR_RETURN(cni::CniResult result, RunAdd(req, {ipam, *datapath, firewall, rollback}, timer));
   timer.Log("ADD");
   return result;
 }
@@ -120,8 +115,9 @@ Status WeftPlugin::CmdDel(const cni::CmdArgs& args) {
   WEFT_ASSIGN_OR_RETURN(ipam::Store store, ipam::Store::Open(cfg.data_dir));
   WEFT_ASSIGN_OR_RETURN(auto rec, store.Find(cid, ifname));
   timer.Mark("ipam");
-  // Without a row, the veth pair of an ADD killed before its row was
-  // committed (add.h) may still exist: the derived name is always tried.
+  // ADD writes the row before the link and every teardown deletes the link
+  // before the row, so without a row there is nothing of ours in the kernel;
+  // the derived name is still tried (DEL must be idempotent, and it is cheap).
   TeardownTarget target{cid, ifname, rec, rec ? rec->host_ifname : HostVethName(cid, ifname)};
   WEFT_ASSIGN_OR_RETURN(sys::Netlink host, sys::Netlink::Open());
   WEFT_RETURN_IF_ERROR(TeardownFor(host, store, cfg, DelegateFor(cfg, args), CallFor(args), target));
@@ -227,11 +223,6 @@ Status WeftPlugin::CmdGc(const cni::CmdArgs& args, const std::vector<cni::Attach
     }
   }
   WEFT_LOG(kInfo, "GC reclaimed attachments", {"count", reclaimed});
-  // Veths of ADDs killed before their row was committed (add.h).
-  std::vector<std::string> swept;
-  if (Status sw = SweepOrphanVeths(host, store, cfg.data_dir, &swept); !sw.ok() && first_error.ok())
-    first_error = sw.WithPrefix("GC");
-  if (!swept.empty()) WEFT_LOG(kInfo, "GC deleted orphaned veths", {"count", static_cast<int>(swept.size())});
   // ADD and DEL touch only their own hostPort entries: the full diff is
   // here (entries no attachment wants go, missing ones come back).
   if (Status hp = SyncHostPorts(cfg.masquerade_backend, cfg.data_dir, store); !hp.ok() && first_error.ok())

@@ -130,42 +130,13 @@ Result<std::vector<std::string>> ListDir(const std::string& path) {
   return out;
 }
 
-namespace {
-Result<UniqueFd> OpenLockFile(const std::string& path) {
+Result<FileLock> FileLock::Acquire(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
   if (!fd.valid()) return Status::FromErrno(Reason::kFailed, Domain::kFile, "open lock " + path, errno);
-  return fd;
-}
-Result<UniqueFd> LockFile(const std::string& path, int op) {
-  WEFT_ASSIGN_OR_RETURN(UniqueFd fd, OpenLockFile(path));
-  while (::flock(fd.get(), op) != 0) {
+  while (::flock(fd.get(), LOCK_EX) != 0) {
     if (errno != EINTR) return Status::FromErrno(Reason::kFailed, Domain::kFile, "lock " + path, errno);
   }
-  return fd;
-}
-}  // namespace
-
-Result<FileLock> FileLock::Acquire(const std::string& path) {
-  WEFT_ASSIGN_OR_RETURN(UniqueFd fd, LockFile(path, LOCK_EX));
   return FileLock(std::move(fd));
-}
-
-Result<FileLock> FileLock::AcquireShared(const std::string& path) {
-  WEFT_ASSIGN_OR_RETURN(UniqueFd fd, LockFile(path, LOCK_SH));
-  return FileLock(std::move(fd));
-}
-
-Result<FileLock> FileLock::TryAcquire(const std::string& path, int timeout_ms) {
-  WEFT_ASSIGN_OR_RETURN(UniqueFd fd, OpenLockFile(path));
-  for (int waited = 0;; ++waited) {
-    if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) return FileLock(std::move(fd));
-    if (errno != EWOULDBLOCK && errno != EINTR)
-      return Status::FromErrno(Reason::kFailed, Domain::kFile, "lock " + path, errno);
-    if (waited >= timeout_ms)
-      return Status::Error(Reason::kBusy, Domain::kFile, "lock " + path + " held for " +
-                                                           std::to_string(timeout_ms) + " ms");
-    ::usleep(1000);
-  }
 }
 
 }  // namespace weft::sys

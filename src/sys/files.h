@@ -27,19 +27,10 @@ Status RemoveFile(const std::string& path);  // OK when already gone
 // Names in a directory (no "." / ".."), sorted.
 Result<std::vector<std::string>> ListDir(const std::string& path);
 
-// A flock(2) held for the object's lifetime (or until the process ends,
-// killed or not). The file is created (0600) when missing.
+// An exclusive flock(2) held for the object's lifetime.
 class FileLock {
  public:
-  // Exclusive; waits as long as it takes.
   static Result<FileLock> Acquire(const std::string& path);
-  // Shared with every other shared holder; waits for an exclusive one.
-  static Result<FileLock> AcquireShared(const std::string& path);
-  // Exclusive, trying every millisecond for up to `timeout_ms` (shared
-  // holders that keep coming cannot starve it forever); busy when the time
-  // is up.
-  static Result<FileLock> TryAcquire(const std::string& path, int timeout_ms);
-
  private:
   explicit FileLock(UniqueFd fd) : fd_(std::move(fd)) {}
   UniqueFd fd_;

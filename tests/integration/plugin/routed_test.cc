@@ -2,13 +2,11 @@
 // netns the test creates; each pod is its own netns.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <fstream>
 #include <future>
 #include <set>
 
 #include "cni/version.h"
-#include "plugin/config.h"
 #include "plugin_fixture.h"
 
 namespace weft::testing {
@@ -148,43 +146,6 @@ TEST_F(RoutedTest, FiftyParallelAddsGetUniqueAddresses) {
   EXPECT_EQ(DbRows(), static_cast<size_t>(kPods));
   for (int i = 0; i < kPods; ++i)
     EXPECT_EQ(Cni("DEL", "p" + std::to_string(i), "", Conf()).exit_code, 0);
-  ExpectNothingLeft();
-}
-
-// An ADD creates its veth pair while another thread writes its row
-// (plugin/add.h): killed in between, it leaves a pair no row names. GC
-// deletes such a pair (weft's name, a veth, still down, named by no row);
-// a link that is up (a live pod of another dataDir), or not named like
-// weft's, stays. DEL deletes one by its derived name.
-TEST_F(RoutedTest, GcAndDelDeleteTheVethOfAnAddKilledBeforeItsRow) {
-  ASSERT_EQ(Add("keep", Conf()).exit_code, 0);
-  const std::string orphan = plugin::HostVethName("killed", "eth0");
-  auto veth = [&](const std::string& host, const std::string& pod) {
-    return node_->Exec({"ip", "link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", Pod(pod).path()});
-  };
-  ASSERT_EQ(veth(orphan, "killed"), 0);
-  ASSERT_EQ(veth("wft00000000000a", "live"), 0);
-  ASSERT_EQ(node_->Exec({"ip", "link", "set", "wft00000000000a", "up"}), 0);
-  ASSERT_EQ(veth("wftnotours", "other"), 0);
-  json gc = Conf();
-  gc["cni.dev/valid-attachments"] = {{{"containerID", "keep"}, {"ifname", "eth0"}}};
-  auto r = Cni("GC", "", "", gc);
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  auto veths = HostVeths();
-  std::sort(veths.begin(), veths.end());
-  std::vector<std::string> want = {plugin::HostVethName("keep", "eth0"), "wft00000000000a", "wftnotours"};
-  std::sort(want.begin(), want.end());
-  EXPECT_EQ(veths, want);
-  EXPECT_FALSE(Pod("killed").HasLink("eth0"));
-  EXPECT_TRUE(Pod("keep").HasLink("eth0"));
-  EXPECT_EQ(DbRows(), 1u);
-  // DEL, without a row, by the derived name.
-  ASSERT_EQ(veth(plugin::HostVethName("killed2", "eth0"), "killed2"), 0);
-  EXPECT_EQ(Del("killed2", Conf()).exit_code, 0);
-  EXPECT_FALSE(Pod("killed2").HasLink("eth0"));
-  ASSERT_EQ(node_->Exec({"ip", "link", "del", "wft00000000000a"}), 0);
-  ASSERT_EQ(node_->Exec({"ip", "link", "del", "wftnotours"}), 0);
-  EXPECT_EQ(Del("keep", Conf()).exit_code, 0);
   ExpectNothingLeft();
 }
 

@@ -89,7 +89,7 @@ function(weft_precompile_headers)
   target_precompile_headers(weft_pch_test PRIVATE ${WEFT_PCH_LIB_HEADERS} <gtest/gtest.h>)
   # Lets ccache reuse objects built against an identical PCH.
   target_compile_options(weft_pch_lib PRIVATE -Xclang -fno-pch-timestamp)
-  target_compile_options(weft_pch_test PRIVATE -Xclang -fno-pch-timestamp)
+  target_compile_options(weft_pch_test PRIVATE -Xclang -fno-pch-timestamp ${WEFT_TEST_CODE_OPTIONS})
   foreach(t ${targets})
     get_target_property(type ${t} TYPE)
     if(NOT type MATCHES "^(EXECUTABLE|STATIC_LIBRARY|OBJECT_LIBRARY)$")

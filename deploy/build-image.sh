@@ -15,6 +15,10 @@
 #   sudo deploy/build-image.sh --refresh-base   # new base rootfs (security updates)
 #   sudo deploy/build-image.sh --force          # rebuild even when up to date
 #   sudo deploy/build-image.sh --ref HEAD       # build a commit, not the work tree
+#   sudo deploy/build-image.sh --prebuilt build # the runtime stage only, around
+#                                               # build/'s weftd and plugin (what
+#                                               # e2e_image_test runs: the binaries
+#                                               # the other suites test, no compile)
 #
 # Environment: WEFT_IMAGE (tag), WEFT_IMAGE_CACHE (cache dir, default
 # /var/cache/weft-image), WEFT_DEBIAN_MIRROR (mmdebstrap MIRROR arguments,
@@ -35,12 +39,14 @@ ULIMITS=(--ulimit nofile=4096:4096 --ulimit nproc=4096:4096)
 refresh_base=0
 force=0
 ref=""
+prebuilt=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --refresh-base) refresh_base=1 ;;
     --force) force=1 ;;
     --ref) ref=${2:?--ref needs a commit}; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --prebuilt) prebuilt=${2:?--prebuilt needs a build dir}; shift ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "build-image.sh: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -85,7 +91,15 @@ in_image() {
   esac
   return 1
 }
-if [ -n "$ref" ]; then
+if [ -n "$prebuilt" ]; then
+  if [ -n "$ref" ]; then echo "build-image.sh: --prebuilt and --ref exclude each other" >&2; exit 2; fi
+  for b in cmd/weftd/weftd cmd/weft/weft; do
+    [ -x "$prebuilt/$b" ] || { echo "build-image.sh: --prebuilt $prebuilt has no $b (scripts/build.sh weftd weft)" >&2; exit 2; }
+  done
+  # What goes into this image: the two binaries and the Dockerfile's runtime stage.
+  SOURCE_HASH=prebuilt-$(cat "$prebuilt/cmd/weftd/weftd" "$prebuilt/cmd/weft/weft" deploy/Dockerfile.weftd |
+                         sha256sum | cut -c1-16)
+elif [ -n "$ref" ]; then
   git rev-parse --verify --quiet "$ref^{commit}" >/dev/null || { echo "build-image.sh: no commit $ref" >&2; exit 2; }
   SOURCE_HASH=$(git ls-tree -r "$ref" | while read -r _ _ blob path; do
                   if in_image "$path"; then printf '%s  %s\n' "$blob" "$path"; fi; done |
@@ -135,12 +149,28 @@ fi
 # 3. The image, from a context of the tree's files (never build/ or .git).
 CTX=$(mktemp -d /var/tmp/weft-image-ctx.XXXXXX)
 trap 'rm -rf "$CTX"' EXIT
-if [ -n "$ref" ]; then
+if [ -n "$prebuilt" ]; then
+  # The Dockerfile's runtime stage, its binaries taken from the context.
+  mkdir -p "$CTX/prebuilt" "$CTX/deploy"
+  strip -o "$CTX/prebuilt/weftd" "$prebuilt/cmd/weftd/weftd"
+  strip -o "$CTX/prebuilt/weft" "$prebuilt/cmd/weft/weft"
+  awk '/^ARG BASE=/ { print } /^FROM \$\{BASE\}$/ { runtime = 1 } runtime' deploy/Dockerfile.weftd |
+    sed -e 's|^COPY --from=build /build/cmd/weftd/weftd |COPY prebuilt/weftd |' \
+        -e 's|^COPY --from=build /build/cmd/weft/weft |COPY prebuilt/weft |' >"$CTX/deploy/Dockerfile.weftd"
+  if grep -q -- '--from=build' "$CTX/deploy/Dockerfile.weftd" || ! grep -q '^COPY prebuilt/weftd ' "$CTX/deploy/Dockerfile.weftd"; then
+    echo "build-image.sh: --prebuilt cannot find the runtime stage's COPY lines in deploy/Dockerfile.weftd" >&2
+    exit 1
+  fi
+elif [ -n "$ref" ]; then
   git archive "$ref" | tar -C "$CTX" -xf -
 else
   printf '%s\0' "${FILES[@]}" | tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -C "$CTX" -xf -
 fi
-say "podman build $IMAGE (source $SOURCE_HASH; the first build compiles for several minutes)"
+if [ -n "$prebuilt" ]; then
+  say "podman build $IMAGE around $prebuilt's binaries ($SOURCE_HASH)"
+else
+  say "podman build $IMAGE (source $SOURCE_HASH; the first build compiles for several minutes)"
+fi
 podman build --network host "${ULIMITS[@]}" --layers --force-rm \
   -f "$CTX/deploy/Dockerfile.weftd" --build-arg BASE="$BASE_IMAGE" \
   --label io.weft.source="$SOURCE_HASH" -t "$IMAGE" "$CTX" >"$CACHE/build.log" 2>&1 ||

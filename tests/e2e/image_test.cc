@@ -9,13 +9,15 @@
 // the mounted dataDir and netns dir.
 //
 // Cost: the image is built (or found up to date) by deploy/build-image.sh
-// first: the first build on a machine takes several minutes (a Debian root
-// filesystem, apt, compiling weftd and the plugin); later runs reuse the
-// image while src/, cmd/, the CMake files and the Dockerfile are unchanged,
-// and recompile through ccache when they are not. The test itself then
-// takes about 10 s. WEFT_IMAGE_REF=<commit> builds that commit instead of
-// the work tree. Skipped (loudly) only when podman cannot run a container
-// here at all.
+// --prebuilt first: the Dockerfile's runtime stage around this build's
+// weftd and plugin (the binaries every other suite tests), so nothing is
+// compiled; the first build on a machine makes the Debian root filesystem
+// and runs apt (a minute or two), later ones reuse the image while the
+// binaries and the Dockerfile are unchanged. The test itself then takes
+// about 10 s. WEFT_IMAGE_FROM_SOURCE=1 builds the image as shipped (its
+// build stage compiles weftd and the plugin, several minutes the first
+// time); WEFT_IMAGE_REF=<commit> builds that commit so. Skipped (loudly)
+// only when podman cannot run a container here at all.
 //
 // Hygiene: containers are named with the test's prefix, live under a
 // test-owned cgroup parent, and are removed in TearDown; host paths of the
@@ -153,7 +155,16 @@ class ImageTest : public ::testing::Test {
 
   void BuildImage() {
     std::vector<std::string> argv = {"bash", std::string(WEFT_SOURCE_DIR) + "/deploy/build-image.sh"};
-    if (const char* ref = std::getenv("WEFT_IMAGE_REF"); ref && *ref) argv.insert(argv.end(), {"--ref", ref});
+    // By default the image is the Dockerfile's runtime stage around this
+    // build's binaries, the ones every other suite tests; WEFT_IMAGE_REF or
+    // WEFT_IMAGE_FROM_SOURCE=1 build it as shipped (its build stage compiles).
+    const char* ref = std::getenv("WEFT_IMAGE_REF");
+    const char* from_source = std::getenv("WEFT_IMAGE_FROM_SOURCE");
+    if (ref && *ref) {
+      argv.insert(argv.end(), {"--ref", ref});
+    } else if (!(from_source && std::string(from_source) == "1")) {
+      argv.insert(argv.end(), {"--prebuilt", WEFT_BUILD_DIR});
+    }
     auto t0 = std::chrono::steady_clock::now();
     // Not Cmd(): a first build takes minutes, past its two-minute limit.
     sys::ExecRequest req;

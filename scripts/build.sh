@@ -5,6 +5,9 @@
 #   scripts/build.sh --san [TARGET...]  the checking tree, ./build-san: clang,
 #                                       ASan+UBSan, the crash points and the
 #                                       libFuzzer targets (scripts/test.sh, fuzz.sh)
+#   scripts/build.sh --fuzz [TARGET...] ./build-fuzz: clang -O2, libFuzzer and
+#                                       UBSan without ASan, for long fuzz runs
+#                                       (WEFT_FUZZ_FAST=1 scripts/fuzz.sh)
 # Without TARGETs, everything. Compiles through ccache when it is installed
 # (scripts/setup.sh installs it).
 set -euo pipefail
@@ -43,6 +46,11 @@ if [ "${1:-}" = "--san" ]; then
   CC=clang CXX=clang++ cmake -S . -B $BUILD_DIR -G Ninja -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_CXX_FLAGS_DEBUG="-O1 -g1" -DWEFT_SANITIZE=ON -DWEFT_FUZZ=ON -DWEFT_FAULT_INJECTION=ON \
     "${LAUNCHER[@]}" >/dev/null
+elif [ "${1:-}" = "--fuzz" ]; then
+  shift
+  BUILD_DIR=build-fuzz
+  CC=clang CXX=clang++ cmake -S . -B $BUILD_DIR -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CXX_FLAGS_RELEASE="-O2 -g1" -DWEFT_FUZZ=ON -DWEFT_FUZZ_ASAN=OFF "${LAUNCHER[@]}" >/dev/null
 else
   BUILD_DIR=${WEFT_BUILD_DIR:-build}
   if [ ! -f "$BUILD_DIR/build.ninja" ]; then

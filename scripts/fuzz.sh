@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (in ./build-san, the clang ASan+UBSan tree the
-# test command's sanitizer phase uses: scripts/build.sh --san) and runs each
-# one, as many at a time as there are cores.
+# test command's sanitizer phase uses: scripts/build.sh --san; or, with
+# WEFT_FUZZ_FAST=1, in ./build-fuzz: UBSan only, -O2, for long runs) and runs
+# each one, as many at a time as there are cores.
 #   scripts/fuzz.sh            # 10 s per target (what the test command runs)
 #   scripts/fuzz.sh 600        # 10 min per target
 #   scripts/fuzz.sh --long     # the documented long run (docs/architecture.md,
@@ -12,6 +13,7 @@
 # crashes to build-san/crash-*. Exit status is non-zero on any crash.
 # Environment:
 #   WEFT_FUZZ_NO_BUILD=1   skip the build (scripts/test.sh has just built them)
+#   WEFT_FUZZ_FAST=1       ./build-fuzz instead of ./build-san (no ASan)
 #   WEFT_FUZZ_JOBS=N       targets run at once (default: the number of cores)
 #   WEFT_FUZZ_RUNS=N       stop a target after N executions (-runs; default: time only)
 #   WEFT_FUZZ_TARGETS="a b"  only these targets
@@ -33,9 +35,11 @@ SECONDS_PER_TARGET=${1:-10}
 JOBS=${WEFT_FUZZ_JOBS:-$(nproc)}
 RUNS=${WEFT_FUZZ_RUNS:-}
 B=build-san
+TREE=--san
+if [ "${WEFT_FUZZ_FAST:-0}" = 1 ]; then B=build-fuzz; TREE=--fuzz; fi
 TARGETS=${WEFT_FUZZ_TARGETS:-$(sed -n 's/^weft_fuzzer(\([a-z_]*\).*/\1/p' tests/fuzz/CMakeLists.txt)}
 if [ "${WEFT_FUZZ_NO_BUILD:-0}" != 1 ]; then
-  bash scripts/build.sh --san $TARGETS
+  bash scripts/build.sh $TREE $TARGETS
 fi
 
 run() {

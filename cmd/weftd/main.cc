@@ -27,8 +27,13 @@ using weft::Reason;
 using weft::Status;
 namespace agent = weft::agent;
 
+// Set once --log-file names a file: stderr then gets the reason too.
+bool g_logs_to_file = false;
+
+// The logfmt `msg=exiting` record; when the log goes to a file, also one
+// plain line on stderr, which is what `kubectl logs` and a terminal show.
 int Fail(const Status& st) {
-  std::fprintf(stderr, "weftd: %s\n", st.ToString().c_str());
+  if (g_logs_to_file) std::fprintf(stderr, "weftd: %s\n", st.ToString().c_str());
   WEFT_LOG(kError, "exiting", {"err", st});
   return 1;
 }
@@ -136,6 +141,7 @@ int RealMain(int argc, char** argv) {
   weft::log::SetLevel(level);
   if (Status st = weft::log::SetFile(log_file); !st.ok())
     return Fail(st.WithPrefix("--log-file"));
+  g_logs_to_file = !log_file.empty();
   weft::log::SetContext({{"component", "weftd"}});
 
   if (!install_plugin.empty()) {

@@ -1,6 +1,8 @@
 #include "bench/control.h"
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -324,8 +326,13 @@ Status RunLevels(const NetConfig& cfg, int index, const ControlOptions& opt, con
   return Status::Ok();
 }
 
-Status RunParallel(const NetConfig& cfg, int index, const ControlOptions& opt, const Runner& runner, json& out) {
-  const std::string tag = opt.prefix + "-c" + std::to_string(index) + "P";
+// One round: a fresh node, parallel_pods pods ADDed by parallel_workers
+// workers at once, then DELed the same way. Latencies go to add_lat/del_lat
+// (pooled over rounds); the round's ADD/s and DEL/s to `round`.
+Status RunParallelRound(const NetConfig& cfg, int index, int r, const ControlOptions& opt, const Runner& runner,
+                        std::vector<double>& add_lat, std::vector<double>& del_lat, Errors& add_err, Errors& del_err,
+                        json& round) {
+  const std::string tag = opt.prefix + "-c" + std::to_string(index) + "P" + std::to_string(r);
   WEFT_ASSIGN_OR_RETURN(Node node, MakeNode(opt.prefix, tag + "n", 10));
   std::vector<Pod> pods(static_cast<size_t>(opt.parallel_pods));
   struct Cleanup {
@@ -342,8 +349,9 @@ Status RunParallel(const NetConfig& cfg, int index, const ControlOptions& opt, c
   auto phase = [&](bool add) {
     std::atomic<size_t> next{0};
     std::mutex mu;
-    std::vector<double> lat;
-    Errors errors;
+    std::vector<double>& lat = add ? add_lat : del_lat;
+    Errors& errors = add ? add_err : del_err;
+    const size_t before = lat.size();
     auto t0 = Clock::now();
     std::vector<std::thread> workers;
     for (int w = 0; w < opt.parallel_workers; ++w) {
@@ -359,17 +367,49 @@ Status RunParallel(const NetConfig& cfg, int index, const ControlOptions& opt, c
     }
     for (auto& t : workers) t.join();
     double wall_s = MsSince(t0) / 1000.0;
+    return wall_s > 0 ? static_cast<double>(lat.size() - before) / wall_s : 0.0;
+  };
+  round["add_per_s"] = phase(true);
+  CheckInterrupt();
+  round["del_per_s"] = phase(false);
+  CheckInterrupt();
+  return Status::Ok();
+}
+
+// parallel_rounds rounds, each on its own fresh node. ADD/s and DEL/s are
+// the mean over rounds, with every round's value and the largest deviation
+// from the mean beside them (issue 15: ">= 500, within +-15 % over 5 runs");
+// latency percentiles pool every round's operations.
+Status RunParallel(const NetConfig& cfg, int index, const ControlOptions& opt, const Runner& runner, json& out) {
+  std::vector<double> add_lat, del_lat;
+  Errors add_err, del_err;
+  json rounds = json::array();
+  const int n = std::max(1, cfg.weft ? opt.parallel_rounds : 1);
+  for (int r = 0; r < n; ++r) {
+    json round;
+    WEFT_RETURN_IF_ERROR(RunParallelRound(cfg, index, r, opt, runner, add_lat, del_lat, add_err, del_err, round));
+    rounds.push_back(round);
+    Settle(opt.prefix, opt.parallel_pods);
+  }
+  auto phase = [&](const char* key, const std::vector<double>& lat, const Errors& errors) {
+    std::vector<double> per_s;
+    for (const auto& r : rounds) per_s.push_back(r[key].get<double>());
+    double mean = 0;
+    for (double v : per_s) mean += v / static_cast<double>(per_s.size());
+    double dev = 0;
+    for (double v : per_s) dev = std::max(dev, mean > 0 ? std::abs(v - mean) / mean : 0.0);
     json j = Summary(lat);
-    j["per_s"] = wall_s > 0 ? static_cast<double>(lat.size()) / wall_s : 0;
-    j["wall_s"] = wall_s;
+    j["per_s"] = mean;
+    j["per_s_runs"] = per_s;
+    j["per_s_min"] = *std::min_element(per_s.begin(), per_s.end());
+    j["per_s_max"] = *std::max_element(per_s.begin(), per_s.end());
+    j["per_s_max_dev"] = dev;  // largest |run - mean| / mean
     j["errors"] = errors.Json();
     return j;
   };
-  json p = {{"workers", opt.parallel_workers}, {"pods", opt.parallel_pods}};
-  p["add"] = phase(true);
-  CheckInterrupt();
-  p["del"] = phase(false);
-  CheckInterrupt();
+  json p = {{"workers", opt.parallel_workers}, {"pods", opt.parallel_pods}, {"rounds", n}};
+  p["add"] = phase("add_per_s", add_lat, add_err);
+  p["del"] = phase("del_per_s", del_lat, del_err);
   out["parallel"] = p;
   return Status::Ok();
 }
@@ -389,7 +429,6 @@ json RunControl(const NetConfig& cfg, int index, const ControlOptions& opt, cons
   }
   if (!out.value("available", false)) return out;
   st = RunParallel(cfg, index, opt, runner, out);
-  Settle(opt.prefix, opt.parallel_pods);
   if (!st.ok()) {
     out["broken"] = true;
     out["reason"] = st.ToString();

@@ -79,6 +79,9 @@ struct ControlOptions {
   int samples = 40;         // ADD+DEL pairs measured at each level
   int parallel_pods = 240;
   int parallel_workers = 8;
+  // Rounds of the parallel phase for weft's configurations, each on a fresh
+  // node (the reference plugins run one: their rounds take minutes).
+  int parallel_rounds = 1;
   // Wall-time budget of one configuration's fill + samples. A plugin whose
   // ADD grows with pod count (portmap lists the whole nat table per call)
   // stops at the last level it finished within it, and the report says so.

@@ -181,6 +181,7 @@ int Main(int argc, char** argv) {
       co.samples = a.quick ? 4 : 40;
       if (a.samples > 0) co.samples = a.samples;
       co.parallel_pods = a.quick ? 8 : 240;
+      co.parallel_rounds = a.quick ? 1 : 5;
       co.budget_s = a.quick ? 30 : 420;
       r["control"] = json::array();
       for (size_t i = 0; i < configs.size(); ++i) {

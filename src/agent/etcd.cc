@@ -34,17 +34,18 @@ Result<NetworkConfig> ParseNetworkConfig(std::string_view value) {
       auto net = IpPrefix::Parse(j.value("network", std::string()), /*strict=*/true);
       if (!net || !net->is_v4()) return invalid("\"network\" must be an IPv4 CIDR");
       c.network = *net;
-      c.subnet_len = j.value("subnetLen", 24);
-      if (c.subnet_len < net->len() || c.subnet_len > 30)
-        return invalid("\"subnetLen\" must be between " + std::to_string(net->len()) + " and 30");
+      auto len = JsonIntIn(j, "subnetLen", 24, net->len(), 30);
+      if (!len) return invalid("\"subnetLen\" must be an integer between " + std::to_string(net->len()) + " and 30");
+      c.subnet_len = static_cast<int>(*len);
     }
     if (j.contains("ipv6Network")) {
       auto net = IpPrefix::Parse(j.value("ipv6Network", std::string()), /*strict=*/true);
       if (!net || net->is_v4()) return invalid("\"ipv6Network\" must be an IPv6 CIDR");
       c.network6 = *net;
-      c.subnet_len6 = j.value("ipv6SubnetLen", 64);
-      if (c.subnet_len6 < net->len() || c.subnet_len6 > 126)
-        return invalid("\"ipv6SubnetLen\" must be between " + std::to_string(net->len()) + " and 126");
+      auto len = JsonIntIn(j, "ipv6SubnetLen", 64, net->len(), 126);
+      if (!len)
+        return invalid("\"ipv6SubnetLen\" must be an integer between " + std::to_string(net->len()) + " and 126");
+      c.subnet_len6 = static_cast<int>(*len);
     }
     if (!c.network && !c.network6) return invalid("neither \"network\" (IPv4) nor \"ipv6Network\" (IPv6) is set");
     return c;

@@ -116,6 +116,27 @@ TEST(EtcdKeys, NetworkConfig) {
   EXPECT_FALSE(ParseNetworkConfig("{}").ok());
 }
 
+// Found by fuzz_etcd's long run: a subnet length that is a JSON float out of
+// int's range was converted to int (undefined behaviour) before the range
+// check. Every non-integer is refused now, with the reason.
+TEST(EtcdKeys, NetworkConfigSubnetLengthsMustBeIntegers) {
+  for (const char* bad : {R"({"network":"10.244.0.0/16","subnetLen":5e117})",
+                          R"({"network":"10.244.0.0/16","subnetLen":24.5})",
+                          R"({"network":"10.244.0.0/16","subnetLen":24.0})",
+                          R"({"network":"10.244.0.0/16","subnetLen":"24"})",
+                          R"({"network":"10.244.0.0/16","subnetLen":-1})",
+                          R"({"network":"10.244.0.0/16","subnetLen":18446744073709551615})",
+                          R"({"ipv6Network":"fd00::/56","ipv6SubnetLen":1e300})",
+                          R"({"ipv6Network":"fd00::/56","ipv6SubnetLen":127})"}) {
+    auto c = ParseNetworkConfig(bad);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.status().ToString().find("must be an integer between"), std::string::npos) << c.status().ToString();
+  }
+  auto null_len = ParseNetworkConfig(R"({"network":"10.244.0.0/16","subnetLen":null})");
+  ASSERT_TRUE(null_len.ok());
+  EXPECT_EQ(null_len->subnet_len, 24);  // null is "not set", as flannel reads it
+}
+
 TEST(EtcdKeys, DualStackAndIpv6OnlyNetworkConfig) {
   auto d = ParseNetworkConfig(
       R"({"network":"10.244.0.0/16","subnetLen":24,"ipv6Network":"fd00:10:244::/56","ipv6SubnetLen":64})");

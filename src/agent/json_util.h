@@ -2,8 +2,10 @@
 // The JSON guard every decoder of the agent shares: nlohmann's exceptions
 // stop here and become kMalformed errors naming what was being read.
 
+#include <cstdint>
 #include <exception>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -42,6 +44,21 @@ inline const nlohmann::json& JsonMember(const nlohmann::json& j, const char* key
   if (!j.is_object()) return kNull;
   auto it = j.find(key);
   return it == j.end() ? kNull : *it;
+}
+
+// An integer member within [lo, hi]; `def` when absent. Anything else
+// (a string, a fraction, a float such as 5e117, an integer out of range) is
+// nullopt: converting an out-of-range float to int is undefined behaviour,
+// which is what j.value(key, 24) does with {"subnetLen": 5e117}.
+inline std::optional<int64_t> JsonIntIn(const nlohmann::json& j, const char* key, int64_t def, int64_t lo,
+                                        int64_t hi) {
+  const nlohmann::json& v = JsonMember(j, key);
+  if (v.is_null()) return def;
+  if (!v.is_number_integer()) return std::nullopt;  // true for unsigned ones too
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+  const int64_t n = v.get<int64_t>();
+  if (n < lo || n > hi) return std::nullopt;
+  return n;
 }
 
 }  // namespace weft::agent

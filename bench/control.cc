@@ -72,6 +72,15 @@ std::vector<NetConfig> SuiteConfigs(const std::string& tmp) {
   // Measured on the datapath too: the reference with weft routed's topology
   // (a veth per pod, host routes, the node netns forwarding between them).
   v.push_back({"ref-ptp", "ref ptp+host-local", {ptp}, false, true, false, true});
+  // The same with ipMasq, datapath only: weft's conflist masquerades, and a
+  // NAT table brings conntrack to every packet the node forwards, pod to pod
+  // included. This row pays that too, so weft routed / it compares the
+  // plugins on equal terms (issue 15's datapath item).
+  json ptp_masq = ptp;
+  ptp_masq["ipMasq"] = true;
+  NetConfig pm{"ref-ptp-masq", "ref ptp+host-local+ipMasq", {ptp_masq}, false, false, false, true};
+  pm.control = false;
+  v.push_back(pm);
   json portmap = {{"type", "portmap"}, {"capabilities", {{"portMappings", true}}}, {"snat", true}};
   v.push_back({"ref-bridge-portmap", "ref bridge+ipMasq+portmap", {ref_bridge, portmap}, false, false, true, false});
   return v;

@@ -27,6 +27,7 @@ struct NetConfig {
   // the probe pod, that the port really got a DNAT rule.
   bool host_port = false;
   bool datapath = false;  // also measured pod->pod on one node
+  bool control = true;     // measured on the control path (false: datapath only)
 };
 
 // The configurations of the suite, with private data dirs under `tmp`.

@@ -185,6 +185,7 @@ int Main(int argc, char** argv) {
       co.budget_s = a.quick ? 30 : 420;
       r["control"] = json::array();
       for (size_t i = 0; i < configs.size(); ++i) {
+        if (!configs[i].control) continue;
         std::cerr << "[bench] control: " << configs[i].label << "\n";
         json c = RunControl(configs[i], static_cast<int>(i), co, runner);
         if (c.contains("fill")) {

@@ -10,7 +10,9 @@
 #                              # executions or 12 min, one at a time, then the
 #                              # corpus merged into the repository
 # New inputs that grow coverage are written to build-san/corpus/<target>;
-# crashes to build-san/crash-*. Exit status is non-zero on any crash.
+# crashes to build-san/crash-*. Exit status is non-zero on any crash. An input
+# that crashed a target, once fixed, goes to tests/fuzz/regressions/<target>/:
+# every run reads it, and the corpus merge never drops it.
 # Environment:
 #   WEFT_FUZZ_NO_BUILD=1   skip the build (scripts/test.sh has just built them)
 #   WEFT_FUZZ_FAST=1       ./build-fuzz instead of ./build-san (no ASan)
@@ -45,8 +47,12 @@ fi
 run() {
   local t=$1 secs=$2
   mkdir -p $B/corpus/$t
+  # Inputs that once crashed a target live in tests/fuzz/regressions/<t>/:
+  # read on every run (so every run replays them first), never merged away.
+  local reg=""
+  [ -d tests/fuzz/regressions/$t ] && reg=../tests/fuzz/regressions/$t
   (cd $B && ./tests/fuzz/$t -max_total_time="$secs" ${RUNS:+-runs=$RUNS} -print_final_stats=1 \
-     -artifact_prefix=./crash-$t- corpus/$t ../tests/fuzz/corpus/$t) >$B/fuzz-$t.log 2>&1 || true
+     -artifact_prefix=./crash-$t- corpus/$t ../tests/fuzz/corpus/$t $reg) >$B/fuzz-$t.log 2>&1 || true
 }
 running=0
 ntargets=$(echo $TARGETS | wc -w)

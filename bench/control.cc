@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <thread>
 
@@ -396,9 +396,10 @@ Status RunParallel(const NetConfig& cfg, int index, const ControlOptions& opt, c
   const int n = std::max(1, cfg.weft ? opt.parallel_rounds : 1);
   for (int r = 0; r < n; ++r) {
     json round;
-    WEFT_RETURN_IF_ERROR(RunParallelRound(cfg, index, r, opt, runner, add_lat, del_lat, add_err, del_err, round));
+    Status st = RunParallelRound(cfg, index, r, opt, runner, add_lat, del_lat, add_err, del_err, round);
+    Settle(opt.prefix, opt.parallel_pods);  // the round's node and pods are gone: wait for the kernel
+    if (!st.ok()) return st;
     rounds.push_back(round);
-    Settle(opt.prefix, opt.parallel_pods);
   }
   auto phase = [&](const char* key, const std::vector<double>& lat, const Errors& errors) {
     std::vector<double> per_s;

@@ -52,8 +52,12 @@ Result<cni::CniResult> RunAdd(const AddRequest& req, const AddSteps& steps, Phas
   // possible, and the group is part of the link's creation, so there is no
   // moment (nor a crash point) where the pod's veth exists outside it.
   const uint32_t host_group = HostVethGroup(cfg.network_policy, rec.pod_namespace);
+  // The source guard is in force before the interface exists (one netlink
+  // read when it is, as it nearly always is).
+  WEFT_RETURN_IF_ERROR(steps.firewall.EnsureSourceGuard());
   WEFT_RETURN_IF_ERROR(steps.datapath.CreateLinks(host_group));
   link_created = true;
+  WEFT_RETURN_IF_ERROR(steps.firewall.BindSources(rec));
   timer.Mark("veth");
   WEFT_CRASH_POINT("add-after-veth");
   WEFT_RETURN_IF_ERROR(steps.datapath.Attach(rec, alloc.routes));

@@ -4,7 +4,9 @@
 //   allocate  the addresses, and the row in state "adding"  (AddIpam)
 //   arm       the teardown (teardown.h), before the kernel is touched
 //   claim     the hostPorts in the database
-//   attach    the veth pair, pod side and host side          (Datapath)
+//   guard     the node's source guard, before any pod interface exists
+//   attach    the veth pair (bridge mode: its port bound in the guard),
+//             pod side and host side                          (Datapath)
 //   firewall  the masquerade and the hostPort rules          (AddFirewall)
 //   ready     the row; the teardown is disarmed
 //
@@ -75,6 +77,13 @@ class AddIpam {
 class AddFirewall {
  public:
   virtual ~AddFirewall() = default;
+  // The node-wide source guard of the config's mode (fw/source_guard.h):
+  // in place before the pod's interface exists, so no packet of it is ever
+  // judged without it.
+  virtual Status EnsureSourceGuard() = 0;
+  // Bridge mode: binds the pod's port to its MAC and addresses (until then
+  // the guard drops everything the port sends). No-op in routed mode.
+  virtual Status BindSources(const ipam::PodRecord& rec) = 0;
   // The node-wide masquerade for the network (`masquerade: true`).
   virtual Status EnsureMasquerade(const ipam::PodRecord& rec) = 0;
   // The pod's own hostPort entries (its claimed mappings), after

@@ -84,6 +84,8 @@ class FakeDatapath : public Datapath, public Failing {
 class FakeFirewall : public AddFirewall, public Failing {
  public:
   using Failing::Failing;
+  Status EnsureSourceGuard() override { return Step("source guard", "guard"); }
+  Status BindSources(const ipam::PodRecord&) override { return Step("bind sources", "bind"); }
   Status EnsureMasquerade(const ipam::PodRecord&) override { return Step("masquerade", "masquerade"); }
   Status SyncHostPorts(const ipam::PodRecord&, const std::string& localnet_dev) override {
     return Step("sync hostports via " + localnet_dev, "hostports");
@@ -119,7 +121,7 @@ class AddSequenceTest : public ::testing::Test {
 TEST_F(AddSequenceTest, APlainPodIsAllocatedAttachedAndMarkedReady) {
   auto r = Add();
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(calls_, (Calls{"allocate c1/eth0", "claim ports", "create links group 0", "attach 10.1.0.7/24", "ready"}));
+  EXPECT_EQ(calls_, (Calls{"allocate c1/eth0", "claim ports", "source guard", "create links group 0", "bind sources", "attach 10.1.0.7/24", "ready"}));
   ASSERT_EQ(r->interfaces.size(), 1u);
   EXPECT_EQ(r->interfaces[0].name, "wftpod");
 }
@@ -128,7 +130,7 @@ TEST_F(AddSequenceTest, MasqueradeAndHostPortsComeAfterTheInterfacesAndBeforeRea
   req_.cfg.masquerade = true;
   WithHostPort();
   ASSERT_TRUE(Add().ok());
-  EXPECT_EQ(calls_, (Calls{"allocate c1/eth0", "claim ports 8080->10.1.0.7", "create links group 0",
+  EXPECT_EQ(calls_, (Calls{"allocate c1/eth0", "claim ports 8080->10.1.0.7", "source guard", "create links group 0", "bind sources",
                            "attach 10.1.0.7/24", "masquerade", "sync hostports via wftpod", "flush conntrack",
                            "ready"}));
 }
@@ -186,7 +188,7 @@ TEST_P(AddRollbackTest, EveryFailureTearsDownOnce) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(cni::CodeOf(r.status()), cni::Code::kKernel);
   EXPECT_EQ(r.status().msg(), c.step + " failed");
-  const Calls all = {"allocate c1/eth0",  "claim ports 8080->10.1.0.7", "create links group 0",
+  const Calls all = {"allocate c1/eth0",  "claim ports 8080->10.1.0.7", "source guard", "create links group 0", "bind sources",
                      "attach 10.1.0.7/24", "masquerade", "sync hostports via wftpod", "flush conntrack",
                      "ready"};
   Calls want;
@@ -201,7 +203,9 @@ TEST_P(AddRollbackTest, EveryFailureTearsDownOnce) {
 INSTANTIATE_TEST_SUITE_P(
     Steps, AddRollbackTest,
     ::testing::Values(FailureCase{"claim", "claim ports 8080->10.1.0.7", false},
+                      FailureCase{"guard", "source guard", false},
                       FailureCase{"create", "create links group 0", false},
+                      FailureCase{"bind", "bind sources", true},
                       FailureCase{"attach", "attach 10.1.0.7/24", true},
                       FailureCase{"masquerade", "masquerade", true},
                       FailureCase{"hostports", "sync hostports via wftpod", true},
@@ -222,7 +226,7 @@ TEST_F(AddSequenceTest, DelegatedRoutesReachTheDatapathAndItsDnsTheResult) {
   ipam_.dns.nameservers = {"10.1.0.10"};
   auto r = Add();
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(calls_[3], "attach 10.1.0.7/24 with 1 IPAM routes");
+  EXPECT_EQ(calls_[5], "attach 10.1.0.7/24 with 1 IPAM routes");
   EXPECT_EQ(r->dns.nameservers, std::vector<std::string>{"10.1.0.10"});
   // runtimeConfig.dns wins over the config's, which wins over IPAM's.
   calls_.clear();
@@ -249,8 +253,8 @@ TEST_F(AddSequenceTest, APodInANamespaceWithPoliciesStartsInThePendingGroup) {
   ASSERT_TRUE(Add().ok());
   (void)sys::RemoveFile(np.namespaces_file);
   ::rmdir(dir.c_str());
-  EXPECT_EQ(calls_[2], "create links group 77");
-  EXPECT_EQ(calls_[7], "create links group 0");
+  EXPECT_EQ(calls_[3], "create links group 77");
+  EXPECT_EQ(calls_[10], "create links group 0");
 }
 
 }  // namespace

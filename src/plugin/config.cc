@@ -255,4 +255,18 @@ std::string HostVethName(const std::string& container_id, const std::string& ifn
   return "wft" + Hex(Fnv1a64(container_id + "/" + ifname), 12);
 }
 
+std::string PodMac(const std::string& host_ifname) {
+  const uint64_t h = Fnv1a64("mac/" + host_ifname);
+  std::string mac(6, '\0');
+  mac[0] = 0x0a;  // locally administered (bit 1), unicast (bit 0 clear)
+  for (int i = 1; i < 6; ++i) mac[static_cast<size_t>(i)] = static_cast<char>((h >> (8 * (i - 1))) & 0xff);
+  return mac;
+}
+
+std::string MacString(const std::string& mac) {
+  std::string s;
+  for (unsigned char c : mac) s += (s.empty() ? "" : ":") + Hex(c, 2);
+  return s;
+}
+
 }  // namespace weft::plugin

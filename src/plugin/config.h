@@ -70,5 +70,11 @@ Result<Config> ParseConfig(const cni::NetConf& net);
 // The host end of the veth for container+ifname: "wft" + 12 hex digits of a
 // stable hash, so DEL finds it without the netns or the database.
 std::string HostVethName(const std::string& container_id, const std::string& ifname);
+// The pod end's MAC address in bridge mode (6 raw bytes): locally
+// administered, unicast, from a hash of the host veth's name, so DEL knows
+// the source guard's binding (fw/source_guard.h) without the pod's netns.
+std::string PodMac(const std::string& host_ifname);
+// "0a:1b:..." for logs and tests.
+std::string MacString(const std::string& mac);
 
 }  // namespace weft::plugin

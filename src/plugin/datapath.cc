@@ -16,7 +16,10 @@ std::unique_ptr<Datapath> NewDatapath(const Config& cfg, const DatapathContext& 
 
 Status VethDatapath::CreateLinks(uint32_t host_group) {
   sys::Netlink& host = ctx_.host;
-  Status st = host.CreateVeth(ctx_.host_ifname, ctx_.ifname, ctx_.pod_ns.fd(), ctx_.mtu, host_group);
+  // Bridge mode: the pod's MAC is fixed at creation, as the source guard
+  // binds its port to it (a pod that changes it is cut off).
+  const std::string mac = cfg_.mode == Mode::kBridge ? PodMac(ctx_.host_ifname) : "";
+  Status st = host.CreateVeth(ctx_.host_ifname, ctx_.ifname, ctx_.pod_ns.fd(), ctx_.mtu, host_group, mac);
   if (!st.ok() && sys::IsExists(st)) {
     // Say which end's name is taken.
     auto h = host.GetLink(ctx_.host_ifname);

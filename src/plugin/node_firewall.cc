@@ -2,6 +2,7 @@
 
 #include "fw/hostport.h"
 #include "fw/masquerade.h"
+#include "fw/source_guard.h"
 #include "plugin/teardown.h"
 #include "sys/sysctl.h"
 
@@ -14,6 +15,22 @@ fw::MasqueradeSpec MasqSpec(const Config& cfg, const ipam::PodRecord& rec) {
     if (rec.ip_v6) sources.push_back(rec.ip_v6->Masked());
   }
   return {cfg.net.name, sources, cfg.cluster_cidrs};
+}
+
+fw::GuardMode GuardModeOf(const Config& cfg) {
+  return cfg.mode == Mode::kBridge ? fw::GuardMode::kBridge : fw::GuardMode::kRouted;
+}
+
+Status NodeFirewall::EnsureSourceGuard() {
+  return fw::EnsureGuard(GuardModeOf(cfg_), cfg_.data_dir).Prefix("source guard");
+}
+
+Status NodeFirewall::BindSources(const ipam::PodRecord& rec) {
+  if (cfg_.mode != Mode::kBridge) return Status::Ok();
+  std::optional<IpAddress> v4, v6;
+  if (rec.ip_v4) v4 = rec.ip_v4->addr();
+  if (rec.ip_v6) v6 = rec.ip_v6->addr();
+  return fw::BindPort(rec.host_ifname, PodMac(rec.host_ifname), v4, v6);
 }
 
 Status NodeFirewall::EnsureMasquerade(const ipam::PodRecord& rec) {

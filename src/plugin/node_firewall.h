@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fw/masquerade.h"
+#include "fw/source_guard.h"
 #include "ipam/store.h"
 #include "plugin/add.h"
 #include "plugin/config.h"
@@ -18,6 +19,8 @@ class NodeFirewall : public AddFirewall {
   // `cfg` and `store` outlive this object.
   NodeFirewall(const Config& cfg, ipam::Store& store) : cfg_(cfg), store_(store) {}
 
+  Status EnsureSourceGuard() override;
+  Status BindSources(const ipam::PodRecord& rec) override;
   Status EnsureMasquerade(const ipam::PodRecord& rec) override;
   Status SyncHostPorts(const ipam::PodRecord& rec, const std::string& localnet_dev) override;
   Status FlushUdpConntrack(const ipam::PodRecord& rec) override;
@@ -26,6 +29,9 @@ class NodeFirewall : public AddFirewall {
   const Config& cfg_;
   ipam::Store& store_;
 };
+
+// The source guard's table for the config's mode.
+fw::GuardMode GuardModeOf(const Config& cfg);
 
 // The masquerade's sources: the configured ranges, the delegated IPAM's
 // subnets, or (for an IPAM plugin whose config names none) the pod's subnet.

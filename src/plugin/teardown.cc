@@ -4,6 +4,7 @@
 #include <map>
 
 #include "base/crash_point.h"
+#include "fw/source_guard.h"
 #include "sys/netns.h"
 
 namespace weft::plugin {
@@ -72,6 +73,7 @@ Status Teardown(sys::Netlink& host, ipam::Store& store, FwBackend backend, const
   // Kept until the veth is gone: its nfnetlink socket closes after the
   // kernel has destroyed the deleted entries, not while it does.
   std::unique_ptr<fw::HostPortFirewall> hostports;
+  UniqueFd guard_socket;  // the same, for the source guard's elements
   if (t.row) {
     // Attachments without mappings (the common case) do no firewall work.
     const bool retry = t.row->state == ipam::kStateDeleting;
@@ -91,6 +93,15 @@ Status Teardown(sys::Netlink& host, ipam::Store& store, FwBackend backend, const
       WEFT_RETURN_IF_ERROR(st.Prefix("hostPorts"));
       WEFT_CRASH_POINT("del-after-hostports");
     }
+  }
+  if (t.row && (t.row->ip_v4 || t.row->ip_v6)) {
+    // A bridge port's source-guard binding (none on a routed-only node: the
+    // bridge table is absent, one netlink round trip says so). Destroyed
+    // before the link, so a reused name never inherits it.
+    std::optional<IpAddress> v4, v6;
+    if (t.row->ip_v4) v4 = t.row->ip_v4->addr();
+    if (t.row->ip_v6) v6 = t.row->ip_v6->addr();
+    WEFT_RETURN_IF_ERROR(fw::UnbindPort(t.host_ifname, PodMac(t.host_ifname), v4, v6, &guard_socket));
   }
   if (t.delete_link) {
     // The kernel takes ~15 ms to unregister a veth (RCU grace periods):

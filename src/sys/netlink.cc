@@ -191,7 +191,7 @@ Result<std::vector<LinkInfo>> Netlink::ListLinks() {
 }
 
 Status Netlink::CreateVeth(const std::string& host, const std::string& peer_name, int peer_ns_fd,
-                           int mtu, uint32_t host_group) {
+                           int mtu, uint32_t host_group, const std::string& peer_mac) {
   rtnl_link* link = rtnl_link_veth_alloc();
   if (!link) return Status::Error(Reason::kFailed, Domain::kKernel, "allocate veth");
   rtnl_link* peer = rtnl_link_veth_get_peer(link);
@@ -202,6 +202,8 @@ Status Netlink::CreateVeth(const std::string& host, const std::string& peer_name
     rtnl_link_set_mtu(peer, mtu);
   }
   if (host_group != 0) rtnl_link_set_group(link, host_group);
+  NlAddrPtr mac(peer_mac.size() == 6 ? nl_addr_build(AF_LLC, peer_mac.data(), peer_mac.size()) : nullptr);
+  if (mac.get()) rtnl_link_set_addr(peer, mac.get());
   rtnl_link_set_ns_fd(peer, peer_ns_fd);
   int err = rtnl_link_add(sk_, link, NLM_F_CREATE | NLM_F_EXCL);
   rtnl_link_put(peer);

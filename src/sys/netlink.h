@@ -80,9 +80,11 @@ class Netlink {
   // the namespace `peer_ns_fd` (never brought up at creation). A non-zero
   // `host_group` is the host end's interface group (IFLA_GROUP) in that same
   // request, so the link never exists outside it; the peer stays in group 0.
+  // A non-empty `peer_mac` (6 raw bytes) is the peer's MAC address from its
+  // creation on (bridge mode binds a port to it, fw/source_guard.h).
   // Errors carry EEXIST when either name is taken.
   Status CreateVeth(const std::string& host, const std::string& peer, int peer_ns_fd, int mtu,
-                    uint32_t host_group = 0);
+                    uint32_t host_group = 0, const std::string& peer_mac = "");
   Status CreateBridge(const std::string& name, int mtu);
   // VXLAN: VNI, UDP port, local IP, underlay device, learning off.
   Status CreateVxlan(const std::string& name, uint32_t vni, int port, const IpAddress& local,

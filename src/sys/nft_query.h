@@ -13,7 +13,7 @@
 
 namespace weft::sys {
 
-enum class NftFamily { kIp = 2, kIp6 = 10, kInet = 1 };
+enum class NftFamily { kIp = 2, kIp6 = 10, kInet = 1, kBridge = 7 };
 
 struct NftRuleInfo {
   std::string chain;

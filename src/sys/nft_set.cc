@@ -137,7 +137,10 @@ Status NftApply(NftFamily family, const std::string& table, const std::vector<Nf
       continue;
     }
     const bool add = c.op == NftChange::kAddElement;
-    Msg m(NftType(add ? NFT_MSG_NEWSETELEM : NFT_MSG_DELSETELEM),
+    // NFT_MSG_DESTROYSETELEM (Linux 6.3); Debian 12's UAPI headers predate it.
+    constexpr int kMsgDestroySetElem = 30;
+    const int type = add ? NFT_MSG_NEWSETELEM : c.op == NftChange::kDestroyElement ? kMsgDestroySetElem : NFT_MSG_DELSETELEM;
+    Msg m(NftType(type),
           NLM_F_REQUEST | NLM_F_ACK | (add ? NLM_F_CREATE : 0), seq++, fam);
     m.Str(NFTA_SET_ELEM_LIST_TABLE, table);
     m.Str(NFTA_SET_ELEM_LIST_SET, c.elem.set);

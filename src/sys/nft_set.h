@@ -33,7 +33,9 @@ struct NftElement {
 };
 
 struct NftChange {
-  enum Op { kAddElement, kDeleteElement, kDeleteTable } op = kAddElement;
+  // kDestroyElement deletes an element and is no error when the element is
+  // absent (NFT_MSG_DESTROYSETELEM, Linux 6.3+); the table and set must exist.
+  enum Op { kAddElement, kDeleteElement, kDestroyElement, kDeleteTable } op = kAddElement;
   NftElement elem;  // unused for kDeleteTable
 };
 

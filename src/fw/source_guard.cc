@@ -1,0 +1,314 @@
+#include "fw/source_guard.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "base/strings.h"
+#include "fw/tool.h"
+#include "sys/files.h"
+
+namespace weft::fw {
+
+namespace {
+
+std::string FamilyWord(GuardMode mode) { return mode == GuardMode::kRouted ? "inet" : "bridge"; }
+
+// The objects each table holds (added when missing, never flushed).
+std::string Objects(GuardMode mode) {
+  std::string s;
+  s += "  counter spoofed4 {}\n";
+  s += "  counter spoofed6 {}\n";
+  if (mode == GuardMode::kBridge) {
+    s += "  counter spoofed-mac {}\n";
+    s += "  set mac { type ifname . ether_addr; }\n";
+    s += "  set addr4 { type ifname . ipv4_addr; }\n";
+    s += "  set addr6 { type ifname . ipv6_addr; }\n";
+    // A neighbour advertisement's target address (ICMPv6 bytes 8-23): the
+    // same keys as addr6, typed as the raw payload the rule reads.
+    s += "  set nd6 { typeof iifname . @th,64,128; }\n";
+  }
+  s += "  set allow4 { type ifname . ipv4_addr; flags interval; }\n";
+  s += "  set allow6 { type ifname . ipv6_addr; flags interval; }\n";
+  return s;
+}
+
+// Chain name -> its rules, in order; the hook chain comes first.
+std::vector<std::pair<std::string, std::vector<std::string>>> Chains(GuardMode mode) {
+  const std::string hook_rule = std::string("iifname \"") + kPodPortPrefix + "*\" jump pod";
+  if (mode == GuardMode::kRouted) {
+    return {
+        {"prerouting", {hook_rule}},
+        {"pod",
+         {
+             // Strict reverse path: the source is routed out of the interface
+             // the packet came in on (link-local sources: the lookup is made
+             // on that interface, where fe80::/64 is).
+             "fib saddr . iif oif exists return",
+             // Duplicate address detection and MLD before an address exists.
+             "ip6 saddr :: ip6 daddr ff02::/16 return",
+             "iifname . ip saddr @allow4 return",
+             "iifname . ip6 saddr @allow6 return",
+             "meta nfproto ipv4 counter name \"spoofed4\" drop",
+             "meta nfproto ipv6 counter name \"spoofed6\" drop",
+         }},
+    };
+  }
+  return {
+      {"prerouting", {hook_rule}},
+      {"pod",
+       {
+           "iifname . ether saddr != @mac counter name \"spoofed-mac\" drop",
+           "ether type arp goto pod-arp",
+           "ether type ip goto pod-ip4",
+           "ether type ip6 goto pod-ip6",
+           // VLAN tags, other protocols: a pod speaks IPv4, IPv6 and ARP.
+           "counter name \"spoofed-mac\" drop",
+       }},
+      {"pod-arp",
+       {
+           // The sender's hardware and protocol addresses are what a
+           // neighbour cache learns: both must be the pod's (an ARP probe
+           // claims no address).
+           "iifname . arp saddr ether != @mac counter name \"spoofed4\" drop",
+           "arp saddr ip 0.0.0.0 return",
+           "iifname . arp saddr ip @addr4 return",
+           "counter name \"spoofed4\" drop",
+       }},
+      {"pod-ip4",
+       {
+           "iifname . ip saddr @addr4 return",
+           "iifname . ip saddr @allow4 return",
+           "counter name \"spoofed4\" drop",
+       }},
+      {"pod-ip6",
+       {
+           // A pod is no router for its neighbours.
+           "icmpv6 type { nd-router-advert, nd-redirect } counter name \"spoofed6\" drop",
+           // It advertises only its own addresses (link-local ones are
+           // not bound: see docs/security.md).
+           "icmpv6 type nd-neighbor-advert @th,64,16 & 0xffc0 != 0xfe80 iifname . @th,64,128 != @nd6 counter name "
+           "\"spoofed6\" drop",
+           "ip6 saddr fe80::/10 return",
+           "ip6 saddr :: ip6 daddr ff02::/16 return",
+           "iifname . ip6 saddr @addr6 return",
+           "iifname . ip6 saddr @allow6 return",
+           "counter name \"spoofed6\" drop",
+       }},
+  };
+}
+
+std::string Hook(GuardMode mode) {
+  // Before conntrack (routed: raw; bridge: the earliest priority), so a
+  // forged packet never creates a connection entry.
+  return mode == GuardMode::kRouted ? "type filter hook prerouting priority raw; policy accept;"
+                                    : "type filter hook prerouting priority -300; policy accept;";
+}
+
+std::string RulesText(GuardMode mode) {
+  std::string s = Hook(mode) + "\n";
+  for (const auto& [chain, rules] : Chains(mode)) {
+    s += chain + ":\n";
+    for (const auto& r : rules) s += r + "\n";
+  }
+  return Objects(mode) + s;
+}
+
+// Key fields, each padded to 4 bytes as nftables lays out concatenations.
+void PutField(std::string* key, std::string bytes) {
+  bytes.resize((bytes.size() + 3) / 4 * 4, '\0');
+  *key += bytes;
+}
+std::string IfnameField(const std::string& name) {
+  std::string f = name;
+  f.resize(16, '\0');  // IFNAMSIZ
+  return f;
+}
+std::string AddrBytes(const IpAddress& a) {
+  return std::string(reinterpret_cast<const char*>(a.bytes()), static_cast<size_t>(a.size()));
+}
+// The last address of `p`.
+std::string LastBytes(const IpPrefix& p) {
+  std::string b = AddrBytes(p.Masked().addr());
+  for (int bit = p.len(); bit < static_cast<int>(b.size()) * 8; ++bit)
+    b[static_cast<size_t>(bit / 8)] = static_cast<char>(b[static_cast<size_t>(bit / 8)] | (0x80 >> (bit % 8)));
+  return b;
+}
+
+std::string Key(const std::string& port, const std::string& second) {
+  std::string k;
+  PutField(&k, IfnameField(port));
+  PutField(&k, second);
+  return k;
+}
+
+Status ApplyIgnoringMissingTable(GuardMode mode, const std::vector<sys::NftChange>& changes, UniqueFd* keep) {
+  Status st = sys::NftApply(GuardFamily(mode), kGuardTable, changes, keep);
+  if (!st.ok() && st.sys_errno() == ENOENT) {
+    auto exists = sys::NftTableExists(GuardFamily(mode), kGuardTable);
+    if (exists.ok() && !*exists) return Status::Ok();
+  }
+  return st;
+}
+
+}  // namespace
+
+sys::NftFamily GuardFamily(GuardMode mode) {
+  return mode == GuardMode::kRouted ? sys::NftFamily::kInet : sys::NftFamily::kBridge;
+}
+
+std::string GuardMarker(GuardMode mode) { return "weft-guard:" + Hex(Fnv1a64(RulesText(mode)), 16); }
+
+std::string RenderGuard(GuardMode mode) {
+  const std::string t = FamilyWord(mode) + " " + kGuardTable;
+  std::string s = "add table " + t + "\n";
+  s += "table " + t + " {\n" + Objects(mode) + "}\n";
+  const auto chains = Chains(mode);
+  // Chains first (a jump needs its target), the hook chain's declaration
+  // with its hook; then every chain is emptied and refilled.
+  for (const auto& [chain, rules] : chains) {
+    s += "add chain " + t + " " + chain;
+    if (chain == "prerouting") s += " { " + Hook(mode) + " }";
+    s += "\n";
+  }
+  for (const auto& [chain, rules] : chains) s += "flush chain " + t + " " + chain + "\n";
+  for (const auto& [chain, rules] : chains) {
+    for (const auto& r : rules) {
+      s += "add rule " + t + " " + chain + " " + r;
+      if (chain == "prerouting") s += " comment \"" + GuardMarker(mode) + "\"";
+      s += "\n";
+    }
+  }
+  return s;
+}
+
+Status EnsureGuard(GuardMode mode, const std::string& lock_dir) {
+  auto in_place = [&]() -> Result<bool> {
+    WEFT_ASSIGN_OR_RETURN(auto comments, sys::NftRuleComments(GuardFamily(mode), kGuardTable, "prerouting"));
+    return comments.size() == 1 && comments[0] == GuardMarker(mode);
+  };
+  WEFT_ASSIGN_OR_RETURN(bool ok, in_place());
+  if (ok) return Status::Ok();
+  WEFT_ASSIGN_OR_RETURN(auto lock, sys::FileLock::Acquire(lock_dir + "/firewall.lock"));
+  WEFT_ASSIGN_OR_RETURN(ok, in_place());  // another process may have won
+  if (ok) return Status::Ok();
+  WEFT_ASSIGN_OR_RETURN(auto r, RunTool("nft", {"-f", "-"}, RenderGuard(mode)));
+  if (r.exit_code != 0) return ToolError("nft: install source guard " + FamilyWord(mode) + " " + kGuardTable, r);
+  return Status::Ok();
+}
+
+std::vector<sys::NftElement> PortBindings(const std::string& port, const std::string& mac,
+                                          const std::optional<IpAddress>& v4, const std::optional<IpAddress>& v6) {
+  std::vector<sys::NftElement> out;
+  out.push_back({"mac", Key(port, mac), "", "", 0});
+  if (v4) out.push_back({"addr4", Key(port, AddrBytes(*v4)), "", "", 0});
+  if (v6) {
+    out.push_back({"addr6", Key(port, AddrBytes(*v6)), "", "", 0});
+    out.push_back({"nd6", Key(port, AddrBytes(*v6)), "", "", 0});
+  }
+  return out;
+}
+
+Status BindPort(const std::string& port, const std::string& mac, const std::optional<IpAddress>& v4,
+                const std::optional<IpAddress>& v6) {
+  std::vector<sys::NftChange> changes;
+  for (auto& e : PortBindings(port, mac, v4, v6)) changes.push_back({sys::NftChange::kAddElement, std::move(e)});
+  return sys::NftApply(sys::NftFamily::kBridge, kGuardTable, changes).Prefix("bind " + port + " in the source guard");
+}
+
+Status UnbindPort(const std::string& port, const std::string& mac, const std::optional<IpAddress>& v4,
+                  const std::optional<IpAddress>& v6, UniqueFd* keep) {
+  std::vector<sys::NftChange> changes;
+  for (auto& e : PortBindings(port, mac, v4, v6)) changes.push_back({sys::NftChange::kDestroyElement, std::move(e)});
+  return ApplyIgnoringMissingTable(GuardMode::kBridge, changes, keep).Prefix("unbind " + port + " in the source guard");
+}
+
+std::vector<sys::NftElement> AllowElements(const std::string& port, const std::vector<IpPrefix>& prefixes) {
+  std::vector<sys::NftElement> out;
+  for (const auto& p : prefixes) {
+    const IpPrefix m = p.Masked();
+    out.push_back({m.is_v4() ? "allow4" : "allow6", Key(port, AddrBytes(m.addr())), Key(port, LastBytes(m)), "", 0});
+  }
+  return out;
+}
+
+Status SetAllowedSources(GuardMode mode, const std::string& port, const std::vector<IpPrefix>& prefixes) {
+  const std::string mine = IfnameField(port);
+  const auto want = AllowElements(port, prefixes);
+  std::vector<sys::NftChange> changes;
+  for (const char* set : {"allow4", "allow6"}) {
+    WEFT_ASSIGN_OR_RETURN(auto have, sys::NftElements(GuardFamily(mode), kGuardTable, set));
+    for (auto& h : have) {
+      if (h.key.compare(0, mine.size(), mine) != 0) continue;
+      if (std::find_if(want.begin(), want.end(), [&](const sys::NftElement& w) {
+            return w.set == set && w.key == h.key && w.key_end == h.key_end;
+          }) != want.end())
+        continue;
+      changes.push_back({sys::NftChange::kDeleteElement, {set, h.key, h.key_end, "", 0}});
+    }
+  }
+  for (const auto& w : want) changes.push_back({sys::NftChange::kAddElement, w});
+  return sys::NftApply(GuardFamily(mode), kGuardTable, changes).Prefix("allowed sources of " + port);
+}
+
+Result<std::vector<IpPrefix>> AllowedSources(GuardMode mode, const std::string& port) {
+  const std::string mine = IfnameField(port);
+  std::vector<IpPrefix> out;
+  for (bool v6 : {false, true}) {
+    WEFT_ASSIGN_OR_RETURN(auto have, sys::NftElements(GuardFamily(mode), kGuardTable, v6 ? "allow6" : "allow4"));
+    const size_t n = v6 ? 16 : 4;
+    for (const auto& h : have) {
+      if (h.key.size() != 16 + n || h.key_end.size() != 16 + n || h.key.compare(0, 16, mine) != 0) continue;
+      auto first = IpAddress::FromBytes(v6, reinterpret_cast<const uint8_t*>(h.key.data() + 16));
+      // The prefix length: the number of leading bits first and last share.
+      int len = 0;
+      for (size_t i = 0; i < n * 8; ++i) {
+        const auto a = static_cast<uint8_t>(h.key[16 + i / 8]), b = static_cast<uint8_t>(h.key_end[16 + i / 8]);
+        if (((a ^ b) >> (7 - i % 8)) & 1) break;
+        ++len;
+      }
+      out.emplace_back(first, len);
+    }
+  }
+  return out;
+}
+
+Status ParseGuardCounters(GuardMode mode, const std::string& text, GuardCounters* out) {
+  try {
+    nlohmann::json j = nlohmann::json::parse(text);
+    for (const auto& e : j.value("nftables", nlohmann::json::array())) {
+      if (!e.contains("counter")) continue;
+      const auto& c = e["counter"];
+      const std::string name = c.value("name", "");
+      const uint64_t packets = c.value("packets", uint64_t{0});
+      if (mode == GuardMode::kRouted) {
+        if (name == "spoofed4") out->routed4 = packets;
+        if (name == "spoofed6") out->routed6 = packets;
+      } else {
+        if (name == "spoofed4") out->bridge4 = packets;
+        if (name == "spoofed6") out->bridge6 = packets;
+        if (name == "spoofed-mac") out->bridge_mac = packets;
+      }
+    }
+  } catch (const std::exception& e) {
+    return Status::Error(Reason::kMalformed, Domain::kFirewall, "nft: list counters: bad JSON", e.what());
+  }
+  (mode == GuardMode::kRouted ? out->routed_installed : out->bridge_installed) = true;
+  return Status::Ok();
+}
+
+Result<GuardCounters> ReadGuardCounters() {
+  GuardCounters out;
+  for (GuardMode mode : {GuardMode::kRouted, GuardMode::kBridge}) {
+    WEFT_ASSIGN_OR_RETURN(bool exists, sys::NftTableExists(GuardFamily(mode), kGuardTable));
+    if (!exists) continue;
+    WEFT_ASSIGN_OR_RETURN(auto r,
+                          RunTool("nft", {"-j", "list", "counters", "table", FamilyWord(mode), kGuardTable}, ""));
+    if (r.exit_code != 0) return ToolError("nft: list counters of the source guard", r);
+    WEFT_RETURN_IF_ERROR(ParseGuardCounters(mode, r.out, &out));
+  }
+  return out;
+}
+
+}  // namespace weft::fw

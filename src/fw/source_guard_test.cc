@@ -1,0 +1,95 @@
+#include "fw/source_guard.h"
+
+#include <gtest/gtest.h>
+
+namespace weft::fw {
+namespace {
+
+std::string Bytes(std::initializer_list<int> b) {
+  std::string s;
+  for (int c : b) s += static_cast<char>(c);
+  return s;
+}
+
+TEST(SourceGuard, RoutedIsOneReversePathCheckAndNoPerPodState) {
+  const std::string s = RenderGuard(GuardMode::kRouted);
+  EXPECT_EQ(s.find("add table inet weft-guard\n"), 0u) << s;
+  // Created when missing, never deleted: the opt-out elements survive.
+  EXPECT_EQ(s.find("delete"), std::string::npos) << s;
+  EXPECT_NE(s.find("add chain inet weft-guard prerouting { type filter hook prerouting priority raw; policy accept; }"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("add rule inet weft-guard prerouting iifname \"wft*\" jump pod comment \"" +
+                   GuardMarker(GuardMode::kRouted) + "\""),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("add rule inet weft-guard pod fib saddr . iif oif exists return"), std::string::npos) << s;
+  EXPECT_NE(s.find("counter name \"spoofed6\" drop"), std::string::npos) << s;
+  // The chains are emptied before they are refilled, in the same script.
+  EXPECT_LT(s.find("flush chain inet weft-guard pod"), s.find("add rule inet weft-guard pod"));
+  EXPECT_EQ(s.find("@mac"), std::string::npos);
+}
+
+TEST(SourceGuard, BridgeBindsEachPortByElements) {
+  const std::string s = RenderGuard(GuardMode::kBridge);
+  EXPECT_EQ(s.find("add table bridge weft-guard\n"), 0u) << s;
+  for (const char* want : {"set mac { type ifname . ether_addr; }", "set addr4 { type ifname . ipv4_addr; }",
+                           "set nd6 { typeof iifname . @th,64,128; }",
+                           "add rule bridge weft-guard pod iifname . ether saddr != @mac",
+                           "add rule bridge weft-guard pod-arp iifname . arp saddr ip @addr4 return",
+                           "add rule bridge weft-guard pod-ip6 icmpv6 type nd-neighbor-advert"})
+    EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
+  EXPECT_NE(GuardMarker(GuardMode::kBridge), GuardMarker(GuardMode::kRouted));
+  EXPECT_EQ(GuardMarker(GuardMode::kBridge), GuardMarker(GuardMode::kBridge));
+}
+
+TEST(SourceGuard, BindingKeysAreTheSetsLayout) {
+  const std::string mac = Bytes({0x0a, 1, 2, 3, 4, 5});
+  auto e = PortBindings("wft0123456789ab", mac, IpAddress::Parse("10.0.0.7"), IpAddress::Parse("fd00::7"));
+  ASSERT_EQ(e.size(), 4u);
+  // ifname: 16 bytes; a MAC padded to 8; an IPv4 address 4; IPv6 16.
+  std::string port = "wft0123456789ab";
+  port.resize(16, '\0');
+  EXPECT_EQ(e[0].set, "mac");
+  EXPECT_EQ(e[0].key, port + mac + std::string(2, '\0'));
+  EXPECT_EQ(e[1].set, "addr4");
+  EXPECT_EQ(e[1].key, port + Bytes({10, 0, 0, 7}));
+  EXPECT_EQ(e[2].set, "addr6");
+  EXPECT_EQ(e[3].set, "nd6");
+  EXPECT_EQ(e[2].key, e[3].key);
+  EXPECT_EQ(e[2].key.size(), 32u);
+  EXPECT_EQ(PortBindings("wftx", mac, std::nullopt, std::nullopt).size(), 1u);
+}
+
+TEST(SourceGuard, AllowedPrefixesAreRangesOfTheirPort) {
+  auto e = AllowElements("wftx", {*IpPrefix::Parse("10.8.0.0/23"), *IpPrefix::Parse("fd00:8::/64")});
+  ASSERT_EQ(e.size(), 2u);
+  std::string port = "wftx";
+  port.resize(16, '\0');
+  EXPECT_EQ(e[0].set, "allow4");
+  EXPECT_EQ(e[0].key, port + Bytes({10, 8, 0, 0}));
+  EXPECT_EQ(e[0].key_end, port + Bytes({10, 8, 1, 255}));
+  EXPECT_EQ(e[1].set, "allow6");
+  EXPECT_EQ(e[1].key_end.substr(16, 8), Bytes({0xfd, 0, 0, 8, 0, 0, 0, 0}));
+  EXPECT_EQ(e[1].key_end.substr(24), std::string(8, '\xff'));
+}
+
+TEST(SourceGuard, CountersAreReadFromNftJson) {
+  GuardCounters c;
+  const std::string routed = R"({"nftables":[{"metainfo":{"version":"1.0.6"}},
+    {"counter":{"family":"inet","name":"spoofed4","table":"weft-guard","handle":1,"packets":5,"bytes":420}},
+    {"counter":{"family":"inet","name":"spoofed6","table":"weft-guard","handle":2,"packets":3,"bytes":300}}]})";
+  ASSERT_TRUE(ParseGuardCounters(GuardMode::kRouted, routed, &c).ok());
+  EXPECT_TRUE(c.routed_installed);
+  EXPECT_FALSE(c.bridge_installed);
+  EXPECT_EQ(c.routed4, 5u);
+  EXPECT_EQ(c.routed6, 3u);
+  const std::string bridge = R"({"nftables":[{"counter":{"name":"spoofed-mac","packets":2}}]})";
+  ASSERT_TRUE(ParseGuardCounters(GuardMode::kBridge, bridge, &c).ok());
+  EXPECT_EQ(c.bridge_mac, 2u);
+  EXPECT_EQ(c.total(), 10u);
+  EXPECT_FALSE(ParseGuardCounters(GuardMode::kBridge, "{", &c).ok());
+}
+
+}  // namespace
+}  // namespace weft::fw

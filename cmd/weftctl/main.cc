@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "doctor/doctor_cmd.h"
+#include "doctor/guard_cmd.h"
 #include "doctor/policy_cmd.h"
 #include "runtime/ctl.h"
 
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
     weft::runtime::ctl::AddCniCommands(ctl);
     weft::doctor::AddDoctorCommand(ctl);
     weft::doctor::AddPolicyCommand(ctl);
+    weft::doctor::AddGuardCommand(ctl);
     return ctl.Main(argc, argv, weft::runtime::ctl::ProcessContext());
   } catch (const std::exception& e) {
     std::cerr << "weftctl: internal error: " << e.what() << "\n";

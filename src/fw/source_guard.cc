@@ -252,6 +252,14 @@ Status SetAllowedSources(GuardMode mode, const std::string& port, const std::vec
   return sys::NftApply(GuardFamily(mode), kGuardTable, changes).Prefix("allowed sources of " + port);
 }
 
+Status ClearAllowedSources(const std::string& port) {
+  for (GuardMode mode : {GuardMode::kRouted, GuardMode::kBridge}) {
+    // A missing table dumps as empty: nothing to delete, no transaction.
+    WEFT_RETURN_IF_ERROR(SetAllowedSources(mode, port, {}));
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<IpPrefix>> AllowedSources(GuardMode mode, const std::string& port) {
   const std::string mine = IfnameField(port);
   std::vector<IpPrefix> out;

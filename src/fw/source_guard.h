@@ -74,6 +74,9 @@ std::vector<sys::NftElement> AllowElements(const std::string& port, const std::v
 // ports' elements are neither read into the change nor touched): one dump of
 // each allow set, one transaction.
 Status SetAllowedSources(GuardMode mode, const std::string& port, const std::vector<IpPrefix>& prefixes);
+// Removes `port`'s opt-out from both tables (teardown: a later pod that gets
+// the same interface name starts without it). Absent tables are no error.
+Status ClearAllowedSources(const std::string& port);
 // The prefixes `port` may send from besides its own addresses.
 Result<std::vector<IpPrefix>> AllowedSources(GuardMode mode, const std::string& port);
 

@@ -102,6 +102,9 @@ Status Teardown(sys::Netlink& host, ipam::Store& store, FwBackend backend, const
     if (t.row->ip_v4) v4 = t.row->ip_v4->addr();
     if (t.row->ip_v6) v6 = t.row->ip_v6->addr();
     WEFT_RETURN_IF_ERROR(fw::UnbindPort(t.host_ifname, PodMac(t.host_ifname), v4, v6, &guard_socket));
+    // Its opt-out, if anyone set one (two set dumps per table, empty on
+    // nearly every node).
+    WEFT_RETURN_IF_ERROR(fw::ClearAllowedSources(t.host_ifname));
   }
   if (t.delete_link) {
     // The kernel takes ~15 ms to unregister a veth (RCU grace periods):

@@ -96,7 +96,17 @@ Status InNetns(const TestNetns& ns, const std::function<Status()>& fn) {
 }
 
 Underlay::Underlay(const std::string& suffix) : TestNetns(suffix) {
-  Cmd({"ip", "-n", name(), "link", "add", "br0", "type", "bridge"});
+  // The bridge's own MAC is set, never left to the kernel: a bridge whose
+  // address was not set takes the lowest MAC of its ports and changes it as
+  // ports join. A node that resolved 192.0.2.254 to the old address (another
+  // node's port) then has its frames dropped as PACKET_OTHERHOST until its
+  // neighbour entry is re-resolved: at once if etcd has something to send it
+  // (the bridge ARPs for it with the new address), else 20-50 s later. That
+  // was issue 25's "one weftd cannot reach the restarted etcd": the newest
+  // node's random port MAC sorted lowest while the other node was between
+  // connections. A switch or a host NIC does not change its MAC when another
+  // host joins the segment.
+  Cmd({"ip", "-n", name(), "link", "add", "br0", "address", kMac, "type", "bridge"});
   Cmd({"ip", "-n", name(), "addr", "add", std::string(kIp) + "/24", "dev", "br0"});
   Cmd({"ip", "-n", name(), "link", "set", "br0", "up"});
 }

@@ -56,6 +56,8 @@ class Underlay : public TestNetns {
   void EnableIpv6();
   static constexpr const char* kIp = "192.0.2.254";
   static constexpr const char* kIp6 = "2001:db8::fe";
+  // br0's fixed MAC (cluster.cc says why it is fixed).
+  static constexpr const char* kMac = "02:c0:00:02:fe:fe";
 };
 
 class Etcd {

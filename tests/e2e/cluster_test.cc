@@ -247,6 +247,30 @@ TEST_F(ClusterTest, WeftdRestartDoesNotDisturbTraffic) {
   for (WeftNode* n : {&n1, &n2, &n3}) EXPECT_TRUE(Converged(*n, 2)) << n->name;
 }
 
+// Issue 25's cause: the underlay's gateway (etcd's address) keeps its MAC
+// when a node joins whose port MAC sorts below every other. Left to the
+// kernel, the bridge takes that port's MAC, and the node whose port's MAC
+// the bridge had is the only old one still reaching etcd.
+TEST_F(ClusterTest, UnderlayGatewayKeepsItsMacWhenALowerPortJoins) {
+  auto br0_mac = [&] {
+    auto l = ul_->IpJson({"link", "show", "dev", "br0"});
+    return l.empty() ? std::string() : l[0].value("address", "");
+  };
+  nodes_.push_back(std::make_unique<WeftNode>(*ul_, "n1", 11, root_));
+  nodes_.push_back(std::make_unique<WeftNode>(*ul_, "n2", 12, root_));
+  for (auto& n : nodes_) ASSERT_TRUE(n->ns.Ping(Underlay::kIp, 1)) << n->name;  // resolved
+  const std::string before = br0_mac();
+  EXPECT_EQ(before, Underlay::kMac);
+
+  TestNode low("n3", 13);
+  ASSERT_EQ(low.Exec({"ip", "link", "set", "up1", "down"}), 0);
+  ASSERT_EQ(low.Exec({"ip", "link", "set", "up1", "address", "00:00:00:00:00:01"}), 0);
+  ul_->Attach(low, 13);
+  EXPECT_EQ(br0_mac(), before);
+  for (auto& n : nodes_) EXPECT_TRUE(n->ns.Ping(Underlay::kIp, 1)) << n->name << " lost the gateway";
+  EXPECT_TRUE(low.Ping(Underlay::kIp, 1));
+}
+
 TEST_F(ClusterTest, EtcdRestartMidWatchAndCompactionRelist) {
   WeftNode& n1 = AddNode("n1", 11, "vxlan", 15);
   WeftNode& n2 = AddNode("n2", 12, "vxlan", 15);

@@ -1,6 +1,7 @@
 #include "agent/control_plane.h"
 
 #include <algorithm>
+#include <random>
 #include <thread>
 
 #include "agent/errors.h"
@@ -89,6 +90,12 @@ bool SleepUnlessStopped(std::chrono::milliseconds d, const std::atomic<bool>& st
     std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(end - now, std::chrono::milliseconds(50)));
   }
   return false;
+}
+
+bool SleepJitteredUnlessStopped(std::chrono::milliseconds d, const std::atomic<bool>& stop) {
+  thread_local std::minstd_rand rng(std::random_device{}());
+  std::uniform_int_distribution<int64_t> pick(d.count() * 3 / 4, d.count());
+  return SleepUnlessStopped(std::chrono::milliseconds(d.count() > 0 ? pick(rng) : 0), stop);
 }
 
 const char* WhyName(Why why) {

@@ -412,7 +412,7 @@ EtcdControlPlane::EtcdControlPlane(EtcdOptions opts, RegistryFactory registry)
     : opts_(std::move(opts)),
       make_registry_(std::move(registry)),
       registry_(make_registry_(&health_)),
-      sleep_(SleepUnlessStopped),
+      sleep_(SleepJitteredUnlessStopped),
       now_([] { return std::chrono::steady_clock::now(); }) {}
 
 Result<std::vector<IpPrefix>> EtcdControlPlane::Register(const LocalNode& self, const std::atomic<bool>& stop) {
@@ -580,7 +580,7 @@ Attempt<bool> EtcdControlPlane::Renew(EtcdRegistry& r) {
 Status EtcdControlPlane::KeepAlive(const std::atomic<bool>& stop) {
   auto registry = make_registry_(&health_);
   const auto interval = std::chrono::milliseconds(std::max<int64_t>(opts_.lease_ttl * 1000 / 3, 300));
-  Backoff backoff(interval);
+  Backoff backoff(std::min<std::chrono::milliseconds>(interval, kMaxBackoff));
   while (sleep_(interval, stop)) {
     for (;;) {
       auto renewed = Renew(*registry);

@@ -147,7 +147,11 @@ void LogDecodeException(const std::string& key, const std::exception& e) {
 
 Informer::Informer(std::unique_ptr<KubeApi> api, ResourceSpec spec, InformerHandler& handler,
                    ControlPlaneStats& stats)
-    : api_(std::move(api)), spec_(std::move(spec)), handler_(handler), stats_(stats), sleep_(SleepUnlessStopped) {}
+    : api_(std::move(api)),
+      spec_(std::move(spec)),
+      handler_(handler),
+      stats_(stats),
+      sleep_(SleepJitteredUnlessStopped) {}
 
 bool Informer::synced() const { return synced_.load(); }
 

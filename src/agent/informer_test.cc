@@ -305,6 +305,17 @@ TEST_F(InformerTest, UnauthorizedBacksOffAndRetries) {
   EXPECT_EQ(rec_.calls, (Strings{"REPLACE ns/a", "ADDED ns/b 11"}));
 }
 
+// Issue 25: however long the API server is away, a retry is at most 2 s
+// off, so a node is back within seconds of the server answering again.
+TEST_F(InformerTest, AnOutageOfAnyLengthIsRetriedAtLeastEvery2s) {
+  Step down{Step::kGet};
+  down.transport_error = true;
+  script_.steps = {down, down, down, down, down, down, down, Page({Obj("a", "1")}, "10")};
+  Run();
+  EXPECT_EQ(sleeps_, (Sleeps{200, 400, 800, 1600, 2000, 2000, 2000}));
+  EXPECT_EQ(rec_.calls, (Strings{"REPLACE ns/a"}));
+}
+
 TEST_F(InformerTest, SelectorsAreEscapedInListAndWatch) {
   spec_.label_selector = "app in (a,b),tier!=db";
   spec_.field_selector = "spec.nodeName=n1";

@@ -307,7 +307,7 @@ class KubeControlPlane : public ControlPlane {
         stats_.errors++;
         WEFT_LOG(kWarn, "kubernetes registration failed; retrying", {"err", r.status()});
       }
-      if (!SleepUnlessStopped(backoff.Next(), stop))
+      if (!SleepJitteredUnlessStopped(backoff.Next(), stop))
         return Status::Error(Reason::kUnavailable, Domain::kControlPlane, "stopped before registering");
     }
   }

@@ -55,12 +55,13 @@ class ListWatchSource {
 };
 
 // Sleeps up to the duration unless `stop` is set; returns false when stopped.
-// SleepUnlessStopped (control_plane.h) is the real one; tests record instead.
+// SleepJitteredUnlessStopped (control_plane.h) is the real one; tests record
+// instead.
 using SleepFn = std::function<bool(std::chrono::milliseconds, const std::atomic<bool>&)>;
 
 // Runs `source` until `stop` is set: lists, then watches; re-lists when the
 // watch cannot resume; reconnects otherwise. Backoff (Backoff in
-// control_plane.h: 200 ms doubling to 5 s) follows every failed list, every
+// control_plane.h: 200 ms doubling to 2 s) follows every failed list, every
 // failed watch, and every watch that ended or expired without progress, so a
 // server that refuses each watch at once is not hammered; progress resets it.
 // Counts into `stats`: relists (each List call), reconnects (kClosed,

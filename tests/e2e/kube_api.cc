@@ -1,9 +1,12 @@
 #include "e2e/kube_api.h"
 
+#include <signal.h>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace weft::testing {
 namespace {
@@ -55,7 +58,7 @@ bool Namespaced(const std::string& kind) { return kind == "Pod" || kind == "Netw
 }  // namespace
 
 FakeApiServer::FakeApiServer(const TestNetns& ns, const std::string& dir, std::string token, std::string host)
-    : dir_(dir), host_(std::move(host)), token_(std::move(token)), netns_(OpenNetns(ns)) {
+    : dir_(dir), host_(std::move(host)), ns_name_(ns.name()), token_(std::move(token)), netns_(OpenNetns(ns)) {
   static std::once_flag http_once;
   std::call_once(http_once, [] {
     if (!agent::InitHttp().ok()) throw std::runtime_error("FakeApiServer: curl_global_init failed");
@@ -65,10 +68,15 @@ FakeApiServer::FakeApiServer(const TestNetns& ns, const std::string& dir, std::s
   WriteFile(dir_ + "/token", token_ + "\n");
   WriteKubeconfig();
   http_ = agent::HttpClient(agent::TlsOptions{.ca_file = ca_file()});
+  Start();
+}
+
+void FakeApiServer::Start() {
   proc_ = std::make_unique<Child>(
-      ns.name(),
+      ns_name_,
       std::vector<std::string>{"/usr/bin/python3", FAKE_APISERVER, "--listen", host_ + ":6443", "--cert",
-                               dir_ + "/server.crt", "--key", dir_ + "/server.key", "--token", token_},
+                               dir_ + "/server.crt", "--key", dir_ + "/server.key", "--token", token(), "--state",
+                               dir_ + "/state.json"},
       dir_ + "/apiserver.log");
   bool up = WaitFor(
       [&] {
@@ -79,6 +87,13 @@ FakeApiServer::FakeApiServer(const TestNetns& ns, const std::string& dir, std::s
   if (!up || !proc_->Running())
     throw std::runtime_error("FakeApiServer: not answering on " + server() + ":\n" +
                              ReadFileOrEmpty(dir_ + "/apiserver.log"));
+}
+
+void FakeApiServer::Restart(std::chrono::milliseconds down) {
+  if (proc_->Stop(SIGTERM) != 0) throw std::runtime_error("FakeApiServer: did not save its state on SIGTERM");
+  proc_.reset();
+  std::this_thread::sleep_for(down);
+  Start();
 }
 
 FakeApiServer::~FakeApiServer() { proc_.reset(); }

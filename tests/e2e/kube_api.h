@@ -8,6 +8,7 @@
 // Thread-safety: every method may be called from any thread; requests are
 // serialized.
 
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -80,6 +81,13 @@ class FakeApiServer {
   // that many more pages carrying a continue token were served (of
   // `expire_resource`, e.g. "nodes", when not empty).
   void SetPageCap(int cap, int expire_after_pages = 0, const std::string& expire_resource = "");
+  // Stops the server as a restart does (SIGTERM: it writes its objects and
+  // resourceVersion to its state file), leaves the address refusing
+  // connections for `down`, then starts it again and waits until it
+  // answers: objects and resourceVersions go on, its event history starts
+  // empty (older watch RVs and continue tokens get 410). Throws when the
+  // server does not come back.
+  void Restart(std::chrono::milliseconds down);
   // Requests seen so far, one "METHOD PATH[ CONTENT-TYPE] -> CODE" per line.
   std::string Log();
   // "/api/v1/namespaces/NS/pods[/NAME]" etc. for a kind; throws for kinds
@@ -91,8 +99,12 @@ class FakeApiServer {
   void Control(const std::string& path, const nlohmann::json& body = nullptr);
   void WriteKubeconfig() const;
 
+  // Starts the process and waits until it answers (throws otherwise).
+  void Start();
+
   std::string dir_;
   std::string host_;
+  std::string ns_name_;
   mutable std::mutex mu_;
   std::string token_;
   sys::Netns netns_;

@@ -69,15 +69,24 @@ Test controls under /_test/ (no auth):
   POST   /_test/partial             every watch gets half an event line, then is cut
   GET    /_test/log                 requests so far: "METHOD PATH[ CONTENT-TYPE] -> CODE"
   DELETE /_test/log                 clear it
+
+Restarts (--state FILE): SIGTERM writes every object, the resourceVersion
+and the settings to FILE and exits; a server started with a FILE that exists
+loads them, as a real API server comes back with etcd's data and a new watch
+cache: resourceVersions go on from where they were, the event history is
+empty, so a watch or continue token older than the current RV gets 410 and
+its client re-lists. While it is down, connections are refused.
 """
 import argparse
 import base64
 import copy
 import ipaddress
 import json
+import os
 import queue
 import random
 import re
+import signal
 import socket
 import ssl
 import threading
@@ -1412,6 +1421,26 @@ def tls_context(cert, key):
     return ctx
 
 
+def save_state(store, path):
+    with store.lock:
+        state = {"rv": store.rv, "objects": store.objects, "token": store.token, "defaults": store.defaults,
+                 "page_cap": store.page_cap}
+        with open(path + ".tmp", "w") as f:
+            json.dump(state, f)
+        os.replace(path + ".tmp", path)
+
+
+def load_state(store, path):
+    with open(path) as f:
+        state = json.load(f)
+    with store.lock:
+        store.rv = store.oldest = state["rv"]
+        for plural, objs in state["objects"].items():
+            store.objects[plural] = objs
+        store.history = []
+        store.token, store.defaults, store.page_cap = state["token"], state["defaults"], state["page_cap"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--listen", required=True,
@@ -1421,11 +1450,21 @@ def main():
     ap.add_argument("--key", help="server key (PEM)")
     ap.add_argument("--page-cap", type=int, default=7, help="most items in one list page (0: limit only)")
     ap.add_argument("--history", type=int, default=100000, help="watch events kept before the oldest are compacted")
+    ap.add_argument("--state", help="FILE: loaded at start when it exists, written on SIGTERM (a restart)")
     a = ap.parse_args()
     host, port = a.listen.rsplit(":", 1)
     host = host.strip("[]")
     tls = tls_context(a.cert, a.key) if a.cert else None
-    srv = Server((host, int(port)), Store(a.token, a.page_cap, a.history), tls)
+    store = Store(a.token, a.page_cap, a.history)
+    if a.state:
+        if os.path.exists(a.state):
+            load_state(store, a.state)
+
+        def on_term(signum, frame):
+            save_state(store, a.state)
+            os._exit(0)
+        signal.signal(signal.SIGTERM, on_term)
+    srv = Server((host, int(port)), store, tls)
     print("listening on %s://%s:%d" % ("https" if tls else "http", host, srv.server_address[1]), flush=True)
     srv.serve_forever()
 

@@ -398,6 +398,44 @@ class FakeApiServerTest(unittest.TestCase):
         self.assertEqual([e["type"] for e in evs], ["ADDED"] * 3 + ["BOOKMARK"])
         self.assertEqual(evs[3]["object"]["metadata"]["annotations"], {"k8s.io/initial-events-end": "true"})
 
+    def test_restart_keeps_objects_and_resource_versions(self):
+        state = tempfile.mktemp(prefix="fakeapi-state-")
+        self.addCleanup(lambda: os.path.exists(state) and os.unlink(state))
+
+        def start():
+            proc = subprocess.Popen(
+                [sys.executable, SERVER, "--listen", "127.0.0.1:%d" % self.port, "--cert", CERTS + "/server.crt",
+                 "--key", CERTS + "/server.key", "--token", TOKEN, "--state", state], stdout=subprocess.PIPE,
+                text=True)
+            self.assertTrue(proc.stdout.readline().startswith("listening on"))
+            return proc
+
+        # The setUp server gives way to one with a state file, on the same port.
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+        self.proc = start()
+        p = self.ok("POST", PODS % "default", pod("a", {"app": "x"}))
+        before = self.rv()
+        self.proc.terminate()  # SIGTERM: the state is written, the exit is clean
+        self.assertEqual(self.proc.wait(timeout=10), 0)
+        self.proc.stdout.close()
+        with self.assertRaises(OSError):  # down: refused
+            self.req("GET", "/healthz")
+        self.proc = start()
+        got = self.ok("GET", PODS % "default" + "/a")
+        self.assertEqual((got["metadata"]["uid"], got["metadata"]["resourceVersion"]),
+                         (p["metadata"]["uid"], p["metadata"]["resourceVersion"]))
+        self.assertEqual(self.rv(), before)
+        # A new watch cache: a resume from before the restart is 410, from now it is served.
+        ev = self.watch(PODS % "default" + "?watch=1&resourceVersion=" + str(before - 1)).next()
+        self.assertEqual((ev["type"], ev["object"]["code"]), ("ERROR", 410))
+        w = self.watch(PODS % "default" + "?watch=1&resourceVersion=" + str(before))
+        b = self.ok("POST", PODS % "default", pod("b"))
+        self.assertGreater(int(b["metadata"]["resourceVersion"]), before)
+        ev = w.next()
+        self.assertEqual((ev["type"], ev["object"]["metadata"]["name"]), ("ADDED", "b"))
+
     def test_watch_410_bookmark_partial_timeout(self):
         self.ok("POST", PODS % "default", pod("a"))
         w = self.watch(PODS % "default" + "?watch=1&resourceVersion=1")

@@ -21,6 +21,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -57,6 +58,31 @@ std::string ReadFile(const std::string& p) {
   return ss.str();
 }
 
+// The step the demo is at, for the failure report (set only by Step()).
+std::string g_step = "start-up";
+void Step(std::string what) { g_step = std::move(what); }
+
+// The last `lines` lines of a file under a header naming it ("(empty)" or
+// "(missing)" when there is nothing to show).
+std::string Tail(const std::string& path, size_t lines = 25) {
+  std::ifstream f(path);
+  if (!f) return "  ---- " + path + ": (missing) ----\n";
+  std::vector<std::string> all;
+  for (std::string l; std::getline(f, l);) all.push_back(l);
+  std::string out = "  ---- last " + std::to_string(std::min(lines, all.size())) + " lines of " + path + " ----\n";
+  if (all.empty()) return "  ---- " + path + ": (empty) ----\n";
+  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) out += "  | " + all[i] + "\n";
+  return out;
+}
+
+// What a newcomer needs when the demo fails: the step, why, and the tail of
+// the logs of the components involved (the state dir is removed at exit).
+void Explain(const std::string& why, const std::vector<std::string>& logs) {
+  std::printf("\n%s \033[1mfailed at: %s\033[0m\n  %s\n", kBad, g_step.c_str(), why.c_str());
+  for (const auto& l : logs) std::printf("%s", Tail(l).c_str());
+  std::fflush(stdout);
+}
+
 std::string PodCidr(const WeftNode& n) {
   try {
     return nlohmann::json::parse(ReadFile(n.conf_dir() + "/10-weft.conflist"))["plugins"][0]["ranges"][0];
@@ -86,13 +112,15 @@ const char* kWhoAmI =
 // process) while its cluster is still up, and never returns.
 int EtcdChapter(const std::string& root, bool keep, const std::function<int(int)>& rest) {
   auto t0 = Clock::now();
+  Step("the underlay and etcd");
   Underlay ul;
   Etcd etcd(ul, root);
   etcd.Start();
   std::printf("control plane  etcd %s ... ", etcd.endpoint().c_str());
   std::fflush(stdout);
   if (!etcd.WaitHealthy()) {
-    std::printf("%s failed (see %s/etcd.log)\n", kBad, root.c_str());
+    std::printf("%s\n", kBad);
+    Explain("etcd did not answer " + etcd.endpoint() + "/health within 15 s", {root + "/etcd.log"});
     return 1;
   }
   std::printf("%s\n", kOk);
@@ -107,6 +135,7 @@ int EtcdChapter(const std::string& root, bool keep, const std::function<int(int)
   Cmd({"ip", "-n", internet.name(), "link", "set", "up0", "up"});
   Child whoami(internet.name(), {"/usr/bin/python3", "-c", kWhoAmI, "80"}, root + "/internet.log");
 
+  Step("weftd on node1..3: the overlay");
   std::vector<std::unique_ptr<WeftNode>> nodes;
   for (int i = 1; i <= 3; ++i) {
     nodes.push_back(std::make_unique<WeftNode>(ul, "node" + std::to_string(i), 10 + i, root));
@@ -125,7 +154,21 @@ int EtcdChapter(const std::string& root, bool keep, const std::function<int(int)
       30000);
   std::printf("%s %s (%.1f s)\n\n", converged ? kOk : kBad, converged ? "overlay converged" : "not converged",
               Since(t0));
-  if (!converged) return 1;
+  if (!converged) {
+    std::string why = "within 30 s, every node should have written its conflist and routed to its 2 peers:";
+    std::vector<std::string> logs;
+    for (auto& n : nodes) {
+      size_t routes = n->AgentRoutes().size();
+      bool conf = !n->PluginConf().empty();
+      bool running = n->weftd && n->weftd->Running();
+      why += "\n    " + n->name + ": " + (running ? "weftd running" : "weftd EXITED") + ", conflist " +
+             (conf ? "written" : "MISSING") + ", " + std::to_string(routes) + " of 2 peer routes";
+      if (!running || !conf || routes != nodes.size() - 1) logs.push_back(n->log());
+    }
+    logs.push_back(root + "/etcd.log");
+    Explain(why, logs);
+    return 1;
+  }
 
   std::printf("\033[1mNodes\033[0m\n  %-6s %-12s %-15s %-19s %s\n", "NODE", "HOST IP", "POD CIDR", "VTEP MAC",
               "BACKEND");
@@ -134,6 +177,7 @@ int EtcdChapter(const std::string& root, bool keep, const std::function<int(int)
                 VtepMac(*n).c_str(), "vxlan (weft.1, VNI 1, UDP 8472)");
 
   // Two pods per node; node1's "web" publishes hostPort 8080 -> 80.
+  Step("pods through the weft CNI plugin");
   std::vector<std::unique_ptr<Pod>> pods;
   for (auto& n : nodes)
     for (const char* p : {"a", "b"}) {
@@ -156,9 +200,28 @@ int EtcdChapter(const std::string& root, bool keep, const std::function<int(int)
   for (auto& p : pods)
     std::printf("  %-10s %-6s %s\n", p->cid.c_str(), p->node.name.c_str(),
                 p->ip.empty() ? p->add_error.c_str() : p->ip.c_str());
-  std::printf("  %-10s %-6s %s   hostPort 8080 -> 80\n", "node1-web", "node1", web_ip.c_str());
+  std::printf("  %-10s %-6s %s   hostPort 8080 -> 80\n", "node1-web", "node1",
+              web_ip.empty() ? ("ADD exit " + std::to_string(web.exit_code) + ": " + web.out + web.err).c_str()
+                             : web_ip.c_str());
+  {
+    std::string why;
+    std::vector<std::string> logs;
+    for (auto& p : pods)
+      if (!p->add_error.empty()) {
+        why += (why.empty() ? "" : "\n  ") + p->cid + ": " + p->add_error;
+        logs.push_back(p->node.dir + "/plugin.log");
+      }
+    if (web_ip.empty()) {
+      why += std::string(why.empty() ? "" : "\n  ") + "node1-web: ADD exit " + std::to_string(web.exit_code);
+      logs.push_back(nodes[0]->dir + "/plugin.log");
+    }
+    std::sort(logs.begin(), logs.end());
+    logs.erase(std::unique(logs.begin(), logs.end()), logs.end());
+    if (!why.empty()) Explain(why, logs);
+  }
 
   std::printf("\n\033[1mConnectivity\033[0m\n");
+  Step("the connectivity checks");
   int failed = 0;
   auto row = [&](bool ok, const std::string& what, const std::string& detail) {
     CheckInterrupt();
@@ -185,6 +248,14 @@ int EtcdChapter(const std::string& root, bool keep, const std::function<int(int)
 
   std::printf("\n%s in %.1f s\n", failed ? "\033[31mSome checks failed\033[0m" : "\033[32mAll checks passed\033[0m",
               Since(t0));
+  if (failed) {
+    std::vector<std::string> logs;
+    for (auto& n : nodes) logs.push_back(n->log());
+    for (auto& n : nodes) logs.push_back(n->dir + "/plugin.log");
+    logs.push_back(root + "/internet.log");
+    logs.push_back(root + "/web.log");
+    Explain(std::to_string(failed) + " connectivity check(s) failed (marked above)", logs);
+  }
   if (keep) {
     std::printf(
         "\nLeft running (--keep). Explore with:\n"
@@ -299,10 +370,15 @@ int PolicyChapter(const std::string& root, bool keep, int failed_before) {
   opts.underlay = "np-ul";  // beside the etcd chapter's underlay when --keep leaves it
   opts.dir = root + "/policy";
   opts.cancelled = [] { return g_interrupted != 0; };
+  Step("the policy cluster: the stand-in API server, weftd on n1 and n2, the pods");
   netpol::NetpolCluster c(opts);
   CheckInterrupt();
   if (!c.error().empty()) {
-    std::printf("%s %s\n", kBad, c.error().c_str());
+    std::printf("%s\n", kBad);
+    std::vector<std::string> logs;
+    for (const char* n : {"n1", "n2"}) logs.push_back(opts.dir + "/" + n + "/weftd.log");
+    logs.push_back(opts.dir + "/api/apiserver.log");
+    Explain(c.error(), logs);
     return 1;
   }
   std::printf("%s up (%.1f s)\n\n", kOk, Since(t0));
@@ -321,6 +397,7 @@ int PolicyChapter(const std::string& root, bool keep, int failed_before) {
   // `want`, then shows the matrix of a confirming round (1 s timeout).
   auto step = [&](const std::string& title, const ojson& policy, const netpol::Reachability& want,
                   const std::string& note) {
+    Step("policy step " + title);
     std::printf("\n\033[1m%s\033[0m\n", title.c_str());
     if (!policy.is_null()) {
       std::string yaml;
@@ -358,7 +435,11 @@ int PolicyChapter(const std::string& root, bool keep, int failed_before) {
     }
     std::printf("  TCP/80, rows from, columns to%s:\n", before ? " (* = changed by this step)" : "");
     PrintMatrix(obs, before ? &*before : nullptr);
-    if (!ok) std::printf("  %s expected:\n%s%s", kBad, want.Table().c_str(), notes.c_str());
+    if (!ok) {
+      std::printf("  %s expected:\n%s%s", kBad, want.Table().c_str(), notes.c_str());
+      Explain("the TCP/80 matrix is not the expected one", {c.node(0).log(), c.node(1).log()});
+      std::printf("%s", c.Diagnostics().c_str());
+    }
     before = obs;
   };
 
@@ -396,6 +477,8 @@ int PolicyChapter(const std::string& root, bool keep, int failed_before) {
   if (rc != 0) {
     ++failed;
     std::printf("  %s weftctl policy exited %d\n", kBad, rc);
+    Step("weftctl policy shop/api");
+    Explain("weftctl policy exited " + std::to_string(rc), {api.node->log()});
   }
 
   std::printf("\n%s in %.1f s\n",
@@ -461,5 +544,10 @@ int main(int argc, char** argv) {
     // Destructors of everything built so far have run on the way here.
     std::printf("\ninterrupted: everything was removed\n");
     return 130;
+  } catch (const std::exception& e) {
+    // A fixture that could not build its part (a netns, a link, a server):
+    // everything built so far is removed on the way here.
+    std::printf("\n\033[31m✗\033[0m \033[1mfailed at: %s\033[0m\n  %s\n", weft::testing::g_step.c_str(), e.what());
+    return 1;
   }
 }

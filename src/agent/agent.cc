@@ -16,6 +16,7 @@
 #include "base/scope_guard.h"
 #include "base/strings.h"
 #include "fw/masquerade.h"
+#include "fw/source_guard.h"
 #include "sys/files.h"
 #include "sys/netlink.h"
 #include "sys/sysctl.h"
@@ -60,6 +61,8 @@ HttpAnswer Agent::Serve(const std::string& path) {
       netpol_->RefreshCounters();
       body += RenderNetpolMetrics(netpol_->metrics());
     }
+    // The plugin's source guard (fw/source_guard.h): read from the kernel.
+    if (auto guard = fw::ReadGuardCounters(); guard.ok()) body += fw::RenderGuardMetrics(*guard);
     return {200, "text/plain; version=0.0.4; charset=utf-8", body};
   }
   if (path == "/netpol" && netpol_) return {200, "application/json", netpol_->DescribeJson()};

@@ -183,7 +183,8 @@ std::string RenderGuard(GuardMode mode) {
   return s;
 }
 
-Status EnsureGuard(GuardMode mode, const std::string& lock_dir) {
+Status EnsureGuard(GuardMode mode, const std::string& lock_dir, bool* applied) {
+  if (applied) *applied = false;
   auto in_place = [&]() -> Result<bool> {
     WEFT_ASSIGN_OR_RETURN(auto comments, sys::NftRuleComments(GuardFamily(mode), kGuardTable, "prerouting"));
     return comments.size() == 1 && comments[0] == GuardMarker(mode);
@@ -195,6 +196,7 @@ Status EnsureGuard(GuardMode mode, const std::string& lock_dir) {
   if (ok) return Status::Ok();
   WEFT_ASSIGN_OR_RETURN(auto r, RunTool("nft", {"-f", "-"}, RenderGuard(mode)));
   if (r.exit_code != 0) return ToolError("nft: install source guard " + FamilyWord(mode) + " " + kGuardTable, r);
+  if (applied) *applied = true;
   return Status::Ok();
 }
 
@@ -208,6 +210,15 @@ std::vector<sys::NftElement> PortBindings(const std::string& port, const std::st
     out.push_back({"nd6", Key(port, AddrBytes(*v6)), "", "", 0});
   }
   return out;
+}
+
+Status BindPorts(const std::vector<sys::NftElement>& elements) {
+  std::vector<sys::NftChange> changes;
+  for (const auto& e : elements) changes.push_back({sys::NftChange::kAddElement, e});
+  // One message per run of the same set: group them.
+  std::stable_sort(changes.begin(), changes.end(),
+                   [](const sys::NftChange& a, const sys::NftChange& b) { return a.elem.set < b.elem.set; });
+  return sys::NftApply(sys::NftFamily::kBridge, kGuardTable, changes).Prefix("bind ports in the source guard");
 }
 
 Status BindPort(const std::string& port, const std::string& mac, const std::optional<IpAddress>& v4,
@@ -316,6 +327,27 @@ Result<GuardCounters> ReadGuardCounters() {
     if (r.exit_code != 0) return ToolError("nft: list counters of the source guard", r);
     WEFT_RETURN_IF_ERROR(ParseGuardCounters(mode, r.out, &out));
   }
+  return out;
+}
+
+std::string RenderGuardMetrics(const GuardCounters& c) {
+  std::string out;
+  out += "# HELP weft_source_guard_installed 1 when the source guard's table of the mode is in the kernel.\n"
+         "# TYPE weft_source_guard_installed gauge\n";
+  out += "weft_source_guard_installed{mode=\"routed\"} " + std::string(c.routed_installed ? "1" : "0") + "\n";
+  out += "weft_source_guard_installed{mode=\"bridge\"} " + std::string(c.bridge_installed ? "1" : "0") + "\n";
+  out += "# HELP weft_source_guard_dropped_packets_total Packets from pod interfaces the source guard dropped: "
+         "their source address (or MAC) was not the pod's.\n"
+         "# TYPE weft_source_guard_dropped_packets_total counter\n";
+  auto line = [&](const char* mode, const char* kind, uint64_t v) {
+    out += std::string("weft_source_guard_dropped_packets_total{mode=\"") + mode + "\",kind=\"" + kind + "\"} " +
+           std::to_string(v) + "\n";
+  };
+  line("routed", "ipv4", c.routed4);
+  line("routed", "ipv6", c.routed6);
+  line("bridge", "ipv4", c.bridge4);
+  line("bridge", "ipv6", c.bridge6);
+  line("bridge", "mac", c.bridge_mac);
   return out;
 }
 

@@ -52,12 +52,16 @@ std::string RenderGuard(GuardMode mode);
 
 // Installs the mode's guard unless its marker is in place. `lock_dir` holds
 // firewall.lock, which serialises the rare rebuilds between processes.
-Status EnsureGuard(GuardMode mode, const std::string& lock_dir);
+// `applied` (optional) tells whether this call ran `nft -f`: the table may
+// have been created anew, without the bridge bindings of existing pods.
+Status EnsureGuard(GuardMode mode, const std::string& lock_dir, bool* applied = nullptr);
 
 // Bridge mode: the elements binding `port` to `mac` (6 raw bytes) and the
 // pod's addresses.
 std::vector<sys::NftElement> PortBindings(const std::string& port, const std::string& mac,
                                           const std::optional<IpAddress>& v4, const std::optional<IpAddress>& v6);
+// Adds `elements` (PortBindings of several ports) in one transaction.
+Status BindPorts(const std::vector<sys::NftElement>& elements);
 // Adds them in one netlink transaction.
 Status BindPort(const std::string& port, const std::string& mac, const std::optional<IpAddress>& v4,
                 const std::optional<IpAddress>& v6);
@@ -91,5 +95,10 @@ struct GuardCounters {
 Status ParseGuardCounters(GuardMode mode, const std::string& json, GuardCounters* out);
 // Reads both tables' counters (execs nft once per installed table).
 Result<GuardCounters> ReadGuardCounters();
+// The Prometheus text of weftd's /metrics for `c`:
+// weft_source_guard_installed{mode} and
+// weft_source_guard_dropped_packets_total{mode,kind} (kind ipv4, ipv6, and
+// in bridge mode mac: frames from a foreign MAC or not IP/ARP).
+std::string RenderGuardMetrics(const GuardCounters& c);
 
 }  // namespace weft::fw

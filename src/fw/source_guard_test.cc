@@ -89,6 +89,12 @@ TEST(SourceGuard, CountersAreReadFromNftJson) {
   EXPECT_EQ(c.bridge_mac, 2u);
   EXPECT_EQ(c.total(), 10u);
   EXPECT_FALSE(ParseGuardCounters(GuardMode::kBridge, "{", &c).ok());
+  const std::string m = RenderGuardMetrics(c);
+  EXPECT_NE(m.find("weft_source_guard_installed{mode=\"routed\"} 1\n"), std::string::npos) << m;
+  EXPECT_NE(m.find("weft_source_guard_dropped_packets_total{mode=\"routed\",kind=\"ipv4\"} 5\n"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("weft_source_guard_dropped_packets_total{mode=\"bridge\",kind=\"mac\"} 2\n"), std::string::npos)
+      << m;
 }
 
 }  // namespace

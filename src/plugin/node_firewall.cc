@@ -22,7 +22,22 @@ fw::GuardMode GuardModeOf(const Config& cfg) {
 }
 
 Status NodeFirewall::EnsureSourceGuard() {
-  return fw::EnsureGuard(GuardModeOf(cfg_), cfg_.data_dir).Prefix("source guard");
+  bool applied = false;
+  WEFT_RETURN_IF_ERROR(fw::EnsureGuard(GuardModeOf(cfg_), cfg_.data_dir, &applied).Prefix("source guard"));
+  if (!applied || cfg_.mode != Mode::kBridge) return Status::Ok();
+  // The table may be new (a first ADD, or after `nft flush ruleset`): bind
+  // every attachment this dataDir knows again, or their ports would drop
+  // everything. Adding an element that exists is no error.
+  WEFT_ASSIGN_OR_RETURN(auto rows, store_.ListPods(""));
+  std::vector<sys::NftElement> all;
+  for (const auto& r : rows) {
+    if (!r.ip_v4 && !r.ip_v6) continue;
+    std::optional<IpAddress> v4, v6;
+    if (r.ip_v4) v4 = r.ip_v4->addr();
+    if (r.ip_v6) v6 = r.ip_v6->addr();
+    for (auto& e : fw::PortBindings(r.host_ifname, PodMac(r.host_ifname), v4, v6)) all.push_back(std::move(e));
+  }
+  return fw::BindPorts(all).Prefix("source guard");
 }
 
 Status NodeFirewall::BindSources(const ipam::PodRecord& rec) {

@@ -266,6 +266,19 @@ TEST_F(GuardTest, BridgePodCannotTakeAnotherPodsMacOrAnswerForItsAddress) {
   EXPECT_EQ(Received(b, b.v4, c, false, false), 5);
 }
 
+// After `nft flush ruleset` the next ADD installs the bridge guard again and
+// binds every attachment of its dataDir, so the pods already there keep
+// working (and stay guarded).
+TEST_F(GuardTest, BridgeTableRecreatedRebindsExistingPods) {
+  Pod a = AddPod("fa", Bridged()), c = AddPod("fc", Bridged());
+  ASSERT_EQ(node_->Exec({"nft", "flush", "ruleset"}), 0);
+  Pod d = AddPod("fd", Bridged());
+  EXPECT_EQ(Received(a, a.v4, c, false, false), 5);
+  EXPECT_EQ(Received(c, c.v6, a, true, false), 5);
+  EXPECT_EQ(Received(d, d.v4, a, false, false), 5);
+  EXPECT_EQ(Received(a, d.v4, c, false, true), 0);
+}
+
 // DEL removes the bridge port's binding; ADD of a new pod binds its own.
 TEST_F(GuardTest, BridgeDelRemovesTheBinding) {
   Pod a = AddPod("da", Bridged());

@@ -36,6 +36,9 @@ struct Topology {
   std::unique_ptr<Node> node;  // plugin topologies
   std::vector<Pod> pods;
   const NetConfig* cfg = nullptr;
+  // weft with its source guard removed from the node after the pods were
+  // added (issue 22: the guard's cost, measured beside the same config).
+  bool guard_off = false;
   // weft on two nodes: the second node and its pod, etcd and the weftds
   // (stopped before the namespaces go), scratch dirs.
   std::unique_ptr<Node> node2;
@@ -262,6 +265,26 @@ Status Vxlan(const std::string& ns_name, const std::string& local, const std::st
   return AddrUp(nl, "vxlan0", overlay);
 }
 
+// Removes weft's source guard (both tables) from `node`: the "-noguard"
+// rows measure the same datapath without it. An error when a guard table is
+// still there afterwards.
+Status DropGuard(const Node& node) {
+  auto nft = [&](std::vector<std::string> argv) {
+    sys::ExecRequest req;
+    req.path = "/usr/sbin/nft";
+    req.argv = std::move(argv);
+    req.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+    req.netns_fd = node.ns.fd();
+    return sys::Exec(req);
+  };
+  for (const char* family : {"inet", "bridge"})
+    (void)nft({"nft", "delete", "table", family, "weft-guard"});  // a mode installs one of the two
+  WEFT_ASSIGN_OR_RETURN(auto r, nft({"nft", "list", "tables"}));
+  if (r.exit_code != 0 || r.out.find("weft-guard") != std::string::npos)
+    return Status::Error(Reason::kFailed, Domain::kFirewall, node.name + ": the source guard is still there: " + r.out + r.err);
+  return Status::Ok();
+}
+
 // Two nodes joined by the same veth underlay as the "underlay" baseline
 // (192.0.2.1/24 and .2/24 on up0), etcd on node a's underlay address, weftd
 // on both with `backend`, and one pod on each node attached by the real weft
@@ -335,13 +358,17 @@ Status SetupWeft(Topology& t, const DatapathOptions& opt, const Runner& runner, 
   t.server_ns = t.pods2[0].netns;
   t.server_ip = PodIp(t.pods2[0].result);
   if (t.server_ip.empty()) return Status::Error(Reason::kFailed, Domain::kExec, "the ADD result has no IPv4 address");
+  if (t.guard_off) {
+    WEFT_RETURN_IF_ERROR(DropGuard(*t.node));
+    WEFT_RETURN_IF_ERROR(DropGuard(*t.node2));
+  }
   return Status::Ok();
 }
 
 Status Setup(Topology& t, const DatapathOptions& opt, const Runner& runner, int idx) {
   const std::string p = opt.prefix + "-d" + std::to_string(idx);
-  if (t.key == "weft-vxlan") return SetupWeft(t, opt, runner, p, "vxlan");
-  if (t.key == "weft-host-gw") return SetupWeft(t, opt, runner, p, "host-gw");
+  if (t.key == "weft-vxlan" || t.key == "weft-vxlan-noguard") return SetupWeft(t, opt, runner, p, "vxlan");
+  if (t.key == "weft-host-gw" || t.key == "weft-host-gw-noguard") return SetupWeft(t, opt, runner, p, "host-gw");
   if (t.key == "veth") {
     t.netns = {p + "a", p + "b"};
     for (const auto& n : t.netns) WEFT_RETURN_IF_ERROR(CreateNetns(n, true));
@@ -377,6 +404,7 @@ Status Setup(Topology& t, const DatapathOptions& opt, const Runner& runner, int 
     t.server_ns = t.pods[1].netns;
     t.server_ip = PodIp(t.pods[1].result);
     if (t.server_ip.empty()) return Status::Error(Reason::kFailed, Domain::kExec, "the ADD result has no IPv4 address");
+    if (t.guard_off) WEFT_RETURN_IF_ERROR(DropGuard(*t.node));
   }
   return Status::Ok();
 }
@@ -408,18 +436,30 @@ json RunDatapath(const DatapathOptions& opt, const Runner& runner, const std::ve
   add("veth", "same node: bare veth pair (baseline)", "");
   for (const auto& c : configs) {
     if (!c.datapath) continue;
-    add(c.key, "same node: " + c.label, "veth");
-    topo.back().cfg = &c;
-    for (const auto& r : control)
-      if (r.value("key", "") == c.key && !r.value("available", false))
-        topo.back().reason = "not available yet: " + r.value("reason", "");
+    for (bool guard_off : {false, true}) {
+      if (guard_off && !c.weft) continue;
+      // weft twice: as shipped, and with its source guard removed (the
+      // guard's cost is the first row over the second, in one run).
+      add(guard_off ? c.key + "-noguard" : c.key,
+          "same node: " + c.label + (guard_off ? ", source guard off" : ""), guard_off ? c.key : "veth");
+      topo.back().cfg = &c;
+      topo.back().guard_off = guard_off;
+      for (const auto& r : control)
+        if (r.value("key", "") == c.key && !r.value("available", false))
+          topo.back().reason = "not available yet: " + r.value("reason", "");
+    }
   }
   add("underlay", "two nodes: underlay veth (baseline)", "");
   add("vxlan", "two nodes: bare kernel VXLAN (baseline)", "underlay");
   add("weft-vxlan", "two nodes: weft VXLAN (weftd)", "vxlan");
+  add("weft-vxlan-noguard", "two nodes: weft VXLAN (weftd), source guard off", "weft-vxlan");
+  topo.back().guard_off = true;
   add("weft-host-gw", "two nodes: weft host-gw (weftd)", "underlay");
+  add("weft-host-gw-noguard", "two nodes: weft host-gw (weftd), source guard off", "weft-host-gw");
+  topo.back().guard_off = true;
   for (auto& t : topo)
-    if ((t.key == "weft-vxlan" || t.key == "weft-host-gw") && ::access(opt.weftd_bin.c_str(), X_OK) != 0)
+    if (t.key.rfind("weft-vxlan", 0) == 0 || t.key.rfind("weft-host-gw", 0) == 0)
+      if (::access(opt.weftd_bin.c_str(), X_OK) != 0)
       t.reason = "not available: " + opt.weftd_bin + " is not built";
 
   // Setup all, measure round-robin (noise from other load lands on every row

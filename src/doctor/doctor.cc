@@ -343,9 +343,17 @@ void DiagnoseRulesets(const Snapshot& s, std::vector<Finding>* out) {
       problem = "differs from what the database and config render: " + std::to_string(missing) +
                 " rule(s) or element(s) missing, " + std::to_string(extra) + " stale";
     }
+    // The source guard is wanted by the pod interfaces themselves, not by a
+    // database row.
+    const bool guard = rs.what.rfind("source guard", 0) == 0;
+    if (guard && !problem.empty())
+      problem = have_n == 0 ? "is missing: nothing checks the source address of what the pods here send"
+                            : "is not the ruleset this weft installs";
     if (!problem.empty())
       out->push_back({Kind::kRulesetMismatch, rs.what, rs.what + " " + problem, true,
-                      "re-render the ruleset from the database in one atomic batch"});
+                      guard ? "install it as ADD does (one nft -f; a bridge table created anew binds every "
+                              "attachment's port again)"
+                            : "re-render the ruleset from the database in one atomic batch"});
   }
 }
 

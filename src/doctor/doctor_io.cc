@@ -14,7 +14,9 @@
 #include "doctor/policy.h"
 #include "doctor/weftd.h"
 #include "fw/hostport.h"
+#include "fw/source_guard.h"
 #include "fw/tool.h"
+#include "plugin/node_firewall.h"
 #include "plugin/reclaim.h"
 #include "plugin/teardown.h"
 #include "sys/files.h"
@@ -373,6 +375,29 @@ Status ReadMasqueradeRuleset(const Options& o, Snapshot* s) {
   return Status::Ok();
 }
 
+// The plugin's source guard of each mode some pod interface uses (a bridge
+// port: bridge; a routed host veth: inet): its hook rule, whose comment
+// carries the hash of the whole ruleset.
+Status ReadGuardRulesets(Snapshot* s) {
+  bool routed = false, bridge = false;
+  for (const auto& l : s->links) {
+    if (l.name.rfind(fw::kPodPortPrefix, 0) != 0) continue;
+    (l.master ? bridge : routed) = true;
+  }
+  for (fw::GuardMode mode : {fw::GuardMode::kRouted, fw::GuardMode::kBridge}) {
+    if (!(mode == fw::GuardMode::kRouted ? routed : bridge)) continue;
+    RulesetView v;
+    v.checked = true;
+    v.what = std::string("source guard (table ") + (mode == fw::GuardMode::kRouted ? "inet" : "bridge") + " " +
+             fw::kGuardTable + ")";
+    v.want["prerouting"] = {fw::GuardMarker(mode)};
+    WEFT_ASSIGN_OR_RETURN(auto comments, sys::NftRuleComments(fw::GuardFamily(mode), fw::kGuardTable, "prerouting"));
+    if (!comments.empty()) v.have["prerouting"] = std::move(comments);
+    s->rulesets.push_back(std::move(v));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<Snapshot> ReadSnapshot(const Options& o) {
@@ -386,6 +411,7 @@ Result<Snapshot> ReadSnapshot(const Options& o) {
   WEFT_RETURN_IF_ERROR(ReadHostRoutes(nl, &s));
   WEFT_RETURN_IF_ERROR(ReadHostPortRuleset(o, have_db, &s));
   WEFT_RETURN_IF_ERROR(ReadMasqueradeRuleset(o, &s));
+  WEFT_RETURN_IF_ERROR(ReadGuardRulesets(&s));
   ReadNetpol(o, &s);
 
   // A control plane that cannot be listed skips the peer checks (a
@@ -405,7 +431,7 @@ namespace {
 // Which repairs the fixable findings call for.
 struct FixPlan {
   bool reclaim = false, orphans = false, routes = false, hostports = false, masq = false, peers = false,
-       netpol = false;
+       netpol = false, guard_routed = false, guard_bridge = false;
 };
 
 FixPlan PlanFixes(const std::vector<Finding>& findings) {
@@ -417,7 +443,9 @@ FixPlan PlanFixes(const std::vector<Finding>& findings) {
       case Kind::kOrphanVeth: p.orphans = true; break;
       case Kind::kStaleHostRoute: p.routes = true; break;
       case Kind::kRulesetMismatch:
-        (f.subject.find("hostPort") == 0 ? p.hostports : p.masq) = true;
+        if (f.subject.find("source guard (table inet") == 0) p.guard_routed = true;
+        else if (f.subject.find("source guard (table bridge") == 0) p.guard_bridge = true;
+        else (f.subject.find("hostPort") == 0 ? p.hostports : p.masq) = true;
         break;
       case Kind::kPeerMissing:
       case Kind::kPeerStale: p.peers = true; break;
@@ -538,6 +566,22 @@ Status ApplyWeftdRuleset(const std::string& weftd_addr, std::string* applied) {
   return st;
 }
 
+// As ADD does: the guard's ruleset in one `nft -f` (sets and elements kept);
+// a bridge table created anew gets every attachment's binding again.
+void ReinstallGuard(const Options& o, fw::GuardMode mode, FixReport* rep) {
+  const std::string what = std::string("source guard (table ") + (mode == fw::GuardMode::kRouted ? "inet" : "bridge") +
+                           " " + fw::kGuardTable + ")";
+  bool applied = false;
+  Status st = sys::MkdirAll(o.data_dir, 0700);
+  if (st.ok()) st = fw::EnsureGuard(mode, o.data_dir, &applied);
+  if (st.ok() && applied && mode == fw::GuardMode::kBridge) {
+    auto store = ipam::Store::Open(o.data_dir);
+    st = store.ok() ? plugin::RebindBridgePorts(*store) : store.status();
+  }
+  if (!st.ok()) Failed(rep, "install the " + what, st);
+  else rep->done.push_back("installed the " + what + (mode == fw::GuardMode::kBridge ? " and bound every attachment's port" : ""));
+}
+
 void ReapplyNetpol(const Options& o, FixReport* rep) {
   std::string applied;
   Status st = ApplyWeftdRuleset(o.weftd_addr, &applied);
@@ -565,6 +609,8 @@ FixReport Fix(const Options& o, const Snapshot& snap, const std::vector<Finding>
   if (plan.masq && o.masquerade) ResyncMasquerade(o, &rep);
   if (plan.peers && snap.peers) ApplyPeerPlan(*snap.peers, &rep);
   if (plan.netpol) ReapplyNetpol(o, &rep);
+  if (plan.guard_routed) ReinstallGuard(o, fw::GuardMode::kRouted, &rep);
+  if (plan.guard_bridge) ReinstallGuard(o, fw::GuardMode::kBridge, &rep);
   return rep;
 }
 

@@ -27,8 +27,12 @@ Status NodeFirewall::EnsureSourceGuard() {
   if (!applied || cfg_.mode != Mode::kBridge) return Status::Ok();
   // The table may be new (a first ADD, or after `nft flush ruleset`): bind
   // every attachment this dataDir knows again, or their ports would drop
-  // everything. Adding an element that exists is no error.
-  WEFT_ASSIGN_OR_RETURN(auto rows, store_.ListPods(""));
+  // everything.
+  return RebindBridgePorts(store_).Prefix("source guard");
+}
+
+Status RebindBridgePorts(ipam::Store& store) {
+  WEFT_ASSIGN_OR_RETURN(auto rows, store.ListPods(""));
   std::vector<sys::NftElement> all;
   for (const auto& r : rows) {
     if (!r.ip_v4 && !r.ip_v6) continue;
@@ -37,7 +41,8 @@ Status NodeFirewall::EnsureSourceGuard() {
     if (r.ip_v6) v6 = r.ip_v6->addr();
     for (auto& e : fw::PortBindings(r.host_ifname, PodMac(r.host_ifname), v4, v6)) all.push_back(std::move(e));
   }
-  return fw::BindPorts(all).Prefix("source guard");
+  // Adding an element that exists is no error.
+  return fw::BindPorts(all);
 }
 
 Status NodeFirewall::BindSources(const ipam::PodRecord& rec) {

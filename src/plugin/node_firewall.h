@@ -30,6 +30,10 @@ class NodeFirewall : public AddFirewall {
   ipam::Store& store_;
 };
 
+// Binds the bridge port of every attachment in `store` in the bridge source
+// guard (one transaction): after the table was created anew.
+Status RebindBridgePorts(ipam::Store& store);
+
 // The source guard's table for the config's mode.
 fw::GuardMode GuardModeOf(const Config& cfg);
 

@@ -279,6 +279,35 @@ TEST_F(GuardTest, BridgeTableRecreatedRebindsExistingPods) {
   EXPECT_EQ(Received(a, d.v4, c, false, true), 0);
 }
 
+// Operators see the guard: `weftctl guard` prints its drop counters, and
+// `weftctl doctor` names a missing guard, which `--fix` installs again.
+TEST_F(GuardTest, WeftctlShowsTheCountersAndDoctorRepairsAMissingGuard) {
+  Pod a = AddPod("oa", Routed()), c = AddPod("oc", Routed());
+  const std::string conf_dir = TempDir("conf");
+  auto weftctl = [&](std::vector<std::string> args, std::string* out) {
+    std::vector<std::string> argv = {BinaryPath("weftctl"), "--conf-dir", conf_dir};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return node_->Exec(argv, out);
+  };
+  EXPECT_EQ(Received(a, "10.99.0.1", c, false, true), 0);
+  std::string out;
+  EXPECT_EQ(weftctl({"guard"}, &out), 0) << out;
+  EXPECT_NE(out.find("routed (table inet weft-guard):  installed; dropped 5 IPv4, 0 IPv6 packet(s)"), std::string::npos)
+      << out;
+  ASSERT_EQ(node_->Exec({"nft", "delete", "table", "inet", "weft-guard"}), 0);
+  EXPECT_EQ(Received(a, "10.99.0.1", c, false, true), 5) << "unguarded: the forgery arrives";
+  EXPECT_EQ(weftctl({"--json", "doctor", "--data-dir", data_dir_}, &out), 5) << out;
+  bool found = false;
+  for (const auto& f : json::parse(out, nullptr, false).value("findings", json::array()))
+    if (f.value("subject", "") == "source guard (table inet weft-guard)" && f.value("fixable", false)) found = true;
+  EXPECT_TRUE(found) << out;
+  EXPECT_EQ(weftctl({"doctor", "--fix", "--data-dir", data_dir_}, &out), 0) << out;
+  EXPECT_NE(out.find("installed the source guard (table inet weft-guard)"), std::string::npos) << out;
+  EXPECT_EQ(Received(a, "10.99.0.1", c, false, true), 0);
+  EXPECT_EQ(Received(a, a.v4, c, false, true), 5);
+  RemoveTree(conf_dir);
+}
+
 // DEL removes the bridge port's binding; ADD of a new pod binds its own.
 TEST_F(GuardTest, BridgeDelRemovesTheBinding) {
   Pod a = AddPod("da", Bridged());

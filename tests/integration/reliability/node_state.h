@@ -229,14 +229,42 @@ inline NodeState KernelState(const TestNetns& ns) {
   return s;
 }
 
-// The node's firewall: the whole nftables ruleset and both iptables dumps.
+namespace detail {
+// `nft list ruleset` without the source guard's tables (fw/source_guard.h),
+// except their set elements: the first ADD installs the guard for good
+// (node infrastructure, like ip_forward), but what it holds per pod (a
+// bridge port's binding, an opt-out) must go with the pod.
+inline std::string WithoutGuardSkeleton(const std::string& nft) {
+  std::string out;
+  bool in_guard = false, in_elements = false;
+  size_t p = 0;
+  while (p < nft.size()) {
+    size_t e = nft.find('\n', p);
+    if (e == std::string::npos) e = nft.size();
+    const std::string l = nft.substr(p, e - p);
+    p = e + 1;
+    if (l.rfind("table ", 0) == 0) in_guard = l.find(" weft-guard {") != std::string::npos;
+    if (!in_guard) {
+      out += l + "\n";
+      continue;
+    }
+    if (l.find("elements = {") != std::string::npos) in_elements = true;
+    if (in_elements) out += "weft-guard element: " + l + "\n";
+    if (in_elements && l.find('}') != std::string::npos) in_elements = false;
+  }
+  return out;
+}
+}  // namespace detail
+
+// The node's firewall: the whole nftables ruleset (the source guard's tables
+// only by their elements) and both iptables dumps.
 inline NodeState FirewallState(const TestNetns& node) {
   NodeState s;
   std::string nft, ipt, ip6t;
   node.Exec({"nft", "list", "ruleset"}, &nft);
   node.Exec({"iptables-save"}, &ipt);
   node.Exec({"ip6tables-save"}, &ip6t);
-  s["nftables"] = detail::Lines(nft, false);
+  s["nftables"] = detail::Lines(detail::WithoutGuardSkeleton(nft), false);
   s["iptables"] = detail::Lines(ipt, true);
   s["ip6tables"] = detail::Lines(ip6t, true);
   return s;

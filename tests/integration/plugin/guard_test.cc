@@ -10,6 +10,7 @@
 
 #include "fw/source_guard.h"
 #include "plugin_fixture.h"
+#include "sys/files.h"
 #include "sys/netns.h"
 
 namespace weft::testing {
@@ -132,6 +133,29 @@ TEST_F(GuardTest, RoutedPodSpeaksOnlyAsItself) {
   std::string rules;
   node_->Exec({"nft", "list", "table", "inet", "weft-guard"}, &rules);
   EXPECT_EQ(rules.find(a.host_if), std::string::npos) << rules;
+}
+
+// With NetworkPolicy configured (weftd's conflist key), a pod the plugin
+// starts in the pending interface group is guarded the same way.
+TEST_F(GuardTest, PendingPodsOfNetworkPolicyAreGuardedToo) {
+  const std::string dir = TempDir("np");
+  ASSERT_TRUE(sys::WriteFileAtomic(dir + "/ns", "x\n").ok());
+  json np = Routed();
+  np["networkPolicy"] = {{"namespacesFile", dir + "/ns"}};
+  auto add = [&](const std::string& cid) {
+    auto r = Cni("ADD", cid, PluginTest::Pod(cid).path(), np, "eth0",
+                 {{"CNI_ARGS", "K8S_POD_NAMESPACE=x;K8S_POD_NAME=" + cid}});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    return Pod{cid, PodIp(r), PodIp(r, true), r.Json()["interfaces"][0].value("name", "")};
+  };
+  Pod a = add("na"), b = add("nb"), c = add("nc");
+  auto link = node_->IpJson({"link", "show", "dev", a.host_if});
+  ASSERT_FALSE(link.empty());
+  EXPECT_EQ(link[0].value("group", ""), "22342");  // pending (no weftd here to drop it)
+  EXPECT_EQ(Received(a, a.v4, c, false, true), 5);
+  EXPECT_EQ(Received(a, b.v4, c, false, true), 0);
+  EXPECT_EQ(Received(a, b.v6, c, true, true), 0);
+  RemoveTree(dir);
 }
 
 // IPv6 link-local addresses and neighbour discovery keep working through the

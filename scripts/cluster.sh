@@ -14,6 +14,8 @@
 #                                          via the control plane (which has no way out); removed by `down`
 #   scripts/cluster.sh run NAME NS CMD...  CMD detached in netns NS, its log in <state>/logs/NAME.log;
 #                                          stopped by `down`
+#   scripts/cluster.sh restart NAME        stop a component (etcd, kube-apiserver, ...) or a `run`
+#                                          process and start it again as it was
 #
 # Binaries: build-k8s/bin (scripts/k8s-build.sh; `up` builds them when one is
 # missing). So far the control plane alone: etcd, kube-apiserver,
@@ -41,7 +43,7 @@ API=https://$API_IP:$API_PORT
 log() { echo "cluster.sh: [$(( SECONDS ))s] $*" >&2; }
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 need_root() { [[ $(id -u) == 0 ]] || die "needs root (network namespaces)"; }
 
@@ -60,6 +62,7 @@ start() {
     local name=$1 ns=$2; shift 2
     local pidf=$STATE/pids/$name.pid
     rm -f "$pidf"
+    printf '%s\0' "$ns" "$@" > "$STATE/pids/$name.cmd"   # for `restart`
     ip netns exec "$ns" setsid sh -c 'echo $$ > "$0"; exec "$@"' "$pidf" "$@" \
         </dev/null >>"$STATE/logs/$name.log" 2>&1 9>&- &
     local i
@@ -385,6 +388,29 @@ cmd_status() {
     return 1
 }
 
+# restart NAME: stops a process started by `start` (SIGTERM, SIGKILL after
+# 30 s) and starts it again with the same namespace and arguments.
+cmd_restart() {
+    local name=$1 pid i
+    need_root
+    load_env || die "no cluster: scripts/cluster.sh up"
+    [[ -r $STATE/pids/$name.cmd ]] || die "restart: no process $name"
+    local -a cmd
+    mapfile -d '' -t cmd < "$STATE/pids/$name.cmd"
+    if alive "$name"; then
+        pid=$(cat "$STATE/pids/$name.pid")
+        kill -TERM "$pid"
+        for (( i = 0; i < 300; i++ )); do [[ -d /proc/$pid ]] || break; sleep 0.1; done
+        [[ -d /proc/$pid ]] && kill -KILL "$pid" && sleep 0.5
+    fi
+    start "$name" "${cmd[@]}"
+    case $name in
+        etcd) wait_for etcd 60 etcd etcd_ok ;;
+        kube-apiserver) wait_for kube-apiserver 120 kube-apiserver api_ok ;;
+    esac
+    log "$name restarted (pid $(cat "$STATE/pids/$name.pid"))"
+}
+
 # node-ns NAME N: see the header. Prints the namespace's name.
 cmd_node_ns() {
     local name=$1 n=$2
@@ -414,6 +440,7 @@ case ${1:-} in
         kctl "$@" ;;
     netns) load_env || die "no cluster"; echo "$CP_NS" ;;
     node-ns) (( $# == 3 )) || usage; cmd_node_ns "$2" "$3" ;;
+    restart) (( $# == 2 )) || usage; cmd_restart "$2" ;;
     run)
         (( $# >= 4 )) || usage
         need_root

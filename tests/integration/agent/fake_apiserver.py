@@ -143,9 +143,38 @@ def not_found(res, name):
     return ApiError(404, "NotFound", '%s "%s" not found' % (qualified(res), name), name, res)
 
 
+CAUSE_REASONS = [("Unsupported value", "FieldValueNotSupported"), ("Invalid value", "FieldValueInvalid"),
+                 ("Required value", "FieldValueRequired"), ("Forbidden", "FieldValueForbidden"),
+                 ("Duplicate value", "FieldValueDuplicate"), ("Too long", "FieldValueTooLong"),
+                 ("Not found", "FieldValueNotFound")]
+
+
+# The zero-valued spec and status a real BOOKMARK's object carries, per resource
+# (seen from kube-apiserver v1.36.3 by tests/k8s/fidelity_test.py).
+BOOKMARK_BODIES = {
+    "nodes": {"spec": {}, "status": {
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
+        "nodeInfo": {"machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": "", "osImage": "",
+                     "containerRuntimeVersion": "", "kubeletVersion": "", "kubeProxyVersion": "",
+                     "operatingSystem": "", "architecture": ""}}},
+    "namespaces": {"spec": {}, "status": {}},
+    "pods": {"spec": {"containers": None}, "status": {}},
+    "networkpolicies": {"spec": {"podSelector": {}}},
+}
+
+
 def invalid(res, name, errors):
-    e = ApiError(422, "Invalid", '%s "%s" is invalid: %s' % (res.kind, name, ", ".join(errors)), name, res)
+    """422 Invalid as the real server words it: the group-qualified kind in the
+    message and one details.causes entry per "field: message" error."""
+    kind = res.kind + ("." + res.group if res.group else "")
+    e = ApiError(422, "Invalid", '%s "%s" is invalid: %s' % (kind, name, ", ".join(errors)), name, res)
     e.details["kind"] = res.kind
+    causes = []
+    for err in errors:
+        field, _, msg = err.partition(": ")
+        reason = next((r for prefix, r in CAUSE_REASONS if msg.startswith(prefix)), "FieldValueInvalid")
+        causes.append({"reason": reason, "message": msg, "field": field})
+    e.details["causes"] = causes
     return e
 
 
@@ -344,12 +373,22 @@ def default_object(res, obj):
     if res.plural == "namespaces":
         meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
     elif res.plural == "nodes":
+        spec = obj.setdefault("spec", {})
         if isinstance(spec, dict):
             if spec.get("podCIDR") and not spec.get("podCIDRs"):
                 spec["podCIDRs"] = [spec["podCIDR"]]
             elif spec.get("podCIDRs") and not spec.get("podCIDR"):
                 spec["podCIDR"] = spec["podCIDRs"][0]
             prune_empty(spec, ["podCIDRs", "taints"])
+        # NodeStatus' daemonEndpoints and nodeInfo are structs without
+        # omitempty: the real server always sends them, zero-valued.
+        st = obj.setdefault("status", {})
+        if isinstance(st, dict):
+            st.setdefault("daemonEndpoints", {}).setdefault("kubeletEndpoint", {}).setdefault("Port", 0)
+            info = st.setdefault("nodeInfo", {})
+            for f in ("machineID", "systemUUID", "bootID", "kernelVersion", "osImage", "containerRuntimeVersion",
+                      "kubeletVersion", "kubeProxyVersion", "operatingSystem", "architecture"):
+                info.setdefault(f, "")
     elif res.plural == "pods":
         spec = obj.setdefault("spec", {})
         spec.setdefault("restartPolicy", "Always")
@@ -447,8 +486,11 @@ def validate_selector(sel, path, errs):
 def validate_np(spec, errs):
     validate_selector(spec.get("podSelector"), "spec.podSelector", errs)
     types = spec.get("policyTypes") or []
-    if len(types) > 2 or len(set(types)) != len(types) or any(t not in ("Ingress", "Egress") for t in types):
-        errs.append("spec.policyTypes: Unsupported value: %s: supported values: \"Ingress\", \"Egress\"" % types)
+    for i, t in enumerate(types):
+        if t not in ("Ingress", "Egress"):
+            errs.append('spec.policyTypes[%d]: Unsupported value: "%s": supported values: "Ingress", "Egress"' % (i, t))
+    if len(types) > 2 or len(set(types)) != len(types):
+        errs.append("spec.policyTypes: Invalid value: %s: may not have more than 2 or duplicate policyTypes" % types)
     for direction, peers in (("ingress", "from"), ("egress", "to")):
         for i, rule in enumerate(spec.get(direction) or []):
             base = "spec.%s[%d]" % (direction, i)
@@ -797,6 +839,12 @@ class Store:
                 elif res.plural == "namespaces":
                     obj["spec"] = {"finalizers": ["kubernetes"]}
                     obj["status"] = {"phase": "Active"}
+                elif res.plural == "nodes":
+                    # The TaintNodesByCondition admission plugin: a new Node is not ready.
+                    spec = obj.setdefault("spec", {})
+                    taints = spec.setdefault("taints", [])
+                    if not any(t.get("key") == "node.kubernetes.io/not-ready" for t in taints if isinstance(t, dict)):
+                        taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
                 if self.defaults:
                     default_object(res, obj)
                 validate_object(res, obj)
@@ -1322,10 +1370,15 @@ class Handler(BaseHTTPRequestHandler):
 
     @staticmethod
     def bookmark_object(res, rv, annotations=None):
-        meta = {"resourceVersion": str(rv), "creationTimestamp": None}
+        # As kube-apiserver v1.36 encodes a BOOKMARK's empty object: no
+        # creationTimestamp, and each kind's zero-valued spec and status
+        # (the struct fields without omitempty); tests/k8s/fidelity_test.py.
+        meta = {"resourceVersion": str(rv)}
         if annotations:
             meta["annotations"] = annotations
-        return {"kind": res.kind, "apiVersion": res.api_version, "metadata": meta}
+        obj = {"kind": res.kind, "apiVersion": res.api_version, "metadata": meta}
+        obj.update(copy.deepcopy(BOOKMARK_BODIES.get(res.plural, {})))
+        return obj
 
     # -- test controls
     def test_control(self, method, path, q, raw):

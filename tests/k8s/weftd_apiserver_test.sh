@@ -13,7 +13,9 @@
 #
 #   sudo tests/k8s/weftd_apiserver_test.sh        (needs build-k8s/bin: scripts/k8s-build.sh,
 #                                                  and weftd: scripts/build.sh weftd weft)
-# WEFTD=<path> picks the weftd binary; WEFT_CLUSTER_STATE its cluster's state dir.
+# WEFTD=<path> picks the weftd binary; WEFT_CLUSTER_STATE its cluster's state dir;
+# DUAL_STACK=1 runs it all on a dual-stack cluster (both pod CIDRs of each
+# node, in the conflist and routed).
 # Skipped (exit 0, the reason printed) when the Kubernetes binaries are absent.
 # Ends with "N passed, N failed".
 set -uo pipefail
@@ -61,7 +63,12 @@ poll() {
 }
 
 "$C" down >/dev/null 2>&1 || true
-up_out=$("$C" up 2>"$WEFT_CLUSTER_STATE.up.log")
+up_args=() cidr_flag=()
+if [[ ${DUAL_STACK:-0} == 1 ]]; then
+    up_args=(--dual-stack)
+    cidr_flag=(--cluster-cidr 10.244.0.0/16,fd00:10:244::/56)
+fi
+up_out=$("$C" up "${up_args[@]}" 2>"$WEFT_CLUSTER_STATE.up.log")
 rc=$?
 if (( rc != 0 )) || [[ $(tail -n1 <<<"$up_out") != KUBECONFIG=* ]]; then
     cat "$WEFT_CLUSTER_STATE.up.log" >&2
@@ -119,6 +126,7 @@ metadata:
 EOF
 }
 podcidr() { k get node "$1" -o jsonpath='{.spec.podCIDR}'; }
+podcidrs() { k get node "$1" -o jsonpath='{.spec.podCIDRs[*]}'; }
 has_podcidr() { [[ -n $(podcidr "$1") ]]; }
 
 start_weftd() {
@@ -127,13 +135,16 @@ start_weftd() {
     "$C" run "weftd-$n" "$ns" "$WEFTD" --config "$STATE/weftd/weftd.conf" \
         --kubeconfig "$STATE/weftd/kubeconfig" --node-name "$n" \
         --cni-conf-dir "$d/net.d" --state-dir "$d/state" --plugin-data-dir "$d/ipam" \
-        --plugin-log-file "$d/plugin.log" --metrics-addr 127.0.0.1:9641 --log-level debug
+        --plugin-log-file "$d/plugin.log" --metrics-addr 127.0.0.1:9641 --log-level debug "${cidr_flag[@]}"
 }
 wlog() { cat "$STATE/logs/weftd-$1.log"; }
 readyz() { ip netns exec "$PREFIX-$1" curl -sf --max-time 3 http://127.0.0.1:9641/readyz; }
 metric() { ip netns exec "$PREFIX-$1" curl -sf --max-time 3 http://127.0.0.1:9641/metrics | awk -v m="$2" '$1 == m { print $2 }'; }
 conf_has() { jq -e --arg c "$2" '[.. | strings] | index($c)' "$STATE/nodes/$1/net.d/10-weft.conflist"; }
-route_to() { ip -n "$PREFIX-$1" route show "$2" proto 201 | grep -q "dev weft.1"; }
+route_to() {
+    local fam=-4; [[ $2 == *:* ]] && fam=-6
+    ip -n "$PREFIX-$1" "$fam" route show "$2" proto 201 | grep -q "dev weft.1"
+}
 no_route_to() { ! route_to "$@"; }
 
 i=0
@@ -150,6 +161,20 @@ for n in n1 n2; do
     if poll 60 conf_has "$n" "$cidr"; then ok "$n: conflist written with its podCIDR $cidr"; else bad "$n: conflist with $cidr" "$(ls "$STATE/nodes/$n/net.d"; wlog "$n" | tail -5)"; fi
     if poll 60 readyz "$n"; then ok "$n: /readyz 200"; else bad "$n: /readyz" "$(ip netns exec "$PREFIX-$n" curl -s http://127.0.0.1:9641/readyz)"; fi
 done
+
+if [[ ${DUAL_STACK:-0} == 1 ]]; then
+    for n in n1 n2; do
+        read -r -a cs <<<"$(podcidrs "$n")"
+        if (( ${#cs[@]} == 2 )) && conf_has "$n" "${cs[1]}" >/dev/null; then
+            ok "$n: dual-stack podCIDRs ${cs[*]}, the IPv6 one in the conflist"
+        else
+            bad "$n: dual-stack podCIDRs in the conflist" "podCIDRs '${cs[*]}'"
+        fi
+    done
+    c6_2=$(podcidrs n2 | awk '{print $2}')
+    poll 30 route_to n1 "$c6_2" && ok "n1 routes n2's IPv6 $c6_2 over weft.1" ||
+        bad "n1 routes n2's IPv6 $c6_2" "$(ip -n "$PREFIX-n1" -6 route)"
+fi
 
 # The annotations weftd patched onto its Node.
 for n in n1 n2; do

@@ -2,7 +2,8 @@
 # Builds the pinned Kubernetes (tests/k8s/versions.env) from the Go module
 # proxy into build-k8s/bin (or $WEFT_K8S_BIN): kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl,
-# agnhost and etcd in ONE `go build`, then the pause binary from the pause.c
+# agnhost and etcd in ONE `go build`, the sig-network e2e test binary
+# (e2e-network.test, `go test -c`), then the pause binary from the pause.c
 # shipped in the k8s.io/kubernetes module zip.
 #
 # Go's module and build caches stay at Go's defaults under $HOME, so a fresh
@@ -47,6 +48,15 @@ pkgs=(
 start=$(date +%s)
 # -mod=readonly: go.mod and go.sum are checked in and must already be complete.
 (cd "$mod" && CGO_ENABLED=0 "${nice[@]}" go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$out/" "${pkgs[@]}")
+
+# The upstream e2e suite focused on sig-network (tests/k8s/e2e: NetworkPolicy,
+# the network conformance tests): a test binary, so `go test -c`, the one
+# other Go invocation; it shares the build cache and skips an up-to-date link
+# the same way. WEFT_K8S_E2E=0 leaves it out.
+if [[ ${WEFT_K8S_E2E:-1} != 0 ]]; then
+    (cd "$mod" && CGO_ENABLED=0 "${nice[@]}" go test -c -mod=readonly -trimpath -ldflags "$ldflags" \
+        -o "$out/e2e-network.test" ./e2e)
+fi
 
 # pause: upstream's build/pause/linux/pause.c, static, as its Makefile does.
 src=$(cd "$mod" && go list -mod=readonly -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c

@@ -263,6 +263,39 @@ Status SetAllowedSources(GuardMode mode, const std::string& port, const std::vec
   return sys::NftApply(GuardFamily(mode), kGuardTable, changes).Prefix("allowed sources of " + port);
 }
 
+Result<size_t> PruneGuard(const std::function<Result<std::vector<std::string>>()>& list_links) {
+  struct Have {
+    GuardMode mode;
+    sys::NftElement elem;
+  };
+  std::vector<Have> have;
+  for (GuardMode mode : {GuardMode::kRouted, GuardMode::kBridge}) {
+    std::vector<const char*> sets = {"allow4", "allow6"};
+    if (mode == GuardMode::kBridge) sets.insert(sets.end(), {"mac", "addr4", "addr6", "nd6"});
+    for (const char* set : sets) {
+      WEFT_ASSIGN_OR_RETURN(auto elems, sys::NftElements(GuardFamily(mode), kGuardTable, set));
+      for (auto& e : elems) have.push_back({mode, std::move(e)});
+    }
+  }
+  if (have.empty()) return size_t{0};
+  WEFT_ASSIGN_OR_RETURN(auto links, list_links());
+  std::vector<std::string> live;
+  for (const auto& l : links) live.push_back(IfnameField(l));
+  size_t gone = 0;
+  for (GuardMode mode : {GuardMode::kRouted, GuardMode::kBridge}) {
+    std::vector<sys::NftChange> changes;
+    for (const auto& h : have) {
+      if (h.mode != mode || h.elem.key.size() < 16) continue;
+      if (std::find(live.begin(), live.end(), h.elem.key.substr(0, 16)) != live.end()) continue;
+      changes.push_back({sys::NftChange::kDestroyElement, {h.elem.set, h.elem.key, h.elem.key_end, "", 0}});
+    }
+    if (changes.empty()) continue;
+    WEFT_RETURN_IF_ERROR(sys::NftApply(GuardFamily(mode), kGuardTable, changes).Prefix("prune the source guard"));
+    gone += changes.size();
+  }
+  return gone;
+}
+
 Status ClearAllowedSources(const std::string& port) {
   for (GuardMode mode : {GuardMode::kRouted, GuardMode::kBridge}) {
     // A missing table dumps as empty: nothing to delete, no transaction.

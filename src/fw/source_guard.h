@@ -26,6 +26,7 @@
 // chains: the sets (the bridge bindings, the opt-outs) survive an upgrade.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,6 +72,14 @@ Status BindPort(const std::string& port, const std::string& mac, const std::opti
 // costs the caller no wait).
 Status UnbindPort(const std::string& port, const std::string& mac, const std::optional<IpAddress>& v4,
                   const std::optional<IpAddress>& v6, UniqueFd* keep = nullptr);
+
+// GC's repair: destroys every element of both tables (bridge bindings,
+// opt-outs) whose port is not a link of the node any more (a teardown that
+// died between its steps). Returns how many went. `list_links` names the
+// node's links; it is called after the elements were read, so a port an
+// ADD binds meanwhile (link first, then its elements) is always among them,
+// and a DEL destroys its elements before its link.
+Result<size_t> PruneGuard(const std::function<Result<std::vector<std::string>>()>& list_links);
 
 // The opt-out elements of `port`: one range per prefix in allow4/allow6.
 std::vector<sys::NftElement> AllowElements(const std::string& port, const std::vector<IpPrefix>& prefixes);

@@ -345,6 +345,18 @@ TEST_F(GuardTest, BridgeDelRemovesTheBinding) {
   EXPECT_EQ(elements().find(a.host_if), std::string::npos) << elements();
   EXPECT_EQ(Del("da", Bridged()).exit_code, 0);  // and again: nothing to remove is no error
   ExpectNoPodsLeft();
+  // Elements whose port went without a teardown are pruned by GC; a live
+  // pod's stay.
+  Pod b = AddPod("db", Bridged());
+  ASSERT_EQ(node_->Exec({"nft", "add", "element", "bridge", "weft-guard", "addr4", "{", "\"wftdead00000000\"", ".",
+                         "10.244.2.250", "}"}),
+            0);
+  json gc = Bridged();
+  gc["cni.dev/valid-attachments"] = {{{"containerID", "db"}, {"ifname", "eth0"}}};
+  auto r = Cni("GC", "", "", gc);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(elements().find("wftdead00000000"), std::string::npos) << elements();
+  EXPECT_NE(elements().find(b.host_if), std::string::npos) << elements();
 }
 
 }  // namespace

@@ -290,6 +290,35 @@ TEST_F(GuardTest, BridgePodCannotTakeAnotherPodsMacOrAnswerForItsAddress) {
   EXPECT_EQ(Received(b, b.v4, c, false, false), 5);
 }
 
+// Bridge mode: a pod's router advertisement reaches no neighbour (without
+// the guard, one accepting RAs takes it as its default router and
+// autoconfigures an address from it).
+TEST_F(GuardTest, BridgePodCannotAdvertiseItselfAsARouter) {
+  Pod a = AddPod("ra1", Bridged()), c = AddPod("ra2", Bridged());
+  ASSERT_EQ(Pod_(c).Exec({"sysctl", "-qw", "net.ipv6.conf.eth0.accept_ra=2"}), 0);
+  // An RA needs the sender's link-local address, and is only taken once the
+  // receiver's own is: wait out both DADs.
+  for (const Pod* p : {&a, &c}) {
+    bool ready = false;
+    for (int i = 0; i < 40 && !ready; ++i) {
+      std::string out;
+      Pod_(*p).Exec({"ip", "-6", "addr", "show", "dev", "eth0", "scope", "link"}, &out);
+      ready = out.find("fe80:") != std::string::npos && out.find("tentative") == std::string::npos;
+      if (!ready) ::usleep(100 * 1000);
+    }
+    ASSERT_TRUE(ready) << p->cid << ": no usable link-local address";
+  }
+  const long long before = Counter("bridge", "spoofed6");
+  Spoof("ra", a, "fd00:77::");
+  ::usleep(500 * 1000);
+  std::string routes, addrs;
+  Pod_(c).Exec({"ip", "-6", "route", "show"}, &routes);
+  Pod_(c).Exec({"ip", "-6", "addr", "show", "dev", "eth0"}, &addrs);
+  EXPECT_EQ(routes.find("proto ra"), std::string::npos) << routes;
+  EXPECT_EQ(addrs.find("fd00:77:"), std::string::npos) << addrs;
+  EXPECT_GE(Counter("bridge", "spoofed6") - before, 3);
+}
+
 // After `nft flush ruleset` the next ADD installs the bridge guard again and
 // binds every attachment of its dataDir, so the pods already there keep
 // working (and stay guarded).

@@ -17,6 +17,10 @@ addresses inside them. Modes:
   na   --send-ns NS --ip ADDR
        sends an unsolicited, overriding IPv6 neighbour advertisement to
        ff02::1 claiming ADDR for the sender's MAC.
+  ra   --send-ns NS --ip PREFIX
+       sends a router advertisement to ff02::1 from the sender's link-local
+       address: a default router (lifetime 1800 s) and PREFIX/64 for
+       autoconfiguration.
 """
 import argparse
 import ctypes
@@ -138,9 +142,28 @@ def cmd_na(a):
     print(json.dumps({"sent": a.count}))
 
 
+def cmd_ra(a):
+    enter(a.send_ns)
+    mac = own_mac("eth0")
+    s = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_HOPS, 255)
+    ifindex = socket.if_nametoindex("eth0")
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF, ifindex)
+    # type 134, code 0, checksum, hop limit 64, flags 0, router lifetime,
+    # reachable, retrans; source link-layer option; prefix information
+    # (on-link and autonomous, valid/preferred lifetimes).
+    ra = struct.pack("!BBHBBHII", 134, 0, 0, 64, 0, 1800, 0, 0) + b"\x01\x01" + mac
+    prefix = socket.inet_pton(socket.AF_INET6, a.ip)
+    ra += struct.pack("!BBBBIII", 3, 4, 64, 0xC0, 86400, 14400, 0) + prefix
+    for _ in range(a.count):
+        s.sendto(ra, ("ff02::1", 0, 0, ifindex))
+        time.sleep(0.05)
+    print(json.dumps({"sent": a.count}))
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("mode", choices=["udp", "garp", "na"])
+    p.add_argument("mode", choices=["udp", "garp", "na", "ra"])
     p.add_argument("--recv-ns")
     p.add_argument("--send-ns", required=True)
     p.add_argument("--dst")
@@ -151,7 +174,7 @@ def main():
     p.add_argument("--wait", type=float, default=1.0)
     p.add_argument("--raw", action="store_true")
     a = p.parse_args()
-    {"udp": cmd_udp, "garp": cmd_garp, "na": cmd_na}[a.mode](a)
+    {"udp": cmd_udp, "garp": cmd_garp, "na": cmd_na, "ra": cmd_ra}[a.mode](a)
 
 
 if __name__ == "__main__":

@@ -361,6 +361,25 @@ TEST_F(GuardTest, WeftctlShowsTheCountersAndDoctorRepairsAMissingGuard) {
   RemoveTree(conf_dir);
 }
 
+// A guard whose rules are not this weft's (an upgrade, a chain flushed by
+// hand) is replaced by the next ADD in one transaction that keeps the sets:
+// the pods already bound keep working, and every rule is there once.
+TEST_F(GuardTest, ChangedRulesAreReplacedAndTheBindingsKept) {
+  Pod a = AddPod("ua", Bridged()), c = AddPod("uc", Bridged());
+  ASSERT_EQ(node_->Exec({"nft", "flush", "chain", "bridge", "weft-guard", "prerouting"}), 0);
+  ASSERT_EQ(node_->Exec({"nft", "add", "rule", "bridge", "weft-guard", "pod-ip4", "counter", "comment", "\"old\""}), 0);
+  Pod d = AddPod("ud", Bridged());
+  std::string t;
+  node_->Exec({"nft", "list", "table", "bridge", "weft-guard"}, &t);
+  EXPECT_EQ(t.find("\"old\""), std::string::npos) << t;
+  size_t hooks = 0;
+  for (size_t at = t.find("jump pod"); at != std::string::npos; at = t.find("jump pod", at + 1)) ++hooks;
+  EXPECT_EQ(hooks, 1u) << t;
+  EXPECT_EQ(Received(a, a.v4, c, false, false), 5);
+  EXPECT_EQ(Received(d, d.v6, a, true, false), 5);
+  EXPECT_EQ(Received(a, c.v4, d, false, true), 0);
+}
+
 // DEL removes the bridge port's binding; ADD of a new pod binds its own.
 TEST_F(GuardTest, BridgeDelRemovesTheBinding) {
   Pod a = AddPod("da", Bridged());

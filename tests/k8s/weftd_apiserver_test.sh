@@ -9,7 +9,9 @@
 # overridden: there is no mount namespace per node yet). Checks what weftd
 # does with the real API server: the pod CIDR from the controller-manager, the
 # conflist, its Node annotations, peer routes from the Node watch, the
-# NetworkPolicy informers, a restart, and no 403 or error anywhere in its log.
+# NetworkPolicy informers, a restart, watches run to the server's timeout,
+# 410s after etcd's compaction and an API server restart, and no 403 or error
+# anywhere in its log.
 #
 #   sudo tests/k8s/weftd_apiserver_test.sh        (needs build-k8s/bin: scripts/k8s-build.sh,
 #                                                  and weftd: scripts/build.sh weftd weft)
@@ -131,11 +133,12 @@ has_podcidr() { [[ -n $(podcidr "$1") ]]; }
 
 start_weftd() {
     local n=$1 ns=$PREFIX-$1 d=$STATE/nodes/$1
+    shift
     mkdir -p "$d"/{net.d,state,ipam}
     "$C" run "weftd-$n" "$ns" "$WEFTD" --config "$STATE/weftd/weftd.conf" \
         --kubeconfig "$STATE/weftd/kubeconfig" --node-name "$n" \
         --cni-conf-dir "$d/net.d" --state-dir "$d/state" --plugin-data-dir "$d/ipam" \
-        --plugin-log-file "$d/plugin.log" --metrics-addr 127.0.0.1:9641 --log-level debug "${cidr_flag[@]}"
+        --plugin-log-file "$d/plugin.log" --metrics-addr 127.0.0.1:9641 --log-level debug "${cidr_flag[@]}" "$@"
 }
 wlog() { cat "$STATE/logs/weftd-$1.log"; }
 readyz() { ip netns exec "$PREFIX-$1" curl -sf --max-time 3 http://127.0.0.1:9641/readyz; }
@@ -153,7 +156,9 @@ for n in n1 n2; do
     node_obj "$n" | k apply -f - >/dev/null || bad "Node $n created"
     "$C" node-ns "$n" "$i" >/dev/null || bad "netns for $n"
     if poll 60 has_podcidr "$n"; then ok "Node $n: podCIDR $(podcidr "$n") from the controller-manager"; else bad "Node $n: podCIDR allocated"; fi
-    start_weftd "$n"
+    # n2 watches 10 s at a time (the default is 300 s): it meets the real
+    # server's watch timeouts and BOOKMARKs (sent 2 s before the timeout).
+    if [[ $n == n2 ]]; then start_weftd "$n" --watch-timeout 10; else start_weftd "$n"; fi
 done
 
 for n in n1 n2; do
@@ -231,14 +236,87 @@ start_weftd n1
 sleep 1
 if poll 60 readyz n1 && poll 10 route_to n1 "$c2"; then ok "n1 restarted: ready, n2 still routed"; else bad "n1 restarted" "$(wlog n1 | tail -5)"; fi
 
+# n2's 10 s watches: each ended by the server's timeout and resumed, across
+# the real BOOKMARKs; its peers are still exactly n1.
+n2_watches() {
+    jq -r 'select(.user.username == "system:serviceaccount:kube-system:weftd" and .verb == "watch"
+                  and .stage == "ResponseComplete" and .sourceIPs[0] == "192.0.2.12"
+                  and (.requestURI | startswith("/api/v1/nodes?"))) | .requestURI' "$STATE/logs/audit.log" | wc -l
+}
+enough_watches() { (( $(n2_watches) >= 2 )); }
+if poll 30 enough_watches; then
+    ok "n2: $(n2_watches) Node watches ran to the server's timeoutSeconds=10 and were resumed"
+else
+    bad "n2: Node watches resumed after their timeout" "$(n2_watches) completed"
+fi
+[[ $(metric n2 weft_peers) == 1 ]] && route_to n2 "$c1" && ok "n2: still exactly one peer (n1) after its watches' timeouts" ||
+    bad "n2: one peer after the watch timeouts" "weft_peers=$(metric n2 weft_peers)"
+
+# Real 410s: etcd compacted at its current revision and the API server
+# restarted (a new watch cache): the watches weftd resumes from their last
+# resourceVersion are too old. A peer that joins afterwards is routed.
+etcd_gw() { ip netns exec "$CP_NS" curl -sf --max-time 5 -X POST "http://127.0.0.1:2379/v3/kv/$1" -d "$2"; }
+rev=$(etcd_gw range '{"key":"AA=="}' | jq -r .header.revision)
+if etcd_gw compaction "{\"revision\": $rev, \"physical\": true}" >/dev/null; then ok "etcd compacted at revision $rev"; else bad "etcd compaction at $rev"; fi
+for n in n1 n2; do
+    wlog "$n" | wc -l > "$STATE/$n.lines"
+    metric "$n" 'weft_controlplane_auth_failures_total{backend="kubernetes"}' > "$STATE/$n.af"
+done
+if "$C" restart kube-apiserver 2>/dev/null; then ok "kube-apiserver restarted"; else bad "kube-apiserver restarted"; fi
+# When the restarted server began to serve (klog: "I1127 03:17:55.977641 ... Serving securely").
+serving=$(grep 'Serving securely' "$STATE/logs/kube-apiserver.log" | tail -n1 | awk '{print $2}')
+node_obj n4 | k apply -f - >/dev/null
+if poll 60 has_podcidr n4; then
+    c4=$(podcidr n4)
+    k annotate node n4 weft.io/vtep-mac=0a:58:00:00:00:04 weft.io/host-ip=192.0.2.14 weft.io/backend=vxlan >/dev/null
+    poll 60 route_to n1 "$c4" && poll 30 route_to n2 "$c4" && ok "after compaction and restart: n1 and n2 route the new peer n4's $c4" ||
+        bad "after compaction and restart: n4's $c4 routed" "$(wlog n1 | tail -5)"
+else
+    bad "Node n4: podCIDR allocated"
+fi
+for n in n1 n2; do
+    after=$(wlog "$n" | tail -n +"$(( $(cat "$STATE/$n.lines") + 1 ))")
+    # A restarted kube-apiserver serves before its RBAC authorizer's informers
+    # have synced: for a moment it refuses what RBAC allows (403 "cannot watch
+    # resource"). Such a 403 within 2 s of its start is the server's; any other
+    # is a bug in deploy/.
+    n403=0 late=""
+    while read -r line; do
+        [[ -n $line ]] || continue
+        n403=$(( n403 + 1 ))
+        t=$(grep -o 'ts=[^ ]*' <<<"$line" | cut -c15-26)   # HH:MM:SS.mmm
+        if ! awk -v a="$t" -v b="$serving" 'function s(x, p) { split(x, p, ":"); return p[1]*3600 + p[2]*60 + p[3] }
+                                             BEGIN { d = s(a) - s(b); exit !(d >= -1 && d <= 2) }'; then
+            late+="$line"$'\n'
+        fi
+    done < <(grep 'HTTP 403' <<<"$after")
+    if [[ -z $late ]]; then
+        ok "$n: $n403 watches refused (403) within 2 s of the restarted API server's start ($serving), none later"
+    else
+        bad "$n: a 403 later than 2 s after the API server's start ($serving)" "$late"
+    fi
+    g=$(grep -c '410 Gone' <<<"$after")
+    if (( g > 0 )); then
+        ok "$n: $g watches got 410 Gone from the restarted API server and re-listed ($(grep -m1 '410 Gone' <<<"$after" | grep -o 'msg=.*' | cut -c1-160))"
+    else
+        bad "$n: a 410 after compaction and restart" "$(tail -5 <<<"$after")"
+    fi
+done
+
 # The logs: no refusal (a 403 is a bug in deploy/), no error; warnings listed.
 for n in n1 n2; do
-    af=$(metric "$n" 'weft_controlplane_auth_failures_total{backend="kubernetes"}')
-    [[ $af == 0 ]] && ok "$n: weft_controlplane_auth_failures_total 0" || bad "$n: auth failures" "$af"
-    if wlog "$n" | grep -E '(^| )level=error|HTTP 403|[Ff]orbidden' > "$STATE/$n.errors"; then
-        bad "$n: no error or 403 in weftd's log" "$(head -5 "$STATE/$n.errors")"
+    # Before the API server's restart (the 403s of its start are checked above).
+    af=$(cat "$STATE/$n.af")
+    [[ $af == 0 ]] && ok "$n: weft_controlplane_auth_failures_total 0 before the API server's restart" || bad "$n: auth failures" "$af"
+    if wlog "$n" | head -n "$(cat "$STATE/$n.lines")" | grep -E '(^| )level=error|HTTP 403|[Ff]orbidden' > "$STATE/$n.errors"; then
+        bad "$n: no error or 403 in weftd's log before the restart" "$(head -5 "$STATE/$n.errors")"
     else
-        ok "$n: no error or 403 in weftd's log"
+        ok "$n: no error or 403 in weftd's log before the restart"
+    fi
+    if wlog "$n" | grep -E '(^| )level=error' > "$STATE/$n.errors"; then
+        bad "$n: no error in weftd's log" "$(head -5 "$STATE/$n.errors")"
+    else
+        ok "$n: no error in weftd's log"
     fi
     w=$(wlog "$n" | grep -c 'level=warn')
     (( w == 0 )) || say "$n: $w warnings in weftd's log, e.g.: $(wlog "$n" | grep 'level=warn' | head -3)"

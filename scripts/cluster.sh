@@ -109,6 +109,17 @@ subjectAltName=IP:$API_IP,IP:127.0.0.1,IP:::1,IP:${SVC_CIDR4%.0/*}.1,DNS:localho
     cert controller-manager "/CN=system:kube-controller-manager" "$client"
     cert scheduler "/CN=system:kube-scheduler" "$client"
     cert apiserver-kubelet-client "/O=kubeadm:cluster-admins/CN=kube-apiserver-kubelet-client" "$client"
+    # The front proxy (aggregation layer), as kubeadm sets it up: a CA of its
+    # own and the API server's client certificate for it. Without it every
+    # controller logs that the requestheader CA bundle is missing.
+    openssl ecparam -name prime256v1 -genkey -noout -out "$d/front-proxy-ca.key" 2>/dev/null
+    openssl req -x509 -new -key "$d/front-proxy-ca.key" -subj "/CN=weft-front-proxy-ca-$PREFIX" -days 30 -sha256 \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+        -out "$d/front-proxy-ca.crt" 2>/dev/null
+    openssl ecparam -name prime256v1 -genkey -noout -out "$d/front-proxy-client.key" 2>/dev/null
+    openssl req -new -key "$d/front-proxy-client.key" -subj "/CN=front-proxy-client" 2>/dev/null |
+        openssl x509 -req -CA "$d/front-proxy-ca.crt" -CAkey "$d/front-proxy-ca.key" -CAcreateserial -days 30 \
+            -sha256 -extfile <(printf '%s\n' "$client") -out "$d/front-proxy-client.crt" 2>/dev/null
     # The service-account signing key pair (RS256, as kubeadm makes it).
     openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$d/sa.key" 2>/dev/null
     openssl pkey -in "$d/sa.key" -pubout -out "$d/sa.pub" 2>/dev/null
@@ -281,6 +292,10 @@ EOF
         --service-account-key-file "$p/sa.pub" --service-account-signing-key-file "$p/sa.key" \
         --service-cluster-ip-range "$SVC_CIDR" \
         --audit-policy-file "$STATE/audit-policy.yaml" --audit-log-path "$STATE/logs/audit.log" \
+        --requestheader-client-ca-file "$p/front-proxy-ca.crt" --requestheader-allowed-names front-proxy-client \
+        --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
+        --requestheader-extra-headers-prefix X-Remote-Extra- \
+        --proxy-client-cert-file "$p/front-proxy-client.crt" --proxy-client-key-file "$p/front-proxy-client.key" \
         --allow-privileged=true --profiling=false --v=1
     wait_for kube-apiserver 120 kube-apiserver api_ok
     log "kube-apiserver ready at $API"

@@ -8,7 +8,8 @@ and control plane send (lists with fieldSelector, labelSelector, limit and
 continue; watches with allowWatchBookmarks and timeoutSeconds, under a
 selector; a watch from a compacted resourceVersion and a continue token after
 a compaction, both 410; a Node merge patch; NetworkPolicy defaulting; the
-Status of a 404) and compares, step by step:
+Status of a 404, a 422, and a 401 for a wrong token) and compares, step by
+step:
 
   * exactly: HTTP status codes, Status reason/code, watch event types in
     order, the names a paginated list yields, the spec a NetworkPolicy is
@@ -213,13 +214,19 @@ def list_all(api, path, limit, **params):
             return names, pages, (st, None)
 
 
-def scenario(api, c_steps):
-    """Runs every step on one server; returns {step: answer}."""
+def scenario(api, unauth):
+    """Runs every step on one server (`unauth`: the same server with a wrong
+    bearer token and no client certificate); returns {step: answer}."""
     out = {}
 
     def step(name, value):
         out[name] = value
         return value
+
+    # A token the server does not accept (weftd re-reads its token file on a 401).
+    step("wrong token: list nodes", unauth.req("GET", q("/api/v1/nodes", limit=500)))
+    st, events = unauth.watch(q("/api/v1/nodes", watch=1, allowWatchBookmarks="true", timeoutSeconds=2), 2)
+    step("wrong token: watch nodes", (st, events))
 
     step("create namespace", api.req("POST", "/api/v1/namespaces",
                                      {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
@@ -401,8 +408,9 @@ def inner(ca, cert, key):
         ctx.load_cert_chain(cert, key)
         real = Real("real", "192.0.2.1", 6443, ctx=ctx)
         stand_in = Fake("fake", "127.0.0.1", port, token="fid")
-        r = scenario(real, None)
-        f = scenario(stand_in, None)
+        r = scenario(real, Real("real", "192.0.2.1", 6443, ctx=ssl.create_default_context(cafile=ca),
+                                token="not-a-token"))
+        f = scenario(stand_in, Fake("fake", "127.0.0.1", port, token="not-a-token"))
         with open(os.path.join(STATE, "answers.json"), "w") as out:
             json.dump({"real": r, "fake": f}, out, indent=1, default=str)
         c = compare(r, f)

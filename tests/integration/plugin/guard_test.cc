@@ -203,7 +203,7 @@ TEST_F(GuardTest, OptOutAdmitsOnlyTheNamedPrefixesOfThatPod) {
     return sys::RunInNetns(*node_ns, [&] { return fw::SetAllowedSources(fw::GuardMode::kRouted, port, p); });
   };
   ASSERT_TRUE(set(vpn.host_if, allowed).ok());
-  Result<std::vector<IpPrefix>> read = Status::Ok();
+  Result<std::vector<IpPrefix>> read = std::vector<IpPrefix>{};  // replaced inside the netns
   ASSERT_TRUE(sys::RunInNetns(*node_ns, [&] {
                 read = fw::AllowedSources(fw::GuardMode::kRouted, vpn.host_if);
                 return read.status();

@@ -13,19 +13,12 @@
 #include <vector>
 
 #include "agent/auth_health.h"
+#include "agent/list_watch.h"
 #include "agent/types.h"
 #include "base/ip.h"
 #include "base/status.h"
 
 namespace weft::agent {
-
-// Counters a control plane bumps; read by the metrics endpoint.
-struct ControlPlaneStats {
-  std::atomic<uint64_t> reconnects{0};   // watch streams re-opened after an error
-  std::atomic<uint64_t> relists{0};      // full lists (first one included)
-  std::atomic<uint64_t> events{0};       // watch events applied
-  std::atomic<uint64_t> errors{0};       // failed requests
-};
 
 // The latest complete view of the peers. Writers (one watch thread) replace
 // or patch it; the reconciler waits for a change and takes a copy.
@@ -84,37 +77,6 @@ class ControlPlane {
   // Whether the control plane still accepts this node's credentials
   // (auth_health.h); null when it does not say.
   virtual const AuthHealth* auth_health() const { return nullptr; }
-};
-
-// Sleeps up to `d` in small steps, returning early when `stop` is set.
-// Returns false when stopped.
-bool SleepUnlessStopped(std::chrono::milliseconds d, const std::atomic<bool>& stop);
-
-// SleepUnlessStopped for a random 75-100 % of `d`: the retry sleeps of the
-// list-watch loops, the registrations and the lease renewals, so the nodes
-// that lost the control plane at the same instant do not come back to it in
-// lockstep. Never longer than `d`, which keeps kMaxBackoff a bound on how
-// long a node waits once the control plane answers again. The random source
-// is per thread, seeded from std::random_device.
-bool SleepJitteredUnlessStopped(std::chrono::milliseconds d, const std::atomic<bool>& stop);
-
-// The default cap of Backoff. weftd's guarantee (docs/weftd.md): within 5 s
-// of the API server or etcd answering again, every node has reconnected,
-// re-listed if its watch cannot resume, and reconciled; a retry waits at
-// most this long, leaving the rest to the connect, the list and the
-// reconcile. A refused connect costs the server nothing worth saving.
-inline constexpr std::chrono::milliseconds kMaxBackoff{2000};
-
-// Exponential backoff: 200 ms doubling to `max`, reset after success.
-class Backoff {
- public:
-  explicit Backoff(std::chrono::milliseconds max = kMaxBackoff) : max_(max) {}
-  std::chrono::milliseconds Next();
-  void Reset() { cur_ = std::chrono::milliseconds(0); }
-
- private:
-  std::chrono::milliseconds max_;
-  std::chrono::milliseconds cur_{0};
 };
 
 }  // namespace weft::agent

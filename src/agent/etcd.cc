@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "agent/backoff.h"
 #include "agent/families.h"
 #include "agent/json_util.h"
 #include "base/log.h"

@@ -1,5 +1,6 @@
 #include "agent/informer.h"
 
+#include "agent/backoff.h"
 #include "agent/json_util.h"
 #include "agent/kube_client.h"
 #include "base/strings.h"

@@ -24,7 +24,6 @@
 #include <utility>
 #include <vector>
 
-#include "agent/control_plane.h"
 #include "agent/http.h"
 #include "agent/kube_endpoint.h"
 #include "agent/list_watch.h"

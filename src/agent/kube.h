@@ -24,16 +24,6 @@ inline constexpr char kAnnotationHostIp[] = "weft.io/host-ip";
 inline constexpr char kAnnotationHostIp6[] = "weft.io/host-ip6";
 inline constexpr char kAnnotationBackend[] = "weft.io/backend";
 
-// From the service-account mount: KUBERNETES_SERVICE_HOST/PORT from `env`,
-// token and CA from `sa_dir` (/var/run/secrets/kubernetes.io/serviceaccount).
-Result<KubeEndpoint> InClusterEndpoint(const std::vector<std::string>& env, const std::string& sa_dir);
-// From a kubeconfig (YAML or JSON): the current context's cluster and user.
-// Inline *-data fields are written to files under `scratch_dir`.
-Result<KubeEndpoint> KubeconfigEndpoint(const std::string& path, const std::string& scratch_dir);
-// The same from already-read kubeconfig text (unit tests).
-Result<KubeEndpoint> ParseKubeconfig(std::string_view text, const std::string& scratch_dir,
-                                     const std::string& base_dir);
-
 // --- Pure parsing (unit-tested) --------------------------------------------
 
 // A v1.Node object (as JSON text's parsed form) to a peer: both entries of

@@ -1,5 +1,6 @@
 #include "agent/list_watch.h"
 
+#include "agent/backoff.h"
 #include "base/log.h"
 
 namespace weft::agent {

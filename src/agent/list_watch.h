@@ -14,14 +14,23 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
 
-#include "agent/control_plane.h"
 #include "base/status.h"
 
 namespace weft::agent {
+
+// What RunListWatch counts (a control plane's counters, read by the metrics
+// endpoint).
+struct ControlPlaneStats {
+  std::atomic<uint64_t> reconnects{0};   // watch streams re-opened after an error
+  std::atomic<uint64_t> relists{0};      // full lists (first one included)
+  std::atomic<uint64_t> events{0};       // watch events applied
+  std::atomic<uint64_t> errors{0};       // failed requests
+};
 
 class ListWatchSource {
  public:
@@ -55,13 +64,13 @@ class ListWatchSource {
 };
 
 // Sleeps up to the duration unless `stop` is set; returns false when stopped.
-// SleepJitteredUnlessStopped (control_plane.h) is the real one; tests record
+// SleepJitteredUnlessStopped (backoff.h) is the real one; tests record
 // instead.
 using SleepFn = std::function<bool(std::chrono::milliseconds, const std::atomic<bool>&)>;
 
 // Runs `source` until `stop` is set: lists, then watches; re-lists when the
 // watch cannot resume; reconnects otherwise. Backoff (Backoff in
-// control_plane.h: 200 ms doubling to 2 s) follows every failed list, every
+// backoff.h: 200 ms doubling to 2 s) follows every failed list, every
 // failed watch, and every watch that ended or expired without progress, so a
 // server that refuses each watch at once is not hammered; progress resets it.
 // Counts into `stats`: relists (each List call), reconnects (kClosed,

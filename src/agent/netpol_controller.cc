@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "agent/control_plane.h"
+#include "agent/list_watch.h"
 #include "agent/informer.h"
 #include "base/log.h"
 #include "fw/tool.h"

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "agent/http.h"
+#include "sys/http.h"
 #include "base/status.h"
 #include "bench/cluster.h"
 #include "sys/netns.h"

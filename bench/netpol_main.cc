@@ -60,7 +60,7 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/http.h"
+#include "sys/http.h"
 #include "bench/cluster.h"
 #include "bench/control.h"
 #include "bench/datapath.h"

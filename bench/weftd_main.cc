@@ -32,7 +32,7 @@
 
 #include "agent/etcd.h"
 #include "base/strings.h"
-#include "agent/http.h"
+#include "sys/http.h"
 #include "bench/cluster.h"
 #include "bench/ns.h"
 #include "bench/stats.h"

@@ -5,7 +5,10 @@
 # DEPS[layer] lists the layers directly below it; a layer may include those
 # and, transitively, what they may include. cni, ipam and fw do not use each
 # other; the agent uses the plugin (weftd reclaims vanished attachments with
-# the plugin's teardown, plugin/reclaim.h); the runtime uses neither.
+# the plugin's teardown, plugin/reclaim.h); the runtime uses neither. weftd's
+# rooms: the API clients (kube, etcd) use only base and sys (the HTTP client,
+# weft_http, is in sys); the overlay and policy never use each other; the
+# agent composes them all.
 declare -A DEPS=(
   [base]=""
   [sys]="base"
@@ -14,7 +17,11 @@ declare -A DEPS=(
   [fw]="sys"
   [plugin]="cni ipam fw"
   [runtime]="cni sys"
-  [agent]="plugin"
+  [kube]="sys"
+  [etcd]="sys"
+  [overlay]="sys"
+  [policy]="kube fw"
+  [agent]="plugin kube etcd overlay policy"
   [doctor]="agent runtime"
   [cmd]="doctor"
   # Test and benchmark helpers (tests/testutil, tests/e2e, bench) and the
@@ -24,11 +31,11 @@ declare -A DEPS=(
   [bench]="agent"
   [tests]="doctor e2e testutil"
 )
-LAYERS="base sys cni ipam fw plugin runtime agent doctor cmd testutil e2e bench tests"
+LAYERS="base sys cni ipam fw plugin runtime kube etcd overlay policy agent doctor cmd testutil e2e bench tests"
 # The product's layers: their libraries link exactly the layers DEPS names.
 # A helper library (weft_testutil, weft_e2e_cluster, weft_bench_lib) may link
 # less than its layer's programs do.
-PRODUCT_LAYERS="base sys cni ipam fw plugin runtime agent doctor"
+PRODUCT_LAYERS="base sys cni ipam fw plugin runtime kube etcd overlay policy agent doctor"
 
 # closure <layer>: the layers <layer> may include, itself first.
 closure() {

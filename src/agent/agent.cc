@@ -6,11 +6,11 @@
 #include <thread>
 
 #include "agent/conflist.h"
-#include "agent/datapath.h"
-#include "agent/families.h"
+#include "overlay/datapath.h"
+#include "overlay/families.h"
 #include "agent/node_sysctl.h"
-#include "agent/reconcile.h"
-#include "agent/sync.h"
+#include "overlay/reconcile.h"
+#include "overlay/sync.h"
 #include "plugin/reclaim.h"
 #include "base/log.h"
 #include "base/scope_guard.h"

@@ -12,8 +12,8 @@
 
 #include "agent/control_plane.h"
 #include "agent/metrics.h"
-#include "agent/netpol_controller.h"
-#include "agent/types.h"
+#include "policy/netpol_controller.h"
+#include "overlay/types.h"
 #include "base/status.h"
 #include "fw/backend.h"
 

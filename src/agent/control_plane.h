@@ -12,9 +12,9 @@
 #include <optional>
 #include <vector>
 
-#include "agent/auth_health.h"
-#include "agent/list_watch.h"
-#include "agent/types.h"
+#include "base/auth_health.h"
+#include "base/list_watch.h"
+#include "overlay/types.h"
 #include "base/ip.h"
 #include "base/status.h"
 

@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "agent/backoff.h"
-#include "agent/families.h"
-#include "agent/json_util.h"
+#include "base/backoff.h"
+#include "overlay/families.h"
+#include "base/json_util.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "sys/files.h"

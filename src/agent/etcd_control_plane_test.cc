@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/etcd.h"
-#include "agent/etcd_fake.h"
+#include "etcd/etcd_fake.h"
 
 namespace weft::agent {
 namespace {

@@ -3,10 +3,10 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "agent/backoff.h"
-#include "agent/informer.h"
-#include "agent/json_util.h"
-#include "agent/kube_client.h"
+#include "base/backoff.h"
+#include "kube/informer.h"
+#include "base/json_util.h"
+#include "kube/kube_client.h"
 #include "base/log.h"
 #include "base/strings.h"
 

@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "agent/auth_health.h"
+#include "base/auth_health.h"
 #include "agent/control_plane.h"
 #include "base/status.h"
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "agent/reconcile.h"
-#include "agent/types.h"
+#include "overlay/reconcile.h"
+#include "overlay/types.h"
 #include "doctor/nft_table.h"
 #include "fw/hostport.h"
 #include "ipam/store.h"

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
-#include "agent/families.h"
-#include "agent/http.h"
+#include "overlay/families.h"
+#include "sys/http.h"
 #include "base/strings.h"
 #include "cni/netconf.h"
 #include "doctor/doctor.h"

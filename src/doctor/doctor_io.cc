@@ -7,9 +7,9 @@
 #include <thread>
 
 #include "agent/control_plane.h"
-#include "agent/datapath.h"
+#include "overlay/datapath.h"
 #include "agent/etcd.h"
-#include "agent/families.h"
+#include "overlay/families.h"
 #include "agent/kube.h"
 #include "doctor/policy.h"
 #include "doctor/weftd.h"

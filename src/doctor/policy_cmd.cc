@@ -5,7 +5,7 @@
 #include <optional>
 #include <ostream>
 
-#include "agent/http.h"
+#include "sys/http.h"
 #include "doctor/policy.h"
 #include "doctor/weftd.h"
 

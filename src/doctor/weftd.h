@@ -8,7 +8,7 @@
 #include <chrono>
 #include <string>
 
-#include "agent/http.h"
+#include "sys/http.h"
 #include "base/status.h"
 
 namespace weft::doctor {

@@ -30,7 +30,7 @@
 #include <optional>
 #include <sstream>
 
-#include "agent/http.h"
+#include "sys/http.h"
 #include "e2e/cluster.h"
 #include "e2e/netpol_harness.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/http.h"
+#include "sys/http.h"
 #include "e2e/cluster.h"
 
 namespace weft::testing {

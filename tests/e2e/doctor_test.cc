@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "agent/etcd.h"
-#include "agent/http.h"
+#include "sys/http.h"
 #include "e2e/cluster.h"
 #include "e2e/cluster_fixture.h"
 #include "fw/hostport.h"

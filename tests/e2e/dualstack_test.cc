@@ -18,7 +18,7 @@
 #include <sstream>
 
 #include "agent/etcd.h"
-#include "agent/http.h"
+#include "sys/http.h"
 #include "e2e/cluster.h"
 #include "e2e/kube_api.h"
 

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "agent/etcd.h"
-#include "agent/http.h"
+#include "sys/http.h"
 #include "e2e/cluster.h"
 #include "e2e/cluster_fixture.h"
 

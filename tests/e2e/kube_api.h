@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "agent/http.h"
+#include "sys/http.h"
 #include "e2e/cluster.h"
 #include "sys/netns.h"
 

@@ -22,8 +22,8 @@
 
 #include "agent/etcd.h"
 #include "base/strings.h"
-#include "agent/http.h"
-#include "agent/reconcile.h"
+#include "sys/http.h"
+#include "overlay/reconcile.h"
 #include "base/scope_guard.h"
 #include "e2e/cluster.h"
 #include "sys/netlink.h"

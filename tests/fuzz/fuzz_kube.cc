@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "agent/informer.h"
+#include "kube/informer.h"
 #include "agent/kube.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -19,7 +19,7 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/http.h"
+#include "sys/http.h"
 #include "base/unique_fd.h"
 #include "sys/netns.h"
 

@@ -16,8 +16,8 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "agent/netpol_model.h"
-#include "agent/netpol_types.h"
+#include "policy/netpol_model.h"
+#include "policy/netpol_types.h"
 #include "e2e/cluster.h"
 
 namespace weft::testing {

@@ -1,0 +1,447 @@
+#include "policy/netpol_controller.h"
+
+#include <malloc.h>
+
+#include <condition_variable>
+#include <map>
+#include <set>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "base/list_watch.h"
+#include "kube/informer.h"
+#include "base/log.h"
+#include "fw/tool.h"
+#include "sys/files.h"
+#include "sys/nft_query.h"
+
+namespace weft::agent {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+
+class SystemNetpolKernel : public NetpolKernel {
+ public:
+  Status Apply(const std::string& script) override {
+    WEFT_ASSIGN_OR_RETURN(auto r, fw::RunTool("nft", {"-f", "-"}, script));
+    if (r.exit_code != 0) return fw::ToolError(std::string("nft: apply table inet ") + netpol::kTable, r);
+    return Status::Ok();
+  }
+
+  Result<std::map<std::string, size_t>> ChainRuleCounts() override {
+    WEFT_ASSIGN_OR_RETURN(auto rules, sys::NftRules(sys::NftFamily::kInet, netpol::kTable));
+    std::map<std::string, size_t> out;
+    for (const auto& r : rules) out[r.chain]++;
+    return out;
+  }
+
+  Result<std::pair<uint64_t, uint64_t>> DropCounters() override {
+    WEFT_ASSIGN_OR_RETURN(auto r, fw::RunTool("nft", {"-j", "list", "counters", "table", "inet", netpol::kTable}, ""));
+    if (r.exit_code != 0) return fw::ToolError("nft: list counters", r);
+    std::pair<uint64_t, uint64_t> out{0, 0};
+    try {
+      json j = json::parse(r.out);
+      for (const auto& e : j.value("nftables", json::array())) {
+        if (!e.contains("counter")) continue;
+        const json& c = e["counter"];
+        std::string name = c.value("name", "");
+        uint64_t packets = c.value("packets", uint64_t{0});
+        if (name == "drop-ingress") out.first = packets;
+        if (name == "drop-egress") out.second = packets;
+      }
+    } catch (const std::exception& e) {
+      return Status::Error(Reason::kFailed, Domain::kFirewall, "nft: list counters: bad JSON", e.what());
+    }
+    return out;
+  }
+
+  Status MarkConntrack(const std::vector<std::string>& ips, uint32_t mark) override {
+    char m[32];
+    std::snprintf(m, sizeof m, "0x%x/0x%x", mark, mark);
+    for (const auto& ip : ips) {
+      bool v6 = ip.find(':') != std::string::npos;
+      if (ip == "0.0.0.0/0" || ip == "::/0") {
+        // Every entry of the family.
+        WEFT_ASSIGN_OR_RETURN(auto r, fw::RunTool("conntrack", {"-U", "-f", v6 ? "ipv6" : "ipv4", "-m", m}, ""));
+        if (r.exit_code != 0 && r.exit_code != 1) return fw::ToolError("conntrack -U -f", r);
+        continue;
+      }
+      // The original source, the original destination, and the reply's
+      // source (a pod behind a Service's DNAT).
+      for (const char* which : {"-s", "-d", "--reply-src"}) {
+        WEFT_ASSIGN_OR_RETURN(auto r,
+                              fw::RunTool("conntrack", {"-U", "-f", v6 ? "ipv6" : "ipv4", which, ip, "-m", m}, ""));
+        // conntrack exits 1 when no entry matched.
+        if (r.exit_code != 0 && r.exit_code != 1)
+          return fw::ToolError("conntrack -U " + std::string(which) + " " + ip, r);
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status WriteNamespaces(const std::string& path, const std::string& content) override {
+    auto slash = path.rfind('/');
+    if (slash != std::string::npos && slash > 0) WEFT_RETURN_IF_ERROR(sys::MkdirAll(path.substr(0, slash), 0755));
+    return sys::WriteFileAtomic(path, content, 0644);
+  }
+};
+
+int64_t UsSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+std::unique_ptr<NetpolKernel> NewNetpolKernel() { return std::make_unique<SystemNetpolKernel>(); }
+
+struct NetpolController::Impl {
+  Impl(NetpolOptions o, NetpolController::ApiFactory a, std::unique_ptr<NetpolKernel> k, NetpolMetrics& m)
+      : opts(std::move(o)),
+        apis(std::move(a)),
+        kernel(std::move(k)),
+        metrics(m),
+        pods(netpol::DecodePod, &notifier),
+        namespaces(netpol::DecodeNamespace, &notifier),
+        policies(netpol::DecodePolicy, &notifier),
+        engine(netpol::EngineOptions{opts.node_name, opts.pending_group}) {}
+
+  // Feeds what the caches drained into the engine. REQUIRES: engine_mu held.
+  size_t Drain() {
+    size_t n = 0;
+    for (auto& d : namespaces.Drain()) {
+      ++n;
+      if (d.object) engine.UpsertNamespace(*d.object);
+      else engine.RemoveNamespace(d.key);
+    }
+    // Pods before policies: a new policy fills its sets from the pods of
+    // the namespaces it can reach, where a new pod is checked against every
+    // policy that can see it — at start (10,000 pods, 1,000 policies) the
+    // first order is the cheap one.
+    for (auto& d : pods.Drain()) {
+      ++n;
+      if (d.object) engine.UpsertPod(*d.object);
+      else engine.RemovePod(d.key);
+    }
+    for (auto& d : policies.Drain()) {
+      ++n;
+      if (d.object) engine.UpsertPolicy(*d.object);
+      else engine.RemovePolicy(d.key);
+    }
+    return n;
+  }
+
+  // Writes the plugin's namespaces file when its content changed.
+  void SyncNamespacesFile() {
+    if (opts.namespaces_file.empty()) return;
+    std::string content = "# Written by weftd: the namespaces that have NetworkPolicies.\n";
+    for (const auto& ns : engine.NamespacesWithPolicies()) content += ns + "\n";
+    if (content == namespaces_written) return;
+    Status st = kernel->WriteNamespaces(opts.namespaces_file, content);
+    if (!st.ok()) {
+      WEFT_LOG(kWarn, "cannot write the plugin's namespaces file", {"path", opts.namespaces_file}, {"err", st});
+      return;
+    }
+    namespaces_written = std::move(content);
+  }
+
+  // Whether the kernel's table has the chains and rule counts the model
+  // says. A table that cannot be read is not replaced on a guess.
+  bool KernelMatches() {
+    auto counts = kernel->ChainRuleCounts();
+    if (!counts.ok()) {
+      WEFT_LOG(kWarn, "cannot read table inet weft-netpol; integrity check skipped", {"err", counts.status()});
+      return true;
+    }
+    std::map<std::string, size_t> want;
+    for (const auto& [name, rules] : engine.desired().chains) want[name] = rules.size();
+    want["forward"] = netpol::kForwardChainRules;
+    want["recheck-reply"] = netpol::kRecheckChainRules;
+    return *counts == want;
+  }
+
+  // Applies what changed. REQUIRES: engine_mu held.
+  Status Apply(bool* applied) {
+    *applied = false;
+    bool full = !engine.has_applied();
+    std::string script = full ? engine.RenderFull() : engine.RenderDelta();
+    if (script.empty()) return Status::Ok();
+    std::vector<std::string> tightened = full ? std::vector<std::string>{} : engine.Tightened();
+    if (full) {
+      // The full replace recreates the counters: keep what they counted.
+      if (auto c = kernel->DropCounters(); c.ok()) {
+        base_in += c->first;
+        base_eg += c->second;
+      }
+    }
+    auto t0 = Clock::now();
+    Status st = kernel->Apply(script);
+    metrics.last_sync_us = static_cast<uint64_t>(UsSince(t0));
+    if (!st.ok()) {
+      metrics.sync_errors++;
+      engine.ForgetApplied();
+      return st;
+    }
+    engine.MarkApplied(full);
+    metrics.syncs++;
+    if (full) metrics.full_syncs++;
+    *applied = true;
+    if (opts.recheck_established && !tightened.empty()) QueueRecheck(tightened);
+    return Status::Ok();
+  }
+
+  // Marking conntrack entries execs conntrack three times per address: it
+  // runs on its own thread so the next batch of events is never held up
+  // behind it. Addresses queue up (deduplicated); past kMarkAllAbove of them
+  // at once, every entry of the family is marked in one call instead.
+  static constexpr size_t kMarkAllAbove = 32;
+  void QueueRecheck(const std::vector<std::string>& ips) {
+    {
+      std::lock_guard lock(recheck_mu);
+      recheck_queue.insert(ips.begin(), ips.end());
+    }
+    recheck_cv.notify_one();
+  }
+  void RecheckLoop(const std::atomic<bool>& stop) {
+    std::unique_lock lock(recheck_mu);
+    while (!stop.load()) {
+      recheck_cv.wait_for(lock, std::chrono::milliseconds(200), [&] { return !recheck_queue.empty() || stop.load(); });
+      if (recheck_queue.empty()) continue;
+      std::vector<std::string> ips(recheck_queue.begin(), recheck_queue.end());
+      recheck_queue.clear();
+      lock.unlock();
+      Status st;
+      if (ips.size() > kMarkAllAbove) {
+        bool v4 = false, v6 = false;
+        for (const auto& ip : ips) (ip.find(':') == std::string::npos ? v4 : v6) = true;
+        std::vector<std::string> all;
+        if (v4) all.push_back("0.0.0.0/0");
+        if (v6) all.push_back("::/0");
+        st = kernel->MarkConntrack(all, netpol::kRecheckMark);
+      } else {
+        st = kernel->MarkConntrack(ips, netpol::kRecheckMark);
+      }
+      metrics.conntrack_marks += ips.size();
+      if (!st.ok())
+        WEFT_LOG(kWarn, "marking conntrack entries for a recheck failed", {"err", st});
+      lock.lock();
+    }
+  }
+
+  void UpdateGauges() {
+    metrics.policies = engine.policy_count();
+    metrics.pods = engine.pod_count();
+    metrics.local_pods = engine.desired().sets.at("local4").elements.size() +
+                         engine.desired().sets.at("local6").elements.size();
+    metrics.isolated_ingress = engine.local_isolated(true);
+    metrics.isolated_egress = engine.local_isolated(false);
+  }
+
+  void ObserveLatency(int64_t us) {
+    metrics.latency_sum_us += static_cast<uint64_t>(us);
+    metrics.latency_count++;
+    int i = 0;
+    while (i < NetpolMetrics::kBuckets && us > int64_t(NetpolMetrics::kBucketMs[i]) * 1000) ++i;
+    metrics.latency_bucket[i]++;
+  }
+
+  std::thread StartInformer(const char* what, const char* path, InformerHandler& h, const std::atomic<bool>& stop) {
+    return std::thread([this, &stop, what, path, &h] {
+      ResourceSpec spec;
+      spec.what = what;
+      spec.path = path;
+      spec.watch_timeout_seconds = opts.watch_timeout_seconds;
+      Informer inf(apis(), spec, h, stats);
+      inf.Run(stop);
+    });
+  }
+
+  // Never apply before all three lists are complete: a partial view would
+  // open what a policy closes. Returns the notifier's last value seen.
+  uint64_t WaitForLists(const std::atomic<bool>& stop) {
+    uint64_t seen = 0;
+    while (!stop.load() && !(pods.synced() && namespaces.synced() && policies.synced()))
+      seen = notifier.Wait(seen, std::chrono::milliseconds(500), stop);
+    if (!stop.load()) WEFT_LOG(kInfo, "network policy: lists complete");
+    return seen;
+  }
+
+  // The apply loop's timers, and whether the first sync is still to come.
+  struct SyncLoop {
+    Clock::time_point next_check;  // the next comparison with the kernel
+    Clock::time_point retry_at = Clock::time_point::max();
+    bool first = true;
+  };
+
+  // One pass: the queued events into the engine, the kernel checked for
+  // drift when due, the namespaces file and the ruleset applied.
+  void SyncOnce(SyncLoop& loop) {
+    auto woke = Clock::now();
+    std::lock_guard lock(engine_mu);
+    size_t changes = Drain();
+    if (woke >= loop.next_check) {
+      loop.next_check = woke + opts.resync;
+      if (engine.has_applied() && !KernelMatches()) {
+        WEFT_LOG(kWarn, "table inet weft-netpol differs from the desired ruleset; replacing it");
+        engine.ForgetApplied();
+      }
+    }
+    SyncNamespacesFile();
+    bool applied = false;
+    Status st = Apply(&applied);
+    if (!st.ok()) {
+      WEFT_LOG(kWarn, "network policy apply failed; retrying with a full replace", {"err", st});
+      loop.retry_at = Clock::now() + std::chrono::seconds(1);
+    } else {
+      loop.retry_at = Clock::time_point::max();
+      Synced(loop, applied, changes, woke);
+    }
+    UpdateGauges();
+  }
+
+  // After a successful pass: latency, the log line, and readiness once the
+  // first complete lists are enforced. REQUIRES: engine_mu held.
+  void Synced(SyncLoop& loop, bool applied, size_t changes, Clock::time_point woke) {
+    if (applied && changes > 0 && !loop.first) ObserveLatency(UsSince(woke));
+    if (applied || loop.first) {
+      const log::Level level = loop.first ? log::Level::kInfo : log::Level::kDebug;
+      if (level >= log::GetLevel())
+        log::Write(level, "network policy synced",
+                   {{"policies", engine.policy_count()}, {"pods", engine.pod_count()},
+                    {"changes", changes}, {"duration_us", UsSince(woke)}});
+    }
+    if (loop.first) {
+      metrics.ready = true;
+      loop.first = false;
+      malloc_trim(0);  // the lists' JSON is gone
+    }
+  }
+
+  // Sleeps until an event arrives, the drift check or a retry is due, or
+  // 5 s pass. Returns the notifier's value seen.
+  uint64_t WaitForChange(const SyncLoop& loop, uint64_t seen, const std::atomic<bool>& stop) {
+    auto now = Clock::now();
+    auto wake = std::min(loop.next_check, loop.retry_at);
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake > now ? wake - now : Clock::duration(0));
+    uint64_t v = notifier.Wait(seen, std::min<std::chrono::milliseconds>(wait, std::chrono::seconds(5)), stop);
+    if (v != seen) {
+      // Coalesce a burst (a Deployment's pods, a namespace's relabel) into
+      // one transaction.
+      std::this_thread::sleep_for(opts.batch);
+      seen = notifier.value();
+    }
+    return seen;
+  }
+
+  NetpolOptions opts;
+  NetpolController::ApiFactory apis;
+  std::unique_ptr<NetpolKernel> kernel;
+  NetpolMetrics& metrics;
+  ControlPlaneStats stats;
+  ChangeNotifier notifier;
+  Cache<netpol::Pod> pods;
+  Cache<netpol::Namespace> namespaces;
+  Cache<netpol::Policy> policies;
+  std::mutex engine_mu;
+  netpol::Engine engine;
+  std::string namespaces_written;
+  uint64_t base_in = 0, base_eg = 0;
+  std::mutex recheck_mu;
+  std::condition_variable recheck_cv;
+  std::set<std::string> recheck_queue;
+};
+
+NetpolController::NetpolController(NetpolOptions opts, KubeEndpoint endpoint, std::unique_ptr<NetpolKernel> kernel)
+    : NetpolController(std::move(opts), [endpoint] { return NewKubeApi(endpoint); }, std::move(kernel)) {}
+
+NetpolController::NetpolController(NetpolOptions opts, ApiFactory apis, std::unique_ptr<NetpolKernel> kernel)
+    : impl_(std::make_unique<Impl>(std::move(opts), std::move(apis), std::move(kernel), metrics_)) {}
+
+NetpolController::~NetpolController() = default;
+
+ControlPlaneStats& NetpolController::stats() { return impl_->stats; }
+
+void NetpolController::Run(const std::atomic<bool>& stop) {
+  Impl& s = *impl_;
+  std::vector<std::thread> threads;
+  threads.push_back(s.StartInformer("namespaces", "/api/v1/namespaces", s.namespaces, stop));
+  threads.push_back(s.StartInformer("networkpolicies", "/apis/networking.k8s.io/v1/networkpolicies", s.policies, stop));
+  threads.push_back(s.StartInformer("pods", "/api/v1/pods", s.pods, stop));
+  threads.emplace_back([&s, &stop] { s.RecheckLoop(stop); });
+
+  uint64_t seen = s.WaitForLists(stop);
+  Impl::SyncLoop loop;
+  loop.next_check = Clock::now() + s.opts.resync;
+  while (!stop.load()) {
+    s.SyncOnce(loop);
+    seen = s.WaitForChange(loop, seen, stop);
+  }
+  s.notifier.Notify();
+  s.recheck_cv.notify_all();
+  for (auto& t : threads) t.join();
+}
+
+std::string NetpolController::DescribeJson() {
+  std::lock_guard lock(impl_->engine_mu);
+  return netpol::PodPolicyViewsJson(impl_->engine.LocalPods());
+}
+
+std::string NetpolController::DesiredRuleset() {
+  std::lock_guard lock(impl_->engine_mu);
+  return impl_->engine.RenderFull();
+}
+
+void NetpolController::RefreshCounters() {
+  auto c = impl_->kernel->DropCounters();
+  if (!c.ok()) return;
+  std::lock_guard lock(impl_->engine_mu);
+  metrics_.dropped_ingress = impl_->base_in + c->first;
+  metrics_.dropped_egress = impl_->base_eg + c->second;
+}
+
+std::string RenderNetpolMetrics(const NetpolMetrics& m) {
+  std::string out;
+  auto gauge = [&](const char* name, const char* help, uint64_t v, const char* type = "gauge") {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+           std::to_string(v) + "\n";
+  };
+  gauge("weft_netpol_policies", "NetworkPolicies known cluster-wide.", m.policies.load());
+  gauge("weft_netpol_pods", "Pods known cluster-wide (peers of policies).", m.pods.load());
+  gauge("weft_netpol_local_pod_addresses", "Addresses of this node's pods that weftd knows.", m.local_pods.load());
+  out += "# HELP weft_netpol_isolated_pods Local pods isolated by at least one policy, per direction.\n"
+         "# TYPE weft_netpol_isolated_pods gauge\n";
+  out += "weft_netpol_isolated_pods{direction=\"ingress\"} " + std::to_string(m.isolated_ingress.load()) + "\n";
+  out += "weft_netpol_isolated_pods{direction=\"egress\"} " + std::to_string(m.isolated_egress.load()) + "\n";
+  gauge("weft_netpol_syncs_total", "nft transactions applied to table inet weft-netpol.", m.syncs.load(), "counter");
+  gauge("weft_netpol_full_syncs_total", "Transactions that replaced the whole table.", m.full_syncs.load(), "counter");
+  gauge("weft_netpol_sync_errors_total", "Failed transactions (each is retried as a full replace).",
+        m.sync_errors.load(), "counter");
+  gauge("weft_netpol_conntrack_rechecked_addresses_total",
+        "Addresses whose established connections were marked to be judged again after their allowed traffic shrank.",
+        m.conntrack_marks.load(), "counter");
+  gauge("weft_netpol_last_sync_microseconds", "Duration of the last nft transaction.", m.last_sync_us.load());
+  out += "# HELP weft_netpol_sync_duration_seconds From a batch of API events to its rules being in the kernel.\n"
+         "# TYPE weft_netpol_sync_duration_seconds histogram\n";
+  uint64_t cum = 0;
+  for (int i = 0; i < NetpolMetrics::kBuckets; ++i) {
+    cum += m.latency_bucket[i].load();
+    char le[32];
+    std::snprintf(le, sizeof le, "%g", NetpolMetrics::kBucketMs[i] / 1000.0);
+    out += std::string("weft_netpol_sync_duration_seconds_bucket{le=\"") + le + "\"} " + std::to_string(cum) + "\n";
+  }
+  cum += m.latency_bucket[NetpolMetrics::kBuckets].load();
+  out += "weft_netpol_sync_duration_seconds_bucket{le=\"+Inf\"} " + std::to_string(cum) + "\n";
+  char sum[32];
+  std::snprintf(sum, sizeof sum, "%.6f", m.latency_sum_us.load() / 1e6);
+  out += std::string("weft_netpol_sync_duration_seconds_sum ") + sum + "\n";
+  out += "weft_netpol_sync_duration_seconds_count " + std::to_string(m.latency_count.load()) + "\n";
+  out += "# HELP weft_netpol_dropped_packets_total Packets dropped by policy (nft counters), per direction.\n"
+         "# TYPE weft_netpol_dropped_packets_total counter\n";
+  out += "weft_netpol_dropped_packets_total{direction=\"ingress\"} " + std::to_string(m.dropped_ingress.load()) + "\n";
+  out += "weft_netpol_dropped_packets_total{direction=\"egress\"} " + std::to_string(m.dropped_egress.load()) + "\n";
+  gauge("weft_netpol_ready", "1 once the first complete lists were enforced.", m.ready.load() ? 1 : 0);
+  return out;
+}
+
+}  // namespace weft::agent

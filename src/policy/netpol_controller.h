@@ -1,0 +1,113 @@
+#pragma once
+// weftd's NetworkPolicy controller: informers on Pods, Namespaces and
+// NetworkPolicies feed the pure Engine (netpol_model.h); each batch of
+// changes becomes one atomic `nft -f` transaction on table inet weft-netpol
+// (docs/networkpolicy.md).
+//
+// Start-up never flushes: the first apply replaces the table in one
+// transaction built from complete lists, so the ruleset left by an earlier
+// weftd stays in force until then. Every resync period the kernel's table is
+// checked (chains and rule counts over nfnetlink) and replaced in full when
+// it differs; a failed incremental apply is followed by a full one.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kube/kube_endpoint.h"
+#include "policy/netpol_model.h"
+#include "base/status.h"
+
+namespace weft::agent {
+
+struct ControlPlaneStats;
+
+// The kernel side, behind a seam so the controller's loop is tested without
+// root.
+class NetpolKernel {
+ public:
+  virtual ~NetpolKernel() = default;
+  // Runs one nft script as one transaction.
+  virtual Status Apply(const std::string& script) = 0;
+  // Rules per chain of the table as the kernel has it (empty: no table).
+  virtual Result<std::map<std::string, size_t>> ChainRuleCounts() = 0;
+  // Packets dropped by policy so far: {ingress, egress}.
+  virtual Result<std::pair<uint64_t, uint64_t>> DropCounters() = 0;
+  // Sets `mark` on the conntrack entries to or from `ips` (also as the
+  // DNAT'ed destination): their packets are judged again. "0.0.0.0/0" or
+  // "::/0" stands for every entry of that family.
+  virtual Status MarkConntrack(const std::vector<std::string>& ips, uint32_t mark) = 0;
+  // Writes the plugin's namespaces file (atomically).
+  virtual Status WriteNamespaces(const std::string& path, const std::string& content) = 0;
+};
+// nft, conntrack and files of the node weftd runs in.
+std::unique_ptr<NetpolKernel> NewNetpolKernel();
+
+struct NetpolOptions {
+  std::string node_name;
+  uint32_t pending_group = netpol::kDefaultPendingGroup;
+  std::string namespaces_file;          // the plugin's pending decision (conflist networkPolicy.namespacesFile)
+  std::chrono::milliseconds resync{std::chrono::seconds(30)};
+  std::chrono::milliseconds batch{std::chrono::milliseconds(10)};  // events coalesced this long
+  bool recheck_established = true;  // mark established connections of tightened addresses for a recheck
+  int64_t watch_timeout_seconds = 300;
+};
+
+// Read by the metrics endpoint.
+struct NetpolMetrics {
+  std::atomic<uint64_t> policies{0};
+  std::atomic<uint64_t> pods{0};               // pods known cluster-wide
+  std::atomic<uint64_t> local_pods{0};
+  std::atomic<uint64_t> isolated_ingress{0};   // local pods isolated for ingress
+  std::atomic<uint64_t> isolated_egress{0};
+  std::atomic<uint64_t> syncs{0};              // transactions applied
+  std::atomic<uint64_t> full_syncs{0};
+  std::atomic<uint64_t> sync_errors{0};
+  std::atomic<uint64_t> conntrack_marks{0};    // addresses whose entries were marked for a recheck
+  std::atomic<uint64_t> last_sync_us{0};
+  // Event-to-enforcement latency histogram (le buckets in ms, then +Inf).
+  static constexpr int kBuckets = 10;
+  static constexpr uint32_t kBucketMs[kBuckets] = {1, 5, 10, 25, 50, 100, 200, 500, 1000, 5000};
+  std::atomic<uint64_t> latency_bucket[kBuckets + 1] = {};
+  std::atomic<uint64_t> latency_sum_us{0};
+  std::atomic<uint64_t> latency_count{0};
+  std::atomic<uint64_t> dropped_ingress{0};
+  std::atomic<uint64_t> dropped_egress{0};
+  std::atomic<bool> ready{false};
+};
+std::string RenderNetpolMetrics(const NetpolMetrics& m);
+
+class KubeApi;
+
+class NetpolController {
+ public:
+  // One KubeApi per informer thread.
+  using ApiFactory = std::function<std::unique_ptr<KubeApi>()>;
+  NetpolController(NetpolOptions opts, KubeEndpoint endpoint, std::unique_ptr<NetpolKernel> kernel);
+  // Tests: informers talk to what `apis` makes.
+  NetpolController(NetpolOptions opts, ApiFactory apis, std::unique_ptr<NetpolKernel> kernel);
+  ~NetpolController();
+  // Lists and watches until `stop`; applies every batch. Blocks.
+  void Run(const std::atomic<bool>& stop);
+  NetpolMetrics& metrics() { return metrics_; }
+  ControlPlaneStats& stats();
+  // What the policies say about the local pods (weftctl policy, /netpol).
+  std::string DescribeJson();
+  // The ruleset weftd wants in the kernel (doctor compares).
+  std::string DesiredRuleset();
+  // Refreshes dropped_ingress/egress from the kernel's counters.
+  void RefreshCounters();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  NetpolMetrics metrics_;
+};
+
+}  // namespace weft::agent

@@ -1,0 +1,969 @@
+#include "policy/netpol_model.h"
+
+#include <nlohmann/json.hpp>
+
+#include "base/strings.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <optional>
+
+namespace weft::agent::netpol {
+namespace {
+
+using u128 = unsigned __int128;
+
+u128 ToInt(const IpAddress& a) {
+  u128 v = 0;
+  for (int i = 0; i < a.size(); ++i) v = (v << 8) | a.bytes()[i];
+  return v;
+}
+
+IpAddress FromInt(u128 v, bool v6) {
+  uint8_t b[16];
+  int n = v6 ? 16 : 4;
+  for (int i = n - 1; i >= 0; --i) {
+    b[i] = static_cast<uint8_t>(v & 0xff);
+    v >>= 8;
+  }
+  return IpAddress::FromBytes(v6, b);
+}
+
+// [first, last] of a prefix.
+std::pair<u128, u128> Range(const IpPrefix& p) {
+  u128 lo = ToInt(p.Masked().addr());
+  int host = p.host_bits();
+  u128 span = host >= 128 ? ~u128(0) : ((u128(1) << host) - 1);
+  return {lo, lo + span};
+}
+
+uint64_t Fnv64(const std::string& s) { return Fnv1a64(s); }
+
+std::string Join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) {
+    if (p.empty()) continue;
+    if (!out.empty()) out += ' ';
+    out += p;
+  }
+  return out;
+}
+
+// The address part of a set element ("10.0.0.1", "10.0.0.1 . tcp . 80").
+std::string ElementAddress(const std::string& e) {
+  auto sp = e.find(' ');
+  return sp == std::string::npos ? e : e.substr(0, sp);
+}
+
+bool IsRange(const std::string& e) { return e.find('-') != std::string::npos; }
+
+// A rule as it applies to a reply packet of the connection it judged:
+// source and destination addresses swap, the destination port is the
+// packet's source port. The comment is left alone.
+std::string SwapDirection(const std::string& rule) {
+  std::string body = rule, comment;
+  if (auto c = rule.find(" comment \""); c != std::string::npos) {
+    body = rule.substr(0, c);
+    comment = rule.substr(c);
+  }
+  std::string out;
+  for (size_t i = 0; i < body.size();) {
+    if (body.compare(i, 5, "saddr") == 0) {
+      out += "daddr";
+      i += 5;
+    } else if (body.compare(i, 5, "daddr") == 0) {
+      out += "saddr";
+      i += 5;
+    } else if (body.compare(i, 8, "th dport") == 0) {
+      out += "th sport";
+      i += 8;
+    } else {
+      out += body[i++];
+    }
+  }
+  return out + comment;
+}
+
+const char* kDropIngress = "drop-ingress";
+const char* kDropEgress = "drop-egress";
+
+}  // namespace
+
+std::vector<std::string> BlockElements(const std::vector<IpBlock>& blocks, bool v6) {
+  std::vector<std::pair<u128, u128>> ranges;
+  for (const auto& b : blocks) {
+    if (b.cidr.is_v4() == v6) continue;
+    auto [lo, hi] = Range(b.cidr);
+    // cidr minus its own excepts (an except narrows only its own block).
+    std::vector<std::pair<u128, u128>> ex;
+    for (const auto& e : b.except)
+      if (e.is_v4() == b.cidr.is_v4()) ex.push_back(Range(e));
+    std::sort(ex.begin(), ex.end());
+    u128 cur = lo;
+    bool done = false;
+    for (const auto& [elo, ehi] : ex) {
+      if (ehi < cur || elo > hi) continue;
+      if (elo > cur) ranges.push_back({cur, elo - 1});
+      if (ehi >= hi) {
+        done = true;
+        break;
+      }
+      cur = ehi + 1;
+    }
+    if (!done) ranges.push_back({cur, hi});
+  }
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<u128, u128>> merged;
+  for (const auto& r : ranges) {
+    if (!merged.empty() && (merged.back().second == ~u128(0) || r.first <= merged.back().second + 1)) {
+      merged.back().second = std::max(merged.back().second, r.second);
+    } else {
+      merged.push_back(r);
+    }
+  }
+  std::vector<std::string> out;
+  for (const auto& [lo, hi] : merged) {
+    if (lo == hi) out.push_back(FromInt(lo, v6).ToString());
+    else out.push_back(FromInt(lo, v6).ToString() + "-" + FromInt(hi, v6).ToString());
+  }
+  return out;
+}
+
+Engine::Engine(EngineOptions opts) : opts_(std::move(opts)) {
+  CreateSetDef("local4", SetDef{"ipv4_addr", false, {}});
+  CreateSetDef("local6", SetDef{"ipv6_addr", false, {}});
+}
+
+std::string Engine::PodChainId(const std::string& key) { return Hex(Fnv64(key), 12); }
+
+namespace {
+
+// Canonical text of selectors and peers: equal text, equal selection.
+std::string SelectorKey(const LabelSelector& s) {
+  std::string out = s.valid ? "{" : "{!";
+  for (const auto& [k, v] : s.match_labels) out += k + "=" + v + ",";
+  std::vector<std::string> exprs;
+  for (const auto& r : s.expressions) {
+    std::vector<std::string> vals = r.values;
+    std::sort(vals.begin(), vals.end());
+    std::string e = r.key + "/" + std::to_string(static_cast<int>(r.op)) + "(";
+    for (const auto& v : vals) e += v + ",";
+    exprs.push_back(e + ")");
+  }
+  std::sort(exprs.begin(), exprs.end());
+  for (const auto& e : exprs) out += e;
+  return out + "}";
+}
+
+std::string PeerKey(const Peer& p) {
+  std::string out = "[";
+  out += p.pod_selector ? SelectorKey(*p.pod_selector) : "-";
+  out += "|";
+  out += p.namespace_selector ? SelectorKey(*p.namespace_selector) : "-";
+  out += "|";
+  if (p.ip_block) {
+    out += p.ip_block->cidr.ToString();
+    for (const auto& e : p.ip_block->except) out += "-" + e.ToString();
+  }
+  return out + "]";
+}
+
+}  // namespace
+
+bool Engine::NamespaceMatches(const LabelSelector& sel, const std::string& ns) const {
+  auto it = namespaces_.find(ns);
+  if (it != namespaces_.end()) return sel.Matches(it->second.labels);
+  // Not seen yet: the namespace carries at least its name label.
+  return sel.Matches(Labels{{kNamespaceNameLabel, ns}});
+}
+
+bool Engine::PeerMatchesPod(const std::string& policy_ns, const Peer& peer, const Pod& pod) const {
+  if (peer.ip_block) return false;
+  if (peer.namespace_selector) {
+    if (!NamespaceMatches(*peer.namespace_selector, pod.ns)) return false;
+  } else if (pod.ns != policy_ns) {
+    return false;
+  }
+  if (peer.pod_selector && !peer.pod_selector->Matches(pod.labels)) return false;
+  return true;
+}
+
+void Engine::PodElements(const std::string& base, const PeerSet& ps, const Pod& p,
+                         std::vector<std::pair<std::string, std::string>>* out) const {
+  if (!p.Addressable() || ps.kind == PeerSet::Kind::kBlocks) return;
+  bool selected = false;
+  for (const auto& peer : ps.peers)
+    if (PeerMatchesPod(ps.ns, peer, p)) {
+      selected = true;
+      break;
+    }
+  if (ps.kind == PeerSet::Kind::kPods) {
+    if (selected)
+      for (const auto& ip : p.ips) out->push_back({base + (ip.is_v4() ? "-p4" : "-p6"), ip.ToString()});
+    return;
+  }
+  for (const auto& ip : p.ips) {
+    bool peer_ok = ps.any_peer || selected;
+    for (const auto& peer : ps.peers) {
+      if (peer_ok) break;
+      if (!peer.ip_block || peer.ip_block->cidr.is_v4() != ip.is_v4()) continue;
+      bool in = peer.ip_block->cidr.Contains(ip);
+      for (const auto& e : peer.ip_block->except)
+        if (e.Contains(ip)) in = false;
+      peer_ok = in;
+    }
+    if (!peer_ok) continue;
+    for (const auto& ref : ps.named) {
+      uint16_t port = p.ResolvePort(ref.name, ref.proto);
+      if (port == 0) continue;
+      out->push_back({base + (ip.is_v4() ? "-n4" : "-n6"),
+                      ip.ToString() + " . " + NftProtoName(ref.proto) + " . " + std::to_string(port)});
+    }
+  }
+}
+
+void Engine::CreateSetDef(const std::string& name, SetDef def) {
+  desired_.sets[name] = std::move(def);
+  SetChange& c = set_changes_[name];
+  if (c.deleted || applied_sets_.count(name)) {
+    // In the kernel (maybe deleted earlier in this batch): rebuild it there.
+    c = SetChange{};
+    c.flushed = true;
+  } else {
+    c = SetChange{};
+    c.created = true;
+  }
+}
+
+void Engine::DeleteSetDef(const std::string& name) {
+  desired_.sets.erase(name);
+  refs_.erase(name);
+  if (applied_sets_.count(name)) {
+    SetChange& c = set_changes_[name];
+    c = SetChange{};
+    c.deleted = true;
+  } else {
+    set_changes_.erase(name);
+  }
+}
+
+void Engine::ElementDelta(const std::string& set, const std::string& elem, bool add) {
+  auto& refs = refs_[set];
+  SetChange& c = set_changes_[set];
+  bool whole = c.created || c.flushed;  // rendered from the desired elements
+  if (add) {
+    if (refs[elem]++ != 0) return;
+    desired_.sets[set].elements.insert(elem);
+    if (!whole && !c.dels.erase(elem)) c.adds.insert(elem);
+    return;
+  }
+  auto it = refs.find(elem);
+  if (it == refs.end()) return;
+  if (--it->second != 0) return;
+  refs.erase(it);
+  desired_.sets[set].elements.erase(elem);
+  if (!whole && !c.adds.erase(elem)) c.dels.insert(elem);
+}
+
+void Engine::AddPodToSet(const std::string& base, const PeerSet& ps, const Pod& p, bool add) {
+  std::vector<std::pair<std::string, std::string>> elems;
+  PodElements(base, ps, p, &elems);
+  for (const auto& [set, e] : elems) ElementDelta(set, e, add);
+}
+
+void Engine::ForSetsSeeing(const std::string& ns,
+                           const std::function<void(const std::string&, const PeerSet&)>& fn) const {
+  if (auto it = sets_by_ns_.find(ns); it != sets_by_ns_.end())
+    for (const auto& b : it->second) fn(b, peer_sets_.at(b));
+  for (const auto& b : cross_ns_sets_) fn(b, peer_sets_.at(b));
+}
+
+std::string Engine::AcquireSet(PeerSet proto, const std::string& key) {
+  std::string base = "s" + Hex(Fnv64(key), 12);
+  auto it = peer_sets_.find(base);
+  if (it != peer_sets_.end()) {
+    it->second.refs++;
+    return base;
+  }
+  proto.refs = 1;
+  bool named = proto.kind == PeerSet::Kind::kNamed;
+  for (const char* fam : {"4", "6"}) {
+    std::string type = fam[0] == '4' ? "ipv4_addr" : "ipv6_addr";
+    if (named) type += " . inet_proto . inet_service";
+    CreateSetDef(base + (named ? "-n" : "-p") + fam, SetDef{type, false, {}});
+  }
+  const PeerSet& ps = peer_sets_.emplace(base, std::move(proto)).first->second;
+  if (ps.cross_ns) cross_ns_sets_.insert(base);
+  else sets_by_ns_[ps.ns].insert(base);
+  // Fill it: only namespaces whose pods it can hold.
+  for (const auto& [ns, keys] : pods_by_ns_) {
+    bool candidate = ns == ps.ns;
+    if (!candidate && ps.cross_ns) {
+      bool any_ns_peer = ps.kind == PeerSet::Kind::kNamed && ps.any_peer;
+      for (const auto& peer : ps.peers) {
+        if (any_ns_peer) break;
+        if (peer.ip_block) any_ns_peer = true;
+        else if (peer.namespace_selector && NamespaceMatches(*peer.namespace_selector, ns)) any_ns_peer = true;
+      }
+      candidate = any_ns_peer;
+    }
+    if (!candidate) continue;
+    for (const auto& k : keys) AddPodToSet(base, ps, pods_.at(k), true);
+  }
+  return base;
+}
+
+std::string Engine::AcquireBlocks(const std::vector<std::string>& elements, bool v6) {
+  std::string key = v6 ? "b6" : "b4";
+  for (const auto& e : elements) key += "," + e;
+  std::string base = "b" + Hex(Fnv64(key), 12);
+  auto it = peer_sets_.find(base);
+  if (it != peer_sets_.end()) {
+    it->second.refs++;
+    return base;
+  }
+  PeerSet ps;
+  ps.kind = PeerSet::Kind::kBlocks;
+  ps.refs = 1;
+  ps.ns = v6 ? "6" : "4";  // (blocks belong to no namespace; the family names their set)
+  peer_sets_.emplace(base, std::move(ps));
+  std::string name = base + (v6 ? "-b6" : "-b4");
+  CreateSetDef(name, SetDef{v6 ? "ipv6_addr" : "ipv4_addr", true, {}});
+  for (const auto& e : elements) ElementDelta(name, e, true);
+  return base;
+}
+
+void Engine::ReleaseSet(const std::string& base) {
+  auto it = peer_sets_.find(base);
+  if (it == peer_sets_.end() || --it->second.refs > 0) return;
+  const PeerSet& ps = it->second;
+  switch (ps.kind) {
+    case PeerSet::Kind::kPods:
+      DeleteSetDef(base + "-p4");
+      DeleteSetDef(base + "-p6");
+      break;
+    case PeerSet::Kind::kNamed:
+      DeleteSetDef(base + "-n4");
+      DeleteSetDef(base + "-n6");
+      break;
+    case PeerSet::Kind::kBlocks:
+      DeleteSetDef(base + (ps.ns == "6" ? "-b6" : "-b4"));
+      break;
+  }
+  if (ps.kind != PeerSet::Kind::kBlocks) {
+    if (ps.cross_ns) {
+      cross_ns_sets_.erase(base);
+    } else if (auto s = sets_by_ns_.find(ps.ns); s != sets_by_ns_.end()) {
+      s->second.erase(base);
+      if (s->second.empty()) sets_by_ns_.erase(s);
+    }
+  }
+  peer_sets_.erase(it);
+}
+
+void Engine::AcquirePolicySets(PolicyState& ps) {
+  const Policy& pol = ps.policy;
+  ps.in.assign(pol.ingress.size(), {});
+  ps.eg.assign(pol.egress.size(), {});
+  for (int dir = 0; dir < 2; ++dir) {
+    bool ingress = dir == 0;
+    const auto& rules = ingress ? pol.ingress : pol.egress;
+    auto& sets = ingress ? ps.in : ps.eg;
+    for (size_t r = 0; r < rules.size(); ++r) {
+      const Rule& rule = rules[r];
+      std::vector<IpBlock> blocks;
+      PeerSet pods;
+      pods.kind = PeerSet::Kind::kPods;
+      bool own_ns = false;  // a podSelector-only peer: the set is about this namespace
+      std::string peer_keys;
+      for (const auto& peer : rule.peers) {
+        if (peer.ip_block) {
+          blocks.push_back(*peer.ip_block);
+          continue;
+        }
+        pods.peers.push_back(peer);
+        peer_keys += PeerKey(peer);
+        if (peer.namespace_selector) pods.ns_selector = true;
+        else own_ns = true;
+      }
+      if (!pods.peers.empty()) {
+        pods.ns = own_ns ? pol.ns : "";
+        pods.cross_ns = pods.ns_selector;
+        std::string key = "pods|" + pods.ns + "|" + peer_keys;
+        sets[r].pods = AcquireSet(std::move(pods), key);
+      }
+      auto b4 = BlockElements(blocks, false), b6 = BlockElements(blocks, true);
+      if (!b4.empty()) sets[r].blocks4 = AcquireBlocks(b4, false);
+      if (!b6.empty()) sets[r].blocks6 = AcquireBlocks(b6, true);
+      if (ingress || rule.any_port) continue;
+      PeerSet named;
+      named.kind = PeerSet::Kind::kNamed;
+      std::string named_key;
+      for (const auto& ref : rule.ports)
+        if (ref.proto_valid && !ref.name.empty()) {
+          named.named.push_back(ref);
+          named_key += ref.name + "/" + NftProtoName(ref.proto) + ",";
+        }
+      if (named.named.empty()) continue;
+      named.any_peer = rule.any_peer;
+      named.peers = rule.peers;
+      std::string all_keys;
+      for (const auto& peer : rule.peers) {
+        all_keys += PeerKey(peer);
+        if (peer.namespace_selector) named.ns_selector = true;
+      }
+      named.ns = own_ns ? pol.ns : "";
+      named.cross_ns = named.ns_selector || rule.any_peer || !blocks.empty();
+      std::string key = "named|" + named.ns + "|" + (rule.any_peer ? "*" : "") + "|" + all_keys + "|" + named_key;
+      sets[r].named = AcquireSet(std::move(named), key);
+    }
+  }
+}
+
+void Engine::ReleasePolicySets(const PolicyState& ps) {
+  for (const auto* sets : {&ps.in, &ps.eg})
+    for (const auto& rs : *sets)
+      for (const auto* b : {&rs.pods, &rs.named, &rs.blocks4, &rs.blocks6})
+        if (!b->empty()) ReleaseSet(*b);
+}
+
+namespace {
+
+// The port half of a rule's statements on `pod` ("" = any port). Named
+// ports resolve against the pod for ingress; egress named ports live in the
+// rule's named-port set instead.
+std::vector<std::string> PortMatches(const Rule& rule, const Pod& pod, bool ingress) {
+  if (rule.any_port) return {""};
+  std::vector<std::string> ports;
+  for (const auto& ref : rule.ports) {
+    if (!ref.proto_valid) continue;
+    std::string proto = std::string("meta l4proto ") + NftProtoName(ref.proto);
+    uint16_t port = ref.port, end = ref.end_port;
+    if (!ref.name.empty()) {
+      if (!ingress) continue;  // egress: the named-port set below
+      port = pod.ResolvePort(ref.name, ref.proto);
+      end = 0;
+      if (port == 0) continue;  // this pod has no such port
+    }
+    if (port == 0) ports.push_back(proto);
+    else if (end > port) ports.push_back(proto + " th dport " + std::to_string(port) + "-" + std::to_string(end));
+    else ports.push_back(proto + " th dport " + std::to_string(port));
+  }
+  return ports;
+}
+
+// A local pod's chain in full: invalid packets dropped, the pod's own
+// traffic allowed, the policies' rules, then the counted drop.
+std::vector<std::string> PodChainRules(const Pod& pod, bool ingress, std::vector<std::string> rules) {
+  std::vector<std::string> full;
+  full.push_back("ct state invalid drop");
+  for (const auto& ip : pod.ips)
+    full.push_back(std::string(ip.is_v4() ? "ip " : "ip6 ") + (ingress ? "saddr " : "daddr ") + ip.ToString() +
+                   (ingress ? " accept" : " return") + " comment \"itself\"");
+  for (auto& r : rules) full.push_back(std::move(r));
+  full.push_back(std::string("counter name \"") + (ingress ? kDropIngress : kDropEgress) + "\" drop");
+  return full;
+}
+
+}  // namespace
+
+std::vector<std::string> Engine::RuleStatements(const std::string& policy_key, const Rule& rule, size_t index,
+                                                const RuleSets& sets, bool ingress, const Pod& pod) {
+  const char* addr = ingress ? "saddr" : "daddr";
+  const char* verdict = ingress ? "accept" : "return";
+  std::vector<std::string> peers;
+  if (rule.any_peer) {
+    peers.push_back("");
+  } else {
+    if (!sets.pods.empty()) {
+      peers.push_back(std::string("ip ") + addr + " @" + sets.pods + "-p4");
+      peers.push_back(std::string("ip6 ") + addr + " @" + sets.pods + "-p6");
+    }
+    if (!sets.blocks4.empty()) peers.push_back(std::string("ip ") + addr + " @" + sets.blocks4 + "-b4");
+    if (!sets.blocks6.empty()) peers.push_back(std::string("ip6 ") + addr + " @" + sets.blocks6 + "-b6");
+  }
+  std::vector<std::string> ports = PortMatches(rule, pod, ingress);
+  // nft keeps at most 128 bytes of a comment.
+  std::string what = policy_key.substr(0, 100) + (ingress ? " ingress " : " egress ") + std::to_string(index);
+  std::string tag = "comment \"" + what + "\"";
+  std::vector<std::string> out;
+  for (const auto& p : peers)
+    for (const auto& q : ports) out.push_back(Join({p, q, verdict, tag}));
+  if (!ingress && !sets.named.empty()) {
+    out.push_back("ip daddr . meta l4proto . th dport @" + sets.named + "-n4 " + verdict + " " + tag);
+    out.push_back("ip6 daddr . meta l4proto . th dport @" + sets.named + "-n6 " + verdict + " " + tag);
+  }
+  return out;
+}
+
+Engine::PodRules Engine::LocalPodRules(const Pod& pod) const {
+  PodRules out;
+  auto pol_keys = policies_by_ns_.find(pod.ns);
+  if (pol_keys == policies_by_ns_.end()) return out;
+  for (const auto& pkey : pol_keys->second) {
+    const PolicyState& ps = policies_.at(pkey);
+    const Policy& pol = ps.policy;
+    if (!pol.pod_selector.Matches(pod.labels)) continue;
+    for (int dir = 0; dir < 2; ++dir) {
+      bool ingress = dir == 0;
+      if (ingress ? !pol.isolates_ingress : !pol.isolates_egress) continue;
+      (ingress ? out.isolated_in : out.isolated_eg) = true;
+      const auto& rules = ingress ? pol.ingress : pol.egress;
+      const auto& sets = ingress ? ps.in : ps.eg;
+      auto& chain = ingress ? out.in : out.eg;
+      for (size_t r = 0; r < rules.size(); ++r)
+        for (auto& s : RuleStatements(pkey, rules[r], r, sets[r], ingress, pod)) chain.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+void Engine::WithdrawLocalPod(const std::string& key) {
+  auto it = local_ips_.find(key);
+  if (it == local_ips_.end()) return;
+  for (const auto& ip : it->second) {
+    std::string s = ip.ToString();
+    if (ip.is_v4()) {
+      desired_.ingress4.erase(s);
+      desired_.egress4.erase(s);
+      desired_.ingress4r.erase(s);
+      desired_.egress4r.erase(s);
+    } else {
+      desired_.ingress6.erase(s);
+      desired_.egress6.erase(s);
+      desired_.ingress6r.erase(s);
+      desired_.egress6r.erase(s);
+    }
+    ElementDelta(ip.is_v4() ? "local4" : "local6", s, false);
+  }
+  local_ips_.erase(it);
+}
+
+void Engine::DropChain(const std::string& name) {
+  if (desired_.chains.erase(name)) dirty_chains_.insert(name);
+}
+
+void Engine::PutChain(const std::string& name, std::vector<std::string> rules) {
+  auto it = desired_.chains.find(name);
+  if (it == desired_.chains.end() || it->second != rules) {
+    desired_.chains[name] = std::move(rules);
+    dirty_chains_.insert(name);
+  }
+}
+
+void Engine::SetPodChain(const Pod& pod, const std::string& name, bool isolated, bool ingress,
+                         std::vector<std::string> rules) {
+  // "in-X" judges packets as they come; "rin-X" replies of connections
+  // marked for a recheck, with source and destination swapped.
+  std::string reply_name = "r" + name;
+  if (!isolated) {
+    DropChain(name);
+    DropChain(reply_name);
+    return;
+  }
+  std::vector<std::string> full = PodChainRules(pod, ingress, std::move(rules));
+  std::vector<std::string> reply;
+  for (const auto& r : full) reply.push_back(SwapDirection(r));
+  PutChain(name, std::move(full));
+  PutChain(reply_name, std::move(reply));
+  for (const auto& ip : pod.ips) {
+    bool v4 = ip.is_v4();
+    auto& map = ingress ? (v4 ? desired_.ingress4 : desired_.ingress6) : (v4 ? desired_.egress4 : desired_.egress6);
+    auto& rmap = ingress ? (v4 ? desired_.ingress4r : desired_.ingress6r) : (v4 ? desired_.egress4r : desired_.egress6r);
+    map[ip.ToString()] = name;
+    rmap[ip.ToString()] = reply_name;
+  }
+}
+
+void Engine::RebuildLocalPod(const std::string& key) {
+  std::string cid = PodChainId(key);
+  std::string in_chain = "in-" + cid, eg_chain = "eg-" + cid;
+  WithdrawLocalPod(key);
+  auto pit = pods_.find(key);
+  if (pit == pods_.end() || !IsLocal(pit->second)) {
+    for (const auto& c : {in_chain, eg_chain, "r" + in_chain, "r" + eg_chain}) DropChain(c);
+    return;
+  }
+  const Pod& pod = pit->second;
+  local_ips_[key] = pod.ips;
+  for (const auto& ip : pod.ips) ElementDelta(ip.is_v4() ? "local4" : "local6", ip.ToString(), true);
+  PodRules rules = LocalPodRules(pod);
+  SetPodChain(pod, in_chain, rules.isolated_in, true, std::move(rules.in));
+  SetPodChain(pod, eg_chain, rules.isolated_eg, false, std::move(rules.eg));
+}
+
+void Engine::RebuildLocalPodsOfNamespace(const std::string& ns) {
+  auto it = pods_by_ns_.find(ns);
+  if (it == pods_by_ns_.end()) return;
+  for (const auto& k : it->second)
+    if (IsLocal(pods_.at(k))) RebuildLocalPod(k);
+}
+
+void Engine::UpsertPod(const Pod& pod) {
+  std::string key = pod.key();
+  auto it = pods_.find(key);
+  bool was_local = false;
+  if (it != pods_.end()) {
+    if (it->second == pod) return;
+    was_local = IsLocal(it->second);
+    const Pod& old = it->second;
+    ForSetsSeeing(old.ns, [&](const std::string& b, const PeerSet& ps) { AddPodToSet(b, ps, old, false); });
+    it->second = pod;
+  } else {
+    pods_.emplace(key, pod);
+    pods_by_ns_[pod.ns].insert(key);
+  }
+  const Pod& cur = pods_.at(key);
+  ForSetsSeeing(cur.ns, [&](const std::string& b, const PeerSet& ps) { AddPodToSet(b, ps, cur, true); });
+  if (was_local || IsLocal(cur)) RebuildLocalPod(key);
+}
+
+void Engine::RemovePod(const std::string& key) {
+  auto it = pods_.find(key);
+  if (it == pods_.end()) return;
+  const Pod& old = it->second;
+  ForSetsSeeing(old.ns, [&](const std::string& b, const PeerSet& ps) { AddPodToSet(b, ps, old, false); });
+  std::string ns = old.ns;
+  pods_.erase(it);
+  auto bit = pods_by_ns_.find(ns);
+  if (bit != pods_by_ns_.end()) {
+    bit->second.erase(key);
+    if (bit->second.empty()) pods_by_ns_.erase(bit);
+  }
+  RebuildLocalPod(key);
+}
+
+void Engine::UpsertNamespace(const Namespace& ns) {
+  Namespace n = ns;
+  n.labels.emplace(kNamespaceNameLabel, n.name);
+  auto it = namespaces_.find(n.name);
+  Labels old = it != namespaces_.end() ? it->second.labels : Labels{{kNamespaceNameLabel, n.name}};
+  if (old == n.labels) {
+    namespaces_[n.name] = std::move(n);
+    return;
+  }
+  // Pods of this namespace move in or out of namespaceSelector peers.
+  std::vector<std::string> affected;
+  for (const auto& b : cross_ns_sets_)
+    if (peer_sets_.at(b).ns_selector) affected.push_back(b);
+  const std::set<std::string>* keys = nullptr;
+  if (auto pit = pods_by_ns_.find(n.name); pit != pods_by_ns_.end()) keys = &pit->second;
+  if (keys)
+    for (const auto& b : affected)
+      for (const auto& k : *keys) AddPodToSet(b, peer_sets_.at(b), pods_.at(k), false);
+  std::string name = n.name;
+  namespaces_[name] = std::move(n);
+  if (keys)
+    for (const auto& b : affected)
+      for (const auto& k : *keys) AddPodToSet(b, peer_sets_.at(b), pods_.at(k), true);
+}
+
+void Engine::RemoveNamespace(const std::string& name) {
+  // Its pods (if any remain) fall back to the name label only.
+  UpsertNamespace(Namespace{name, {{kNamespaceNameLabel, name}}});
+  namespaces_.erase(name);
+}
+
+void Engine::UpsertPolicy(const Policy& policy) {
+  std::string key = policy.key();
+  auto it = policies_.find(key);
+  std::optional<PolicyState> old;
+  if (it != policies_.end()) {
+    if (it->second.policy == policy) return;
+    old = std::move(it->second);
+  }
+  PolicyState& ps = policies_[key];
+  ps = PolicyState{};
+  ps.policy = policy;
+  policies_by_ns_[policy.ns].insert(key);
+  // The new sets first: a set both versions use keeps its reference and its
+  // elements (no churn in the kernel).
+  AcquirePolicySets(ps);
+  if (old) ReleasePolicySets(*old);
+  RebuildLocalPodsOfNamespace(policy.ns);
+}
+
+void Engine::RemovePolicy(const std::string& key) {
+  auto it = policies_.find(key);
+  if (it == policies_.end()) return;
+  std::string ns = it->second.policy.ns;
+  ReleasePolicySets(it->second);
+  policies_.erase(it);
+  auto bit = policies_by_ns_.find(ns);
+  if (bit != policies_by_ns_.end()) {
+    bit->second.erase(key);
+    if (bit->second.empty()) policies_by_ns_.erase(bit);
+  }
+  RebuildLocalPodsOfNamespace(ns);
+}
+
+std::vector<std::string> Engine::NamespacesWithPolicies() const {
+  std::vector<std::string> out;
+  for (const auto& [ns, keys] : policies_by_ns_) out.push_back(ns);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+size_t Engine::local_isolated(bool ingress) const {
+  std::set<std::string> chains;
+  const auto& m4 = ingress ? desired_.ingress4 : desired_.egress4;
+  const auto& m6 = ingress ? desired_.ingress6 : desired_.egress6;
+  for (const auto* m : {&m4, &m6})
+    for (const auto& [ip, c] : *m) chains.insert(c);
+  return chains.size();
+}
+
+std::vector<PodPolicyView> Engine::LocalPods() const {
+  std::vector<PodPolicyView> out;
+  for (const auto& [key, ips] : local_ips_) {
+    const Pod& pod = pods_.at(key);
+    PodPolicyView v;
+    v.pod = key;
+    for (const auto& ip : ips) v.ips.push_back(ip.ToString());
+    if (auto pk = policies_by_ns_.find(pod.ns); pk != policies_by_ns_.end()) {
+      for (const auto& pkey : pk->second) {
+        const Policy& pol = policies_.at(pkey).policy;
+        if (!pol.pod_selector.Matches(pod.labels)) continue;
+        if (pol.isolates_ingress) v.ingress_policies.push_back(pkey);
+        if (pol.isolates_egress) v.egress_policies.push_back(pkey);
+      }
+    }
+    v.isolated_ingress = !v.ingress_policies.empty();
+    v.isolated_egress = !v.egress_policies.empty();
+    std::string cid = PodChainId(key);
+    if (auto it = desired_.chains.find("in-" + cid); it != desired_.chains.end()) v.ingress_rules = it->second;
+    if (auto it = desired_.chains.find("eg-" + cid); it != desired_.chains.end()) v.egress_rules = it->second;
+    out.push_back(std::move(v));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.pod < b.pod; });
+  return out;
+}
+
+std::string PodPolicyViewsJson(const std::vector<PodPolicyView>& pods) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& v : pods)
+    out.push_back({{"pod", v.pod},
+                   {"ips", v.ips},
+                   {"isolatedIngress", v.isolated_ingress},
+                   {"isolatedEgress", v.isolated_egress},
+                   {"ingressPolicies", v.ingress_policies},
+                   {"egressPolicies", v.egress_policies},
+                   {"ingressRules", v.ingress_rules},
+                   {"egressRules", v.egress_rules}});
+  return out.dump(2) + "\n";
+}
+
+// --- Rendering --------------------------------------------------------------
+
+namespace {
+
+std::string Elements(const std::set<std::string>& elems) {
+  std::string out;
+  for (const auto& e : elems) {
+    if (!out.empty()) out += ", ";
+    out += e;
+  }
+  return out;
+}
+
+std::string SetDecl(const SetDef& s) {
+  return std::string("type ") + s.type + ";" + (s.interval ? " flags interval;" : "");
+}
+
+void MapDecl(std::string& out, const char* name, const char* type, const std::map<std::string, std::string>& m) {
+  out += std::string("  map ") + name + " {\n    type " + type + " : verdict;\n";
+  if (!m.empty()) {
+    out += "    elements = { ";
+    bool first = true;
+    for (const auto& [ip, chain] : m) {
+      if (!first) out += ", ";
+      first = false;
+      out += ip + " : jump " + chain;
+    }
+    out += " }\n";
+  }
+  out += "  }\n";
+}
+
+std::string ForwardChain(uint32_t group) {
+  std::string g = std::to_string(group);
+  char mark[16];
+  std::snprintf(mark, sizeof mark, "0x%08x", kRecheckMark);
+  std::string out;
+  out += "  chain recheck-reply {\n";
+  out += "    ip daddr vmap @egress4r\n";
+  out += "    ip6 daddr vmap @egress6r\n";
+  out += "    ip saddr vmap @ingress4r\n";
+  out += "    ip6 saddr vmap @ingress6r\n";
+  out += "    accept\n";
+  out += "  }\n";
+  out += "  chain forward {\n";
+  out += "    type filter hook forward priority filter; policy accept;\n";
+  out += std::string("    ct mark & ") + mark + " == 0 ct state established,related accept\n";
+  out += "    ct state related accept\n";
+  out += std::string("    ct direction reply ct mark & ") + mark + " == " + mark + " jump recheck-reply\n";
+  out += "    iifgroup " + g + " meta nfproto ipv4 ip saddr != @local4 counter name \"" + kDropEgress + "\" drop comment \"pending pod\"\n";
+  out += "    iifgroup " + g + " meta nfproto ipv6 ip6 saddr != @local6 counter name \"" + kDropEgress + "\" drop comment \"pending pod\"\n";
+  out += "    oifgroup " + g + " meta nfproto ipv4 ip daddr != @local4 counter name \"" + kDropIngress + "\" drop comment \"pending pod\"\n";
+  out += "    oifgroup " + g + " meta nfproto ipv6 ip6 daddr != @local6 counter name \"" + kDropIngress + "\" drop comment \"pending pod\"\n";
+  out += "    ip saddr vmap @egress4\n";
+  out += "    ip6 saddr vmap @egress6\n";
+  out += "    ip daddr vmap @ingress4\n";
+  out += "    ip6 daddr vmap @ingress6\n";
+  out += "  }\n";
+  return out;
+}
+
+void AddElements(std::string& out, const std::string& set, const std::set<std::string>& elems, bool add) {
+  if (elems.empty()) return;
+  out += std::string(add ? "add" : "delete") + " element inet " + kTable + " " + set + " { " + Elements(elems) + " }\n";
+}
+
+void MapDelta(std::string& del, std::string& add, const char* name, const std::map<std::string, std::string>& want,
+              const std::map<std::string, std::string>& have) {
+  std::set<std::string> dels, adds;
+  for (const auto& [ip, chain] : have) {
+    auto it = want.find(ip);
+    if (it == want.end() || it->second != chain) dels.insert(ip);
+  }
+  for (const auto& [ip, chain] : want) {
+    auto it = have.find(ip);
+    if (it == have.end() || it->second != chain) adds.insert(ip + " : jump " + chain);
+  }
+  AddElements(del, name, dels, false);
+  AddElements(add, name, adds, true);
+}
+
+}  // namespace
+
+std::string Engine::RenderFull() const {
+  const Model& m = desired_;
+  std::string out;
+  out += std::string("add table inet ") + kTable + "\n";
+  out += std::string("delete table inet ") + kTable + "\n";
+  out += std::string("table inet ") + kTable + " {\n";
+  out += std::string("  counter ") + kDropIngress + " {\n  }\n";
+  out += std::string("  counter ") + kDropEgress + " {\n  }\n";
+  for (const auto& [name, s] : m.sets) {
+    out += "  set " + name + " {\n    " + SetDecl(s) + "\n";
+    if (!s.elements.empty()) out += "    elements = { " + Elements(s.elements) + " }\n";
+    out += "  }\n";
+  }
+  for (const auto& [name, rules] : m.chains) {
+    out += "  chain " + name + " {\n";
+    for (const auto& r : rules) out += "    " + r + "\n";
+    out += "  }\n";
+  }
+  MapDecl(out, "ingress4", "ipv4_addr", m.ingress4);
+  MapDecl(out, "egress4", "ipv4_addr", m.egress4);
+  MapDecl(out, "ingress6", "ipv6_addr", m.ingress6);
+  MapDecl(out, "egress6", "ipv6_addr", m.egress6);
+  MapDecl(out, "ingress4r", "ipv4_addr", m.ingress4r);
+  MapDecl(out, "egress4r", "ipv4_addr", m.egress4r);
+  MapDecl(out, "ingress6r", "ipv6_addr", m.ingress6r);
+  MapDecl(out, "egress6r", "ipv6_addr", m.egress6r);
+  out += ForwardChain(opts_.pending_group);
+  out += "}\n";
+  return out;
+}
+
+std::string Engine::RenderDelta() const {
+  std::string elems_del, sets_add, chains, maps_del, maps_add, chains_del, sets_del;
+  const std::string t = std::string(" inet ") + kTable + " ";
+  for (const auto& [name, c] : set_changes_) {
+    if (c.deleted) {
+      sets_del += "delete set" + t + name + "\n";
+      continue;
+    }
+    auto w = desired_.sets.find(name);
+    if (w == desired_.sets.end()) continue;
+    if (c.created) {
+      sets_add += "add set" + t + name + " { " + SetDecl(w->second) + " }\n";
+      AddElements(sets_add, name, w->second.elements, true);
+    } else if (c.flushed) {
+      sets_add += "flush set" + t + name + "\n";
+      AddElements(sets_add, name, w->second.elements, true);
+    } else {
+      // Deletions first: an interval set rejects a new range that overlaps
+      // one being removed.
+      AddElements(elems_del, name, c.dels, false);
+      AddElements(sets_add, name, c.adds, true);
+    }
+  }
+  for (const auto& name : dirty_chains_) {
+    auto w = desired_.chains.find(name);
+    auto h = applied_.chains.find(name);
+    if (w != desired_.chains.end()) {
+      if (h != applied_.chains.end() && h->second == w->second) continue;
+      chains += std::string(h == applied_.chains.end() ? "add chain" : "flush chain") + t + name + "\n";
+      for (const auto& r : w->second) chains += "add rule" + t + name + " " + r + "\n";
+    } else if (h != applied_.chains.end()) {
+      chains_del += "delete chain" + t + name + "\n";
+    }
+  }
+  MapDelta(maps_del, maps_add, "ingress4", desired_.ingress4, applied_.ingress4);
+  MapDelta(maps_del, maps_add, "egress4", desired_.egress4, applied_.egress4);
+  MapDelta(maps_del, maps_add, "ingress6", desired_.ingress6, applied_.ingress6);
+  MapDelta(maps_del, maps_add, "egress6", desired_.egress6, applied_.egress6);
+  MapDelta(maps_del, maps_add, "ingress4r", desired_.ingress4r, applied_.ingress4r);
+  MapDelta(maps_del, maps_add, "egress4r", desired_.egress4r, applied_.egress4r);
+  MapDelta(maps_del, maps_add, "ingress6r", desired_.ingress6r, applied_.ingress6r);
+  MapDelta(maps_del, maps_add, "egress6r", desired_.egress6r, applied_.egress6r);
+  return elems_del + sets_add + chains + maps_del + maps_add + chains_del + sets_del;
+}
+
+void Engine::MarkApplied(bool full) {
+  if (full || !has_applied_) {
+    applied_sets_.clear();
+    for (const auto& [name, def] : desired_.sets) applied_sets_.insert(name);
+  } else {
+    for (const auto& [name, c] : set_changes_) {
+      if (c.deleted) applied_sets_.erase(name);
+      else if (c.created) applied_sets_.insert(name);
+    }
+  }
+  applied_.chains = desired_.chains;
+  applied_.ingress4 = desired_.ingress4;
+  applied_.egress4 = desired_.egress4;
+  applied_.ingress6 = desired_.ingress6;
+  applied_.egress6 = desired_.egress6;
+  applied_.ingress4r = desired_.ingress4r;
+  applied_.egress4r = desired_.egress4r;
+  applied_.ingress6r = desired_.ingress6r;
+  applied_.egress6r = desired_.egress6r;
+  set_changes_.clear();
+  dirty_chains_.clear();
+  has_applied_ = true;
+}
+
+std::vector<std::string> Engine::Tightened() const {
+  std::set<std::string> out;
+  if (!has_applied_) return {};
+  for (const auto& [name, c] : set_changes_) {
+    if (name == "local4" || name == "local6") continue;
+    for (const auto& e : c.dels)
+      if (!IsRange(e)) out.insert(ElementAddress(e));
+  }
+  // Local pods whose chain changed or that became isolated.
+  std::set<std::string> changed_chains;
+  for (const auto& name : dirty_chains_) {
+    auto h = applied_.chains.find(name);
+    auto w = desired_.chains.find(name);
+    if (w != desired_.chains.end() && (h == applied_.chains.end() || h->second != w->second))
+      changed_chains.insert(name);
+  }
+  auto scan = [&](const std::map<std::string, std::string>& want, const std::map<std::string, std::string>& have) {
+    for (const auto& [ip, chain] : want) {
+      auto it = have.find(ip);
+      if (it == have.end() || it->second != chain || changed_chains.count(chain)) out.insert(ip);
+    }
+  };
+  scan(desired_.ingress4, applied_.ingress4);
+  scan(desired_.egress4, applied_.egress4);
+  scan(desired_.ingress6, applied_.ingress6);
+  scan(desired_.egress6, applied_.egress6);
+  return {out.begin(), out.end()};
+}
+
+}  // namespace weft::agent::netpol

@@ -1,0 +1,233 @@
+#pragma once
+// NetworkPolicy compiled to an nftables model: (policies, namespaces, pods)
+// -> the sets, per-pod chains and dispatch maps of table inet weft-netpol
+// (docs/networkpolicy.md has the layout). Pure: no I/O, unit-tested without
+// root.
+//
+// The Engine keeps the cluster's objects and the desired model, and applies
+// each change incrementally: a pod event touches that pod's memberships and,
+// when the pod is local, its chains; a policy event touches its own sets and
+// the chains of the local pods of its namespace; a namespace relabel touches
+// the memberships of its pods for peers with a namespaceSelector. Nothing is
+// recomputed per event for the whole cluster. The Engine records which sets,
+// chains and map entries changed; Diff() turns that into the nft commands
+// that move the kernel from the last applied model to the desired one.
+//
+// Thread-compatible: one thread drives it.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "policy/netpol_types.h"
+
+namespace weft::agent::netpol {
+
+inline constexpr char kTable[] = "weft-netpol";
+inline constexpr uint32_t kDefaultPendingGroup = 22342;  // 0x5746
+// The conntrack mark bit of established connections that a change may now
+// deny: their packets are judged again (docs/networkpolicy.md).
+inline constexpr uint32_t kRecheckMark = 0x20000000;
+// Rules of the table's base chains (the kernel check counts them).
+inline constexpr size_t kForwardChainRules = 11;
+inline constexpr size_t kRecheckChainRules = 5;
+
+// One nft set of the model.
+struct SetDef {
+  std::string type;   // "ipv4_addr", "ipv6_addr", "ipv4_addr . inet_proto . inet_service", ...
+  bool interval = false;
+  std::set<std::string> elements;  // rendered nft elements
+  bool operator==(const SetDef&) const = default;
+};
+
+struct Model {
+  std::map<std::string, SetDef> sets;                     // by name
+  std::map<std::string, std::vector<std::string>> chains;  // per-pod chains: name -> rules
+  // Dispatch maps: pod address -> chain name (rendered "jump <chain>").
+  std::map<std::string, std::string> ingress4, egress4, ingress6, egress6;
+  // The same for reply-direction packets of connections marked for a
+  // recheck (kRecheckMark): pod address -> its chain with source and
+  // destination swapped (rin-/reg-).
+  std::map<std::string, std::string> ingress4r, egress4r, ingress6r, egress6r;
+  bool operator==(const Model&) const = default;
+};
+
+// What a local pod's policies say, for `weftctl policy` and the metrics.
+struct PodPolicyView {
+  std::string pod;  // ns/name
+  std::vector<std::string> ips;
+  bool isolated_ingress = false;
+  bool isolated_egress = false;
+  std::vector<std::string> ingress_policies;  // ns/name of the policies selecting it for ingress
+  std::vector<std::string> egress_policies;
+  std::vector<std::string> ingress_rules;     // the nft rules of its chains
+  std::vector<std::string> egress_rules;
+};
+
+// GET /netpol's body: one object per local pod (weftctl policy reads it).
+std::string PodPolicyViewsJson(const std::vector<PodPolicyView>& pods);
+
+struct EngineOptions {
+  std::string node_name;
+  uint32_t pending_group = kDefaultPendingGroup;
+};
+
+class Engine {
+ public:
+  explicit Engine(EngineOptions opts);
+
+  // Each upsert/remove updates the desired model incrementally.
+  void UpsertPod(const Pod& pod);
+  void RemovePod(const std::string& key);
+  void UpsertNamespace(const Namespace& ns);
+  void RemoveNamespace(const std::string& name);
+  void UpsertPolicy(const Policy& policy);
+  void RemovePolicy(const std::string& key);
+
+  const Model& desired() const { return desired_; }
+
+  // The full ruleset as one nft script that replaces the table atomically:
+  // "add table; delete table; table { ... }" (never a moment without rules).
+  std::string RenderFull() const;
+  // The nft commands that move the kernel from the last applied model to the
+  // desired one, touching only what changed since then ("" when nothing
+  // did). One transaction when fed to `nft -f`.
+  std::string RenderDelta() const;
+  // Marks the desired model as applied after RenderDelta()'s script (or,
+  // with `full`, RenderFull()'s) was committed.
+  void MarkApplied(bool full);
+  // Forgets what was applied (after a failed apply, or when the kernel may
+  // have been changed under us): the next apply must be RenderFull().
+  void ForgetApplied() { has_applied_ = false; }
+  bool has_applied() const { return has_applied_; }
+
+  // Addresses whose allowed traffic may have shrunk between the applied and
+  // the desired model (an element left a peer set, a local pod's chain
+  // changed or it became isolated): their conntrack entries are flushed
+  // after the apply so established flows are judged again. Call before
+  // MarkApplied().
+  std::vector<std::string> Tightened() const;
+
+  // Namespaces that have at least one policy (sorted), for the plugin's
+  // pending decision.
+  std::vector<std::string> NamespacesWithPolicies() const;
+
+  // Introspection for metrics, weftctl and doctor.
+  size_t policy_count() const { return policies_.size(); }
+  size_t pod_count() const { return pods_.size(); }
+  size_t local_isolated(bool ingress) const;
+  std::vector<PodPolicyView> LocalPods() const;
+
+ private:
+  // A set of peers, shared by every rule (of any policy) whose peers are the
+  // same: policies in real clusters repeat their selectors, and a pod event
+  // then touches each distinct selection once, not once per rule.
+  struct PeerSet {
+    enum class Kind { kPods, kNamed, kBlocks };
+    Kind kind = Kind::kPods;
+    std::string ns;              // the policies' namespace, when a peer is podSelector-only
+    std::vector<Peer> peers;     // kPods: the selector peers; kNamed: every peer of the rule
+    bool any_peer = false;       // kNamed: the rule has no `to`
+    std::vector<PortRef> named;  // kNamed: the rule's named ports
+    bool cross_ns = false;       // may hold pods of namespaces other than `ns`
+    bool ns_selector = false;    // membership depends on namespace labels
+    int refs = 0;                // rules using it
+  };
+  // The sets one rule uses, by base name ("" = none). kPods and kNamed sets
+  // exist per family as <base>-p4/-p6 and <base>-n4/-n6, blocks as <base>-b4/-b6.
+  struct RuleSets {
+    std::string pods, named, blocks4, blocks6;
+  };
+  struct PolicyState {
+    Policy policy;
+    std::vector<RuleSets> in, eg;
+  };
+  // What changed in one set since the last MarkApplied().
+  struct SetChange {
+    bool created = false;  // not in the kernel: add it with every element
+    bool flushed = false;  // in the kernel but rebuilt: flush it, add every element
+    bool deleted = false;  // in the kernel, no longer wanted
+    std::set<std::string> adds, dels;
+  };
+
+  static std::string PodChainId(const std::string& key);
+
+  bool IsLocal(const Pod& p) const { return p.node == opts_.node_name && p.Addressable(); }
+  bool PeerMatchesPod(const std::string& policy_ns, const Peer& peer, const Pod& pod) const;
+  bool NamespaceMatches(const LabelSelector& sel, const std::string& ns) const;
+  // The elements pod `p` contributes to peer set `base`.
+  void PodElements(const std::string& base, const PeerSet& ps, const Pod& p,
+                   std::vector<std::pair<std::string, std::string>>* out) const;
+  void AddPodToSet(const std::string& base, const PeerSet& ps, const Pod& p, bool add);
+  // Calls `fn` for every peer set that can hold a pod of `ns`.
+  void ForSetsSeeing(const std::string& ns, const std::function<void(const std::string&, const PeerSet&)>& fn) const;
+  // Takes a reference on the set `proto` describes (creating and filling it
+  // when it is new) and returns its base name.
+  std::string AcquireSet(PeerSet proto, const std::string& key);
+  std::string AcquireBlocks(const std::vector<std::string>& elements, bool v6);
+  void ReleaseSet(const std::string& base);
+  void CreateSetDef(const std::string& name, SetDef def);
+  void DeleteSetDef(const std::string& name);
+  void AcquirePolicySets(PolicyState& ps);
+  void ReleasePolicySets(const PolicyState& ps);
+  void RebuildLocalPod(const std::string& key);
+  void RebuildLocalPodsOfNamespace(const std::string& ns);
+  // RebuildLocalPod's steps. The rules the policies selecting a local pod
+  // give its chains, and whether it is isolated in each direction:
+  struct PodRules {
+    std::vector<std::string> in, eg;
+    bool isolated_in = false, isolated_eg = false;
+  };
+  PodRules LocalPodRules(const Pod& pod) const;
+  // The nft statements of rule `index` of policy `policy_key` in a chain of
+  // `pod`. Pure.
+  static std::vector<std::string> RuleStatements(const std::string& policy_key, const Rule& rule, size_t index,
+                                                 const RuleSets& sets, bool ingress, const Pod& pod);
+  // Removes the dispatch-map entries and local-set elements of the pod's
+  // last addresses.
+  void WithdrawLocalPod(const std::string& key);
+  // Installs chain `name` and its reply twin "r<name>" with the dispatch
+  // entries of the pod's addresses, or drops both when not isolated.
+  void SetPodChain(const Pod& pod, const std::string& name, bool isolated, bool ingress,
+                   std::vector<std::string> rules);
+  void PutChain(const std::string& name, std::vector<std::string> rules);
+  void DropChain(const std::string& name);
+  void ElementDelta(const std::string& set, const std::string& elem, bool add);
+
+  EngineOptions opts_;
+  std::unordered_map<std::string, Pod> pods_;
+  std::unordered_map<std::string, std::set<std::string>> pods_by_ns_;
+  std::unordered_map<std::string, Namespace> namespaces_;
+  std::map<std::string, PolicyState> policies_;  // by ns/name
+  std::unordered_map<std::string, std::set<std::string>> policies_by_ns_;
+  std::map<std::string, PeerSet> peer_sets_;     // by base name
+  std::unordered_map<std::string, std::set<std::string>> sets_by_ns_;  // own-namespace kPods/kNamed sets
+  std::set<std::string> cross_ns_sets_;
+  // Reference counts of set elements: two peers of one rule (or two pods
+  // sharing an address in a race) may add the same element.
+  std::unordered_map<std::string, std::unordered_map<std::string, int>> refs_;
+
+  Model desired_;
+  // What the kernel has: set names only (elements are tracked as changes),
+  // chains and maps in full (they are small).
+  std::set<std::string> applied_sets_;
+  Model applied_;
+  bool has_applied_ = false;
+  std::map<std::string, SetChange> set_changes_;
+  std::set<std::string> dirty_chains_;
+  // Map keys each local pod owns (its addresses), to withdraw them on change.
+  std::unordered_map<std::string, std::vector<IpAddress>> local_ips_;
+};
+
+// ipBlock arithmetic: the union of (cidr minus except) over `blocks`, as
+// non-overlapping nft interval elements ("a-b" or a single address), per
+// family. Pure; exposed for tests.
+std::vector<std::string> BlockElements(const std::vector<IpBlock>& blocks, bool v6);
+
+}  // namespace weft::agent::netpol

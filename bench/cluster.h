@@ -99,7 +99,7 @@ Status MakeUnderlay(const std::string& name, const std::string& ip);
 Status MakeNodeOnUnderlay(const std::string& node, const std::string& underlay, int octet, const std::string& gw);
 
 // weftd's peer routes in one netns (IPv4, main table, protocol 201 with a
-// gateway: what the agent owns, cf. agent::IsAgentRoute), kept from
+// gateway: what the agent owns, cf. overlay::IsAgentRoute), kept from
 // RTM_NEWROUTE/RTM_DELROUTE multicast notifications on a netlink socket
 // opened in that netns, so waiting costs no route dumps and the time a
 // change is seen is when the kernel announced it, not the next poll tick.

@@ -56,7 +56,7 @@ std::string Plural(const std::string& kind) {
 }  // namespace
 
 KubeApi::KubeApi(sys::Netns ns, Daemon proc, std::string url, std::string token, std::string kubeconfig,
-                 agent::TlsOptions tls)
+                 sys::TlsOptions tls)
     : ns_(std::move(ns)),
       proc_(std::move(proc)),
       url_(std::move(url)),
@@ -102,7 +102,7 @@ Result<std::unique_ptr<KubeApi>> KubeApi::Start(const std::string& netns_path, c
                                                 "    user: weftd\n"
                                                 "current-context: bench\n",
                                             0600));
-  agent::TlsOptions tls;
+  sys::TlsOptions tls;
   tls.ca_file = dir + "/ca.crt";
   std::unique_ptr<KubeApi> api(new KubeApi(std::move(ns), std::move(proc), url, kToken, kubeconfig, tls));
   const auto end = Clock::now() + std::chrono::seconds(20);
@@ -120,7 +120,7 @@ Result<std::unique_ptr<KubeApi>> KubeApi::Start(const std::string& netns_path, c
 
 Result<ApiReply> KubeApi::Request(const std::string& method, const std::string& path, const std::string& body,
                                   const std::string& content_type) {
-  agent::HttpRequest req;
+  sys::HttpRequest req;
   req.method = method;
   req.url = url_ + path;
   req.headers = {"Authorization: Bearer " + token_, "Accept: application/json"};
@@ -137,7 +137,7 @@ Result<ApiReply> KubeApi::Request(const std::string& method, const std::string& 
     if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(100 * attempt));
     st = sys::RunInNetns(ns_, [&]() -> Status {
       reply.sent = Clock::now();
-      WEFT_ASSIGN_OR_RETURN(agent::HttpResponse r, client_.Do(req));
+      WEFT_ASSIGN_OR_RETURN(sys::HttpResponse r, client_.Do(req));
       reply.answered = Clock::now();
       reply.status = r.status;
       reply.body = std::move(r.body);

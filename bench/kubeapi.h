@@ -57,11 +57,11 @@ class KubeApi {
 
  private:
   KubeApi(sys::Netns ns, Daemon proc, std::string url, std::string token, std::string kubeconfig,
-          agent::TlsOptions tls);
+          sys::TlsOptions tls);
   sys::Netns ns_;
   Daemon proc_;
   std::string url_, token_, kubeconfig_;
-  agent::HttpClient client_;
+  sys::HttpClient client_;
 };
 
 }  // namespace weft::bench

@@ -1079,7 +1079,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "weft-bench-netpol: %s\n", st.msg().c_str());
     return 1;
   }
-  if (!agent::InitHttp().ok()) {
+  if (!sys::InitHttp().ok()) {
     std::fprintf(stderr, "weft-bench-netpol: cannot initialise the HTTP client\n");
     return 1;
   }

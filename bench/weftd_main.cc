@@ -97,15 +97,15 @@ std::string PeerValue(int i) {
 }
 
 // Runs `fn` with an etcd client made inside the underlay netns.
-Status WithEtcd(const sys::Netns& ul, const std::function<Status(agent::EtcdClient&)>& fn) {
+Status WithEtcd(const sys::Netns& ul, const std::function<Status(etcd::EtcdClient&)>& fn) {
   return sys::RunInNetns(ul, [&] {
-    agent::EtcdClient c({std::string("http://") + kUnderlayIp + ":2379"}, {});
+    etcd::EtcdClient c({std::string("http://") + kUnderlayIp + ":2379"}, {});
     return fn(c);
   });
 }
 
 Status RegisterPeers(const sys::Netns& ul, const std::string& etcd_prefix, int n) {
-  return WithEtcd(ul, [&](agent::EtcdClient& c) -> Status {
+  return WithEtcd(ul, [&](etcd::EtcdClient& c) -> Status {
     WEFT_RETURN_IF_ERROR(c.Put(etcd_prefix + "/config", R"({"network":"10.0.0.0/8","subnetLen":24})"));
     for (int start = 0; start < n; start += 250) {
       json ops = json::array();
@@ -208,13 +208,13 @@ Result<json> MeasureCount(const Args& a, const sys::Netns& ul, const std::string
     const int j = n + k;
     auto t1 = Clock::now();
     WEFT_RETURN_IF_ERROR(
-        WithEtcd(ul, [&](agent::EtcdClient& c) { return c.Put(PeerKey(etcd_prefix, j), PeerValue(j)); }));
+        WithEtcd(ul, [&](etcd::EtcdClient& c) { return c.Put(PeerKey(etcd_prefix, j), PeerValue(j)); }));
     WEFT_ASSIGN_OR_RETURN(auto seen, watch.WaitUntil([&](const std::set<std::string>& s) { return s.count(PeerDst(j)) > 0; },
                                                      std::chrono::seconds(20)));
     join.push_back(Ms(seen - t1));
     const int l = 7 + k;
     auto t2 = Clock::now();
-    WEFT_RETURN_IF_ERROR(WithEtcd(ul, [&](agent::EtcdClient& c) { return c.Delete(PeerKey(etcd_prefix, l)); }));
+    WEFT_RETURN_IF_ERROR(WithEtcd(ul, [&](etcd::EtcdClient& c) { return c.Delete(PeerKey(etcd_prefix, l)); }));
     WEFT_ASSIGN_OR_RETURN(seen, watch.WaitUntil([&](const std::set<std::string>& s) { return s.count(PeerDst(l)) == 0; },
                                                 std::chrono::seconds(20)));
     leave.push_back(Ms(seen - t2));
@@ -244,7 +244,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "weft-bench-weftd: %s\n", st.msg().c_str());
     return 1;
   }
-  if (!agent::InitHttp().ok()) {
+  if (!sys::InitHttp().ok()) {
     std::fprintf(stderr, "weft-bench-weftd: cannot initialise the HTTP client\n");
     return 1;
   }

@@ -26,6 +26,10 @@ using weft::Domain;
 using weft::Reason;
 using weft::Status;
 namespace agent = weft::agent;
+namespace kube = weft::kube;
+namespace overlay = weft::overlay;
+namespace policy = weft::policy;
+namespace sys = weft::sys;
 
 // Set once --log-file names a file: stderr then gets the reason too.
 bool g_logs_to_file = false;
@@ -153,15 +157,15 @@ int RealMain(int argc, char** argv) {
   }
   if (o.node_name.empty())
     return Fail(Status::Error(Reason::kInvalidArgument, Domain::kConfig, "--node-name (or NODE_NAME) is required"));
-  if (!agent::ParseBackend(backend, &o.backend))
+  if (!overlay::ParseBackend(backend, &o.backend))
     return Fail(Status::Error(Reason::kInvalidArgument, Domain::kConfig, "bad --backend"));
   if (!cluster_cidr.empty()) {
-    auto c = agent::ParseCidrPerFamily("--cluster-cidr", cluster_cidr);
+    auto c = overlay::ParseCidrPerFamily("--cluster-cidr", cluster_cidr);
     if (!c.ok()) return Fail(c.status());
     o.cluster_cidrs = std::move(c).value();
   }
   if (!o.node_ip.empty())
-    if (auto ips = agent::ParseIpPerFamily("--node-ip", o.node_ip); !ips.ok()) return Fail(ips.status());
+    if (auto ips = overlay::ParseIpPerFamily("--node-ip", o.node_ip); !ips.ok()) return Fail(ips.status());
   o.masquerade_backend = *weft::fw::ParseBackend(masquerade_backend);  // IsMember checked the spelling
   o.resync = std::chrono::milliseconds(static_cast<int64_t>(resync_seconds * 1000));
   o.auth_failure_timeout = std::chrono::milliseconds(static_cast<int64_t>(auth_failure_timeout * 1000));
@@ -172,10 +176,10 @@ int RealMain(int argc, char** argv) {
                               "NetworkPolicies"));
   o.network_policy = control_plane == "kubernetes" && network_policy != "false";
 
-  if (Status st = agent::InitHttp(); !st.ok()) return Fail(st);
+  if (Status st = sys::InitHttp(); !st.ok()) return Fail(st);
 
   std::unique_ptr<agent::ControlPlane> cp;
-  std::unique_ptr<agent::NetpolController> netpol;
+  std::unique_ptr<policy::NetpolController> netpol;
   if (control_plane == "etcd") {
     agent::EtcdOptions e;
     for (auto part : weft::Split(etcd_endpoints, ','))
@@ -194,20 +198,20 @@ int RealMain(int argc, char** argv) {
     e.node_name = o.node_name;
     cp = agent::NewEtcdControlPlane(std::move(e));
   } else {
-    auto ep = kubeconfig.empty() ? agent::InClusterEndpoint(weft::sys::CurrentEnv(), sa_dir)
-                                 : agent::KubeconfigEndpoint(kubeconfig, o.state_dir + "/kubeconfig-data");
+    auto ep = kubeconfig.empty() ? kube::InClusterEndpoint(weft::sys::CurrentEnv(), sa_dir)
+                                 : kube::KubeconfigEndpoint(kubeconfig, o.state_dir + "/kubeconfig-data");
     if (!ep.ok()) return Fail(ep.status());
     agent::KubeOptions k;
     k.endpoint = std::move(ep).value();
     if (o.network_policy) {
-      agent::NetpolOptions n;
+      policy::NetpolOptions n;
       n.node_name = o.node_name;
       n.pending_group = o.netpol_pending_group;
       n.namespaces_file = agent::NetpolNamespacesFile(o);
       n.resync = o.resync;
       n.recheck_established = netpol_flush_conntrack;
       n.watch_timeout_seconds = watch_timeout;
-      netpol = std::make_unique<agent::NetpolController>(std::move(n), k.endpoint, agent::NewNetpolKernel());
+      netpol = std::make_unique<policy::NetpolController>(std::move(n), k.endpoint, policy::NewNetpolKernel());
     }
     k.watch_timeout_seconds = watch_timeout;
     cp = agent::NewKubeControlPlane(std::move(k));

@@ -33,12 +33,12 @@ int64_t NowMs() {
 
 struct Agent::State {
   std::optional<sys::Netlink> nl;  // setup + reads of links/addresses
-  Uplink uplink;
-  LocalNode self;
-  LocalView view;
+  overlay::Uplink uplink;
+  overlay::LocalNode self;
+  overlay::LocalView view;
   std::vector<IpPrefix> pod_cidrs;
-  std::unique_ptr<Datapath> datapath;
-  std::unique_ptr<KernelSync> sync;  // over `datapath`; a new device starts from a kernel read
+  std::unique_ptr<overlay::Datapath> datapath;
+  std::unique_ptr<overlay::KernelSync> sync;  // over `datapath`; a new device starts from a kernel read
   std::unique_ptr<fw::Firewall> firewall;
 };
 
@@ -59,7 +59,7 @@ HttpAnswer Agent::Serve(const std::string& path) {
                                      opts_.auth_failure_timeout);
     if (netpol_) {
       netpol_->RefreshCounters();
-      body += RenderNetpolMetrics(netpol_->metrics());
+      body += policy::RenderNetpolMetrics(netpol_->metrics());
     }
     // The plugin's source guard (fw/source_guard.h): read from the kernel.
     if (auto guard = fw::ReadGuardCounters(); guard.ok()) body += fw::RenderGuardMetrics(*guard);
@@ -116,8 +116,8 @@ Status EnsureVtepAddresses(sys::Netlink& nl, int vxlan_index, const std::vector<
 Status Agent::EnsureForwarding(const State& st) {
   // Forwarding only for the families the node has pods of: an IPv6-only
   // node leaves net.ipv4.ip_forward as the operator set it.
-  if (OfFamily(st.pod_cidrs, /*v6=*/false)) WEFT_RETURN_IF_ERROR(EnsureNodeSysctl("net/ipv4/ip_forward", "1"));
-  if (OfFamily(st.pod_cidrs, /*v6=*/true)) {
+  if (overlay::OfFamily(st.pod_cidrs, /*v6=*/false)) WEFT_RETURN_IF_ERROR(EnsureNodeSysctl("net/ipv4/ip_forward", "1"));
+  if (overlay::OfFamily(st.pod_cidrs, /*v6=*/true)) {
     WEFT_RETURN_IF_ERROR(EnsureNodeSysctl("net/ipv6/conf/all/forwarding", "1"));
     // With forwarding on, an interface with accept_ra=1 ignores router
     // advertisements, so an uplink configured by SLAAC would lose its
@@ -134,14 +134,14 @@ Status Agent::EnsureForwarding(const State& st) {
 }
 
 Status Agent::EnsureVxlanDevice(State& st, int* vxlan_index, int* pod_mtu) {
-  VxlanSpec spec;
+  overlay::VxlanSpec spec;
   spec.name = opts_.vxlan_device;
   spec.vni = opts_.vxlan_vni;
   spec.port = opts_.vxlan_port;
   spec.local = st.uplink.ip;
   spec.underlay_index = st.uplink.index;
-  spec.mtu = st.uplink.mtu - VxlanOverhead(st.uplink.ip.is_v6());
-  WEFT_ASSIGN_OR_RETURN(auto link, EnsureVxlan(*st.nl, spec));
+  spec.mtu = st.uplink.mtu - overlay::VxlanOverhead(st.uplink.ip.is_v6());
+  WEFT_ASSIGN_OR_RETURN(auto link, overlay::EnsureVxlan(*st.nl, spec));
   *vxlan_index = link.index;
   st.self.vtep_mac = link.mac;
   *pod_mtu = spec.mtu;
@@ -153,8 +153,8 @@ Status Agent::EnsureVxlanDevice(State& st, int* vxlan_index, int* pod_mtu) {
 std::vector<IpPrefix> Agent::EffectiveClusterCidrs() {
   std::vector<IpPrefix> cluster;
   for (bool v6 : {false, true}) {
-    auto c = OfFamily(opts_.cluster_cidrs, v6);
-    if (!c) c = OfFamily(cp_->ClusterCidrs(), v6);
+    auto c = overlay::OfFamily(opts_.cluster_cidrs, v6);
+    if (!c) c = overlay::OfFamily(cp_->ClusterCidrs(), v6);
     if (c) cluster.push_back(c->Masked());
   }
   return cluster;
@@ -165,11 +165,11 @@ Status Agent::EnsureNodeMasquerade(State& st, const std::vector<IpPrefix>& clust
   // to other nodes' pods would be masqueraded too.
   std::vector<IpPrefix> sources;
   for (const auto& c : st.pod_cidrs) {
-    if (OfFamily(cluster, !c.is_v4())) {
+    if (overlay::OfFamily(cluster, !c.is_v4())) {
       sources.push_back(c);
     } else {
       WEFT_LOG(kWarn, "no cluster CIDR known for this family: node-wide masquerade is off for it (set --cluster-cidr)",
-               {"family", FamilyName(!c.is_v4())}, {"pod_cidr", c.ToString()});
+               {"family", overlay::FamilyName(!c.is_v4())}, {"pod_cidr", c.ToString()});
     }
   }
   if (sources.empty()) return Status::Ok();
@@ -216,12 +216,12 @@ Status Agent::SetUpNode(State& st) {
   WEFT_RETURN_IF_ERROR(EnsureForwarding(st));
   int vxlan_index = 0;
   int pod_mtu = st.uplink.mtu;
-  if (opts_.backend != Backend::kHostGw) WEFT_RETURN_IF_ERROR(EnsureVxlanDevice(st, &vxlan_index, &pod_mtu));
+  if (opts_.backend != overlay::Backend::kHostGw) WEFT_RETURN_IF_ERROR(EnsureVxlanDevice(st, &vxlan_index, &pod_mtu));
   if (vxlan_index != st.view.vxlan_index || !st.datapath) {
     WEFT_ASSIGN_OR_RETURN(auto dnl, sys::Netlink::Open());
     st.sync.reset();
-    st.datapath = NewKernelDatapath(std::move(dnl), vxlan_index);
-    st.sync = std::make_unique<KernelSync>(st.datapath.get());
+    st.datapath = overlay::NewKernelDatapath(std::move(dnl), vxlan_index);
+    st.sync = std::make_unique<overlay::KernelSync>(st.datapath.get());
     st.view.vxlan_index = vxlan_index;
   }
   if (st.pod_cidrs.empty()) return Status::Ok();
@@ -231,11 +231,11 @@ Status Agent::SetUpNode(State& st) {
   return Status::Ok();
 }
 
-Status Agent::Reconcile(State& st, const PeerMap& peers, bool full) {
+Status Agent::Reconcile(State& st, const overlay::PeerMap& peers, bool full) {
   auto t0 = std::chrono::steady_clock::now();
-  Desired want = ComputeDesired(st.view, peers);
-  SyncResult res = st.sync->Sync(want.state, full);
-  const Plan& plan = res.plan;
+  overlay::Desired want = overlay::ComputeDesired(st.view, peers);
+  overlay::SyncResult res = st.sync->Sync(want.state, full);
+  const overlay::Plan& plan = res.plan;
   int errors = res.errors;
   const Status& applied = res.status;
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
@@ -270,10 +270,10 @@ Status Agent::Reconcile(State& st, const PeerMap& peers, bool full) {
 Status Agent::DetectNode(State& st) {
   WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::Open());
   st.nl.emplace(std::move(nl));
-  WEFT_ASSIGN_OR_RETURN(st.uplink, DetectUplink(*st.nl, opts_.iface, opts_.node_ip));
+  WEFT_ASSIGN_OR_RETURN(st.uplink, overlay::DetectUplink(*st.nl, opts_.iface, opts_.node_ip));
   WEFT_LOG(kInfo, "uplink", {"iface", st.uplink.name}, {"ip", st.uplink.ip.ToString()},
            {"ip6", st.uplink.ip6 ? st.uplink.ip6->ToString() : std::string("-")}, {"mtu", st.uplink.mtu},
-           {"backend", BackendName(opts_.backend)});
+           {"backend", overlay::BackendName(opts_.backend)});
   st.self.name = opts_.node_name;
   st.self.host_ip = st.uplink.ip;
   st.self.host_ip6 = st.uplink.ip6;
@@ -311,11 +311,11 @@ Status Agent::RegisterNode(State& st) {
   // One per family (IPv4 first): what the VTEP, the routes, the masquerade
   // and the conflist are made of.
   for (bool v6 : {false, true})
-    if (auto c = OfFamily(registered, v6)) st.view.pod_cidrs.push_back(c->Masked());
+    if (auto c = overlay::OfFamily(registered, v6)) st.view.pod_cidrs.push_back(c->Masked());
   if (st.view.pod_cidrs.empty()) return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
                                                       "the node has no pod CIDR");
   st.pod_cidrs = st.view.pod_cidrs;
-  WEFT_LOG(kInfo, "registered", {"node", opts_.node_name}, {"pod_cidrs", JoinPrefixes(st.pod_cidrs)},
+  WEFT_LOG(kInfo, "registered", {"node", opts_.node_name}, {"pod_cidrs", overlay::JoinPrefixes(st.pod_cidrs)},
            {"vtep_mac", st.self.vtep_mac.empty() ? "-" : st.self.vtep_mac});
   return Status::Ok();
 }
@@ -354,7 +354,7 @@ void Agent::ReconcileLoop(State& st) {
       // The list's JSON, the kernel dumps and this copy of the peers are
       // garbage now: free the copy first, or its pages stay resident (free
       // returns nothing from the middle of the heap; malloc_trim does).
-      PeerMap().swap(snap.peers);
+      overlay::PeerMap().swap(snap.peers);
       malloc_trim(0);
     }
     if (r.ok()) {

@@ -22,7 +22,7 @@ namespace weft::agent {
 struct AgentOptions {
   std::string node_name;
   std::string control_plane_name = "etcd";  // for metrics labels and logs
-  Backend backend = Backend::kVxlan;
+  overlay::Backend backend = overlay::Backend::kVxlan;
   std::string iface;                        // uplink ("" = default route's)
   std::string node_ip;                      // one, or one per family ("" = the uplink's; DetectUplink)
   uint32_t vxlan_vni = 1;
@@ -62,7 +62,7 @@ class Agent {
   Agent(AgentOptions opts, std::unique_ptr<ControlPlane> cp);
   // Enforces NetworkPolicy with `netpol` (Kubernetes control plane only);
   // call before Run().
-  void SetNetworkPolicy(std::unique_ptr<NetpolController> netpol) { netpol_ = std::move(netpol); }
+  void SetNetworkPolicy(std::unique_ptr<policy::NetpolController> netpol) { netpol_ = std::move(netpol); }
   ~Agent();
   // Blocks until RequestStop() or a fatal error.
   Status Run();
@@ -85,12 +85,12 @@ class Agent {
   Status EnsureNodeMasquerade(State& st, const std::vector<IpPrefix>& cluster);
   Status WriteNodeConflist(const State& st, int pod_mtu, const std::vector<IpPrefix>& cluster);
   // `full`: read the kernel rather than trust what the last pass applied.
-  Status Reconcile(State& st, const PeerMap& peers, bool full);
+  Status Reconcile(State& st, const overlay::PeerMap& peers, bool full);
   HttpAnswer Serve(const std::string& path);
 
   AgentOptions opts_;
   std::unique_ptr<ControlPlane> cp_;
-  std::unique_ptr<NetpolController> netpol_;
+  std::unique_ptr<policy::NetpolController> netpol_;
   PeerStore store_;
   AgentMetrics metrics_;
   std::atomic<bool> stop_{false};

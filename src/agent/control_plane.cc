@@ -6,7 +6,7 @@
 
 namespace weft::agent {
 
-void PeerStore::Replace(PeerMap peers) {
+void PeerStore::Replace(overlay::PeerMap peers) {
   {
     std::lock_guard lock(mu_);
     peers_ = std::move(peers);
@@ -16,7 +16,7 @@ void PeerStore::Replace(PeerMap peers) {
   cv_.notify_all();
 }
 
-void PeerStore::Upsert(NodeInfo node) {
+void PeerStore::Upsert(overlay::NodeInfo node) {
   {
     std::lock_guard lock(mu_);
     if (!synced_) return;

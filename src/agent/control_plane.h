@@ -26,15 +26,15 @@ namespace weft::agent {
 class PeerStore {
  public:
   // A complete list: replaces everything and marks the store synced.
-  void Replace(PeerMap peers);
+  void Replace(overlay::PeerMap peers);
   // Applies one watch event. Ignored until the first Replace().
-  void Upsert(NodeInfo node);
+  void Upsert(overlay::NodeInfo node);
   void Remove(const std::string& name);
 
   struct Snapshot {
     bool synced = false;
     uint64_t version = 0;
-    PeerMap peers;
+    overlay::PeerMap peers;
   };
   // Waits until the version differs from `seen`, `stop` is set, or `timeout`
   // passes, and returns the current state either way.
@@ -48,7 +48,7 @@ class PeerStore {
   std::condition_variable cv_;
   bool synced_ = false;
   uint64_t version_ = 0;
-  PeerMap peers_;
+  overlay::PeerMap peers_;
 };
 
 class ControlPlane {
@@ -58,7 +58,7 @@ class ControlPlane {
   // Publishes `self` and returns this node's pod CIDRs: read from the Node's
   // spec (Kubernetes) or claimed under a lease (etcd). Retries transient
   // failures until `stop` is set.
-  virtual Result<std::vector<IpPrefix>> Register(const LocalNode& self, const std::atomic<bool>& stop) = 0;
+  virtual Result<std::vector<IpPrefix>> Register(const overlay::LocalNode& self, const std::atomic<bool>& stop) = 0;
 
   // The cluster CIDRs (one per family) if the control plane knows them
   // (etcd's config key); empty otherwise.

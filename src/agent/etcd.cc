@@ -93,22 +93,22 @@ std::optional<IpPrefix> SubnetFromKey(const std::string& prefix, std::string_vie
 
 std::string SubnetsKeyPrefix(const std::string& prefix) { return prefix + "/subnets"; }
 
-std::string EncodeSubnetValue(const LocalNode& self) {
+std::string EncodeSubnetValue(const overlay::LocalNode& self) {
   json j{{"node", self.name},
          {"hostIP", self.host_ip.ToString()},
          {"vtepMAC", self.vtep_mac},
-         {"backend", BackendName(self.backend)}};
+         {"backend", overlay::BackendName(self.backend)}};
   if (self.host_ip6) j["hostIP6"] = self.host_ip6->ToString();
   return j.dump();
 }
 
-Result<NodeInfo> DecodeSubnet(const std::string& prefix, const EtcdKv& kv) {
+Result<overlay::NodeInfo> DecodeSubnet(const std::string& prefix, const etcd::EtcdKv& kv) {
   auto subnet = SubnetFromKey(prefix, kv.key);
   if (!subnet)
     return Status::Error(Reason::kMalformed, Domain::kNone,
                          "subnet key " + kv.key + " is not <prefix>/subnets/<ipv4>-<len> or <prefix>/subnets6/<ipv6>-<len>");
-  return ParseJsonObject<NodeInfo>(kv.value, "subnet " + kv.key, [&](const json& j) -> Result<NodeInfo> {
-    NodeInfo n;
+  return ParseJsonObject<overlay::NodeInfo>(kv.value, "subnet " + kv.key, [&](const json& j) -> Result<overlay::NodeInfo> {
+    overlay::NodeInfo n;
     n.name = j.value("node", std::string());
     if (n.name.empty()) return Status::Error(Reason::kMalformed, Domain::kNone, "subnet " + kv.key + " names no node");
     n.pod_cidrs = {*subnet};
@@ -157,7 +157,7 @@ std::optional<IpPrefix> PickSubnet(const IpPrefix& network, int subnet_len, cons
   return std::nullopt;
 }
 
-std::vector<std::string> SubnetRecords::Put(const std::string& key, NodeInfo record, int64_t mod_revision) {
+std::vector<std::string> SubnetRecords::Put(const std::string& key, overlay::NodeInfo record, int64_t mod_revision) {
   std::vector<std::string> changed = Delete(key);
   std::string name = record.name;
   by_key_[key] = Record{std::move(record), mod_revision};
@@ -184,7 +184,7 @@ void SubnetRecords::Clear() {
   keys_by_node_.clear();
 }
 
-std::optional<NodeInfo> SubnetRecords::Node(const std::string& name) const {
+std::optional<overlay::NodeInfo> SubnetRecords::Node(const std::string& name) const {
   auto k = keys_by_node_.find(name);
   if (k == keys_by_node_.end()) return std::nullopt;
   const Record* latest = nullptr;
@@ -195,15 +195,15 @@ std::optional<NodeInfo> SubnetRecords::Node(const std::string& name) const {
     const Record*& f = per_family[r.info.pod_cidrs.empty() || r.info.pod_cidrs[0].is_v4() ? 0 : 1];
     if (!f || r.mod_revision > f->mod_revision) f = &r;
   }
-  NodeInfo n = latest->info;
+  overlay::NodeInfo n = latest->info;
   n.pod_cidrs.clear();
   for (const Record* f : per_family)
     if (f) n.pod_cidrs.insert(n.pod_cidrs.end(), f->info.pod_cidrs.begin(), f->info.pod_cidrs.end());
   return n;
 }
 
-PeerMap SubnetRecords::Peers(const std::string& except) const {
-  PeerMap out;
+overlay::PeerMap SubnetRecords::Peers(const std::string& except) const {
+  overlay::PeerMap out;
   for (const auto& [name, keys] : keys_by_node_)
     if (name != except)
       if (auto n = Node(name)) out.emplace(name, std::move(*n));
@@ -218,11 +218,11 @@ namespace {
 // (the first of each; with `must_keep`, only those subnets count as its own)
 // and every other subnet, taken (undecodable records included).
 struct SortedRecords {
-  const EtcdKv* mine[2] = {nullptr, nullptr};  // IPv4, IPv6
+  const etcd::EtcdKv* mine[2] = {nullptr, nullptr};  // IPv4, IPv6
   std::vector<IpPrefix> taken;
 };
 
-SortedRecords SortRecords(const std::string& prefix, const std::string& self_name, const std::vector<EtcdKv>& records,
+SortedRecords SortRecords(const std::string& prefix, const std::string& self_name, const std::vector<etcd::EtcdKv>& records,
                           const std::vector<IpPrefix>& must_keep) {
   SortedRecords out;
   for (const auto& kv : records) {
@@ -232,7 +232,7 @@ SortedRecords SortRecords(const std::string& prefix, const std::string& self_nam
       continue;
     }
     const IpPrefix& sub = n->pod_cidrs[0];
-    const EtcdKv*& slot = out.mine[sub.is_v4() ? 0 : 1];
+    const etcd::EtcdKv*& slot = out.mine[sub.is_v4() ? 0 : 1];
     bool keep_ok = must_keep.empty() || std::find(must_keep.begin(), must_keep.end(), sub) != must_keep.end();
     if (n->name == self_name && !slot && keep_ok) {
       slot = &kv;
@@ -246,7 +246,7 @@ SortedRecords SortRecords(const std::string& prefix, const std::string& self_nam
 }  // namespace
 
 Attempt<SubnetClaim> PlanClaim(const std::string& prefix, const std::string& self_name, const std::string& value,
-                               const NetworkConfig& cfg, const std::vector<EtcdKv>& records,
+                               const NetworkConfig& cfg, const std::vector<etcd::EtcdKv>& records,
                                const std::vector<IpPrefix>& must_keep, const std::vector<IpPrefix>& remembered,
                                int64_t lease) {
   const SortedRecords sorted = SortRecords(prefix, self_name, records, must_keep);
@@ -259,20 +259,20 @@ Attempt<SubnetClaim> PlanClaim(const std::string& prefix, const std::string& sel
   if (cfg.network) families.push_back({false, *cfg.network, cfg.subnet_len});
   if (cfg.network6) families.push_back({true, *cfg.network6, cfg.subnet_len6});
   SubnetClaim claim;
-  auto put = [&](const std::string& key) { claim.txn.success.push_back({EtcdOp::Kind::kPut, key, value, lease}); };
+  auto put = [&](const std::string& key) { claim.txn.success.push_back({etcd::EtcdOp::Kind::kPut, key, value, lease}); };
   for (const Family& f : families) {
-    if (const EtcdKv* own = sorted.mine[f.v6 ? 1 : 0]) {
+    if (const etcd::EtcdKv* own = sorted.mine[f.v6 ? 1 : 0]) {
       // Ours from before a restart: move it onto the new lease, provided
       // nobody touched it since we read it.
       claim.subnets.push_back(*SubnetFromKey(prefix, own->key));
-      claim.txn.compare.push_back({own->key, EtcdCompare::Target::kMod, own->mod_revision});
+      claim.txn.compare.push_back({own->key, etcd::EtcdCompare::Target::kMod, own->mod_revision});
       put(own->key);
       if (own->lease != 0 && own->lease != lease) claim.old_leases.push_back(own->lease);
       claim.reused = true;
       continue;
     }
-    std::optional<IpPrefix> keep = OfFamily(must_keep, f.v6);
-    auto pick = PickSubnet(f.network, f.len, sorted.taken, keep ? keep : OfFamily(remembered, f.v6));
+    std::optional<IpPrefix> keep = overlay::OfFamily(must_keep, f.v6);
+    auto pick = PickSubnet(f.network, f.len, sorted.taken, keep ? keep : overlay::OfFamily(remembered, f.v6));
     if (!pick)
       return Attempt<SubnetClaim>::Fail(
           Why::kNoSubnet, Status::Error(Reason::kExhausted, Domain::kControlPlane,
@@ -284,7 +284,7 @@ Attempt<SubnetClaim> PlanClaim(const std::string& prefix, const std::string& sel
                                             " was taken by another node while its lease was lost"));
     claim.subnets.push_back(*pick);
     std::string key = SubnetKey(prefix, *pick);
-    claim.txn.compare.push_back({key, EtcdCompare::Target::kCreate, 0});
+    claim.txn.compare.push_back({key, etcd::EtcdCompare::Target::kCreate, 0});
     put(key);
   }
   return claim;
@@ -299,8 +299,8 @@ constexpr int kClaimAttempts = 20;
 
 // One record put or deleted; with `peers`, the nodes it touches are updated
 // there too (all but `self`).
-void ApplyRecord(const std::string& prefix, const std::string& self, const EtcdKv& kv, bool is_delete,
-                 SubnetRecords* records, PeerMap* peers) {
+void ApplyRecord(const std::string& prefix, const std::string& self, const etcd::EtcdKv& kv, bool is_delete,
+                 SubnetRecords* records, overlay::PeerMap* peers) {
   std::vector<std::string> touched;
   if (is_delete) {
     touched = records->Delete(kv.key);
@@ -330,12 +330,12 @@ void ApplyRecord(const std::string& prefix, const std::string& self, const EtcdK
 // message (one atomic batch) is published to the store whole.
 class EtcdControlPlane::PeerSource : public ListWatchSource {
  public:
-  PeerSource(EtcdControlPlane& cp, EtcdRegistry& registry, PeerStore& store)
+  PeerSource(EtcdControlPlane& cp, etcd::EtcdRegistry& registry, PeerStore& store)
       : cp_(cp),
         registry_(registry),
         store_(store),
         prefix_(SubnetsKeyPrefix(cp.opts_.prefix)),
-        end_(PrefixRangeEnd(prefix_)) {}
+        end_(etcd::PrefixRangeEnd(prefix_)) {}
 
   Status List(const std::atomic<bool>&) override {
     WEFT_ASSIGN_OR_RETURN(auto r, registry_.Range(prefix_, end_));
@@ -355,7 +355,7 @@ class EtcdControlPlane::PeerSource : public ListWatchSource {
     WEFT_LOG(kDebug, "etcd watch", {"start_revision", rev_ + 1});
     Status st = registry_.Watch(
         prefix_, end_, rev_ + 1,
-        [&](const EtcdWatchMessage& m) {
+        [&](const etcd::EtcdWatchMessage& m) {
           WEFT_LOG(kDebug, "etcd watch message", {"created", m.created}, {"canceled", m.canceled},
                    {"events", m.events.size()}, {"revision", m.revision});
           if (m.compact_revision > 0 || m.canceled) {
@@ -399,12 +399,12 @@ class EtcdControlPlane::PeerSource : public ListWatchSource {
 
  private:
   EtcdControlPlane& cp_;
-  EtcdRegistry& registry_;
+  etcd::EtcdRegistry& registry_;
   PeerStore& store_;
   const std::string prefix_;
   const std::string end_;
   int64_t rev_ = 0;       // the revision the peers are complete at
-  PeerMap peers_;         // by node name
+  overlay::PeerMap peers_;         // by node name
   SubnetRecords records_; // what `peers_` is made of
   std::chrono::steady_clock::time_point listed_at_;
 };
@@ -416,7 +416,7 @@ EtcdControlPlane::EtcdControlPlane(EtcdOptions opts, RegistryFactory registry)
       sleep_(SleepJitteredUnlessStopped),
       now_([] { return std::chrono::steady_clock::now(); }) {}
 
-Result<std::vector<IpPrefix>> EtcdControlPlane::Register(const LocalNode& self, const std::atomic<bool>& stop) {
+Result<std::vector<IpPrefix>> EtcdControlPlane::Register(const overlay::LocalNode& self, const std::atomic<bool>& stop) {
   self_ = self;
   Backoff backoff;
   for (;;) {
@@ -451,16 +451,16 @@ Status EtcdControlPlane::Run(PeerStore& store, const std::atomic<bool>& stop) {
 
 Status EtcdControlPlane::Leave() {
   std::string prefix = SubnetsKeyPrefix(opts_.prefix);
-  WEFT_ASSIGN_OR_RETURN(auto range, registry_->Range(prefix, PrefixRangeEnd(prefix)));
+  WEFT_ASSIGN_OR_RETURN(auto range, registry_->Range(prefix, etcd::PrefixRangeEnd(prefix)));
   // All of them in one transaction: peers see the node go at once, not
   // one family after the other.
-  EtcdTxn txn;
+  etcd::EtcdTxn txn;
   std::set<int64_t> leases;
   std::string keys;
   for (const auto& kv : range.kvs) {
     auto n = DecodeSubnet(opts_.prefix, kv);
     if (!n.ok() || n->name != self_name()) continue;
-    txn.success.push_back({EtcdOp::Kind::kDelete, kv.key});
+    txn.success.push_back({etcd::EtcdOp::Kind::kDelete, kv.key});
     if (kv.lease != 0) leases.insert(kv.lease);
     keys += (keys.empty() ? "" : ",") + kv.key;
   }
@@ -477,14 +477,14 @@ Status EtcdControlPlane::Leave() {
   return Status::Ok();
 }
 
-Attempt<NetworkConfig> EtcdControlPlane::EnsureConfig(EtcdRegistry& r) {
+Attempt<NetworkConfig> EtcdControlPlane::EnsureConfig(etcd::EtcdRegistry& r) {
   std::string key = opts_.prefix + "/config";
   if (!opts_.cluster_cidrs.empty()) {
     NetworkConfig want;
     for (const auto& c : opts_.cluster_cidrs) (c.is_v4() ? want.network : want.network6) = c.Masked();
     want.subnet_len = opts_.subnet_len;
     want.subnet_len6 = opts_.subnet_len6;
-    EtcdTxn txn{{{key, EtcdCompare::Target::kCreate, 0}}, {{EtcdOp::Kind::kPut, key, EncodeNetworkConfig(want)}}};
+    etcd::EtcdTxn txn{{{key, etcd::EtcdCompare::Target::kCreate, 0}}, {{etcd::EtcdOp::Kind::kPut, key, EncodeNetworkConfig(want)}}};
     WEFT_ASSIGN_OR_RETURN(bool created, r.Txn(txn));
     if (created) WEFT_LOG(kInfo, "wrote network config", {"key", key});
   }
@@ -507,7 +507,7 @@ Attempt<NetworkConfig> EtcdControlPlane::EnsureConfig(EtcdRegistry& r) {
         if (c.is_v4() != v6) given.push_back(c.Masked());
     if (given != cfg->Networks())
       WEFT_LOG(kWarn, "--cluster-cidr differs from etcd's network config; using etcd's",
-               {"etcd", JoinPrefixes(cfg->Networks())}, {"flag", JoinPrefixes(given)});
+               {"etcd", overlay::JoinPrefixes(cfg->Networks())}, {"flag", overlay::JoinPrefixes(given)});
   }
   return std::move(cfg).value();
 }
@@ -534,7 +534,7 @@ void EtcdControlPlane::Remember(const std::vector<IpPrefix>& subnets) const {
 // Claims a subnet per family of the config under a fresh lease, all in one
 // transaction (PlanClaim), reading again after a lost race. `must_keep`: the
 // subnets this node already uses (after a lost lease).
-Attempt<std::vector<IpPrefix>> EtcdControlPlane::TryRegister(EtcdRegistry& r, const std::vector<IpPrefix>& must_keep) {
+Attempt<std::vector<IpPrefix>> EtcdControlPlane::TryRegister(etcd::EtcdRegistry& r, const std::vector<IpPrefix>& must_keep) {
   auto cfg = EnsureConfig(r);
   if (!cfg.ok()) return cfg.failure();
   {
@@ -546,7 +546,7 @@ Attempt<std::vector<IpPrefix>> EtcdControlPlane::TryRegister(EtcdRegistry& r, co
   const std::string prefix = SubnetsKeyPrefix(opts_.prefix);
   const std::string value = EncodeSubnetValue(self_);
   for (int attempt = 0; attempt < kClaimAttempts; ++attempt) {
-    WEFT_ASSIGN_OR_RETURN(auto range, r.Range(prefix, PrefixRangeEnd(prefix)));
+    WEFT_ASSIGN_OR_RETURN(auto range, r.Range(prefix, etcd::PrefixRangeEnd(prefix)));
     auto claim = PlanClaim(opts_.prefix, self_.name, value, *cfg, range.kvs, must_keep, remembered, lease);
     if (!claim.ok()) return claim.failure();
     WEFT_ASSIGN_OR_RETURN(bool won, r.Txn(claim->txn));
@@ -554,7 +554,7 @@ Attempt<std::vector<IpPrefix>> EtcdControlPlane::TryRegister(EtcdRegistry& r, co
     for (int64_t old : claim->old_leases) (void)r.LeaseRevoke(old);
     if (int64_t old = lease_.exchange(lease); old != 0 && old != lease) (void)r.LeaseRevoke(old);
     Remember(claim->subnets);
-    WEFT_LOG(kInfo, "claimed subnet", {"subnets", JoinPrefixes(claim->subnets)}, {"lease", lease},
+    WEFT_LOG(kInfo, "claimed subnet", {"subnets", overlay::JoinPrefixes(claim->subnets)}, {"lease", lease},
              {"reused", claim->reused});
     return std::move(claim->subnets);
   }
@@ -562,7 +562,7 @@ Attempt<std::vector<IpPrefix>> EtcdControlPlane::TryRegister(EtcdRegistry& r, co
   return Status::Error(Reason::kBusy, Domain::kControlPlane, "subnet claim kept losing races");
 }
 
-Attempt<bool> EtcdControlPlane::Renew(EtcdRegistry& r) {
+Attempt<bool> EtcdControlPlane::Renew(etcd::EtcdRegistry& r) {
   WEFT_ASSIGN_OR_RETURN(int64_t ttl, r.LeaseKeepAlive(lease_.load()));
   if (ttl > 0) return true;
   // The lease expired (we were away longer than its TTL): claim the same
@@ -607,9 +607,9 @@ void EtcdControlPlane::WatchPeers(PeerStore& store, const std::atomic<bool>& sto
 
 std::unique_ptr<ControlPlane> NewEtcdControlPlane(EtcdOptions opts) {
   std::vector<std::string> endpoints = opts.endpoints;
-  TlsOptions tls = opts.tls;
+  sys::TlsOptions tls = opts.tls;
   return std::make_unique<EtcdControlPlane>(std::move(opts), [endpoints, tls](AuthHealth* health) {
-    return std::make_unique<EtcdClient>(endpoints, tls, health);
+    return std::make_unique<etcd::EtcdClient>(endpoints, tls, health);
   });
 }
 

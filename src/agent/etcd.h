@@ -64,10 +64,10 @@ std::optional<IpPrefix> SubnetFromKey(const std::string& prefix, std::string_vie
 // one range or watch from here to PrefixRangeEnd() reads them all.
 std::string SubnetsKeyPrefix(const std::string& prefix);
 // "hostIP6" is left out when the node has no IPv6 address.
-std::string EncodeSubnetValue(const LocalNode& self);
+std::string EncodeSubnetValue(const overlay::LocalNode& self);
 // A peer from a subnet key/value (one pod CIDR: the key's); errors name the
 // key. Records without "hostIP6" (written before dual-stack) decode too.
-Result<NodeInfo> DecodeSubnet(const std::string& prefix, const EtcdKv& kv);
+Result<overlay::NodeInfo> DecodeSubnet(const std::string& prefix, const etcd::EtcdKv& kv);
 
 // The first subnet of length `subnet_len` in `network` not overlapping
 // `taken`, trying `preferred` first. Either family; at most 2^32 candidates
@@ -83,17 +83,17 @@ std::optional<IpPrefix> PickSubnet(const IpPrefix& network, int subnet_len, cons
 class SubnetRecords {
  public:
   // Returns the nodes whose merged view may have changed.
-  std::vector<std::string> Put(const std::string& key, NodeInfo record, int64_t mod_revision);
+  std::vector<std::string> Put(const std::string& key, overlay::NodeInfo record, int64_t mod_revision);
   std::vector<std::string> Delete(const std::string& key);
   void Clear();
   // The merged view, or nullopt when the node has no record.
-  std::optional<NodeInfo> Node(const std::string& name) const;
+  std::optional<overlay::NodeInfo> Node(const std::string& name) const;
   // Every node's merged view but `except`'s.
-  PeerMap Peers(const std::string& except) const;
+  overlay::PeerMap Peers(const std::string& except) const;
 
  private:
   struct Record {
-    NodeInfo info;  // one pod CIDR
+    overlay::NodeInfo info;  // one pod CIDR
     int64_t mod_revision = 0;
   };
   std::map<std::string, Record> by_key_;
@@ -107,7 +107,7 @@ struct EtcdOptions {
   std::vector<IpPrefix> cluster_cidrs;      // one per family: written to <prefix>/config if absent
   int subnet_len = 24;
   int subnet_len6 = 64;
-  TlsOptions tls;
+  sys::TlsOptions tls;
   std::string state_file;                   // remembers the last subnets, one a line ("" = none)
   std::string node_name;                    // for Leave() without Register()
 };
@@ -120,13 +120,13 @@ struct EtcdOptions {
 // subnets the node already uses (its lease was lost): any other outcome is a
 // kNoSubnet failure. A full network is kNoSubnet too.
 struct SubnetClaim {
-  EtcdTxn txn;
+  etcd::EtcdTxn txn;
   std::vector<IpPrefix> subnets;    // IPv4 first
   std::vector<int64_t> old_leases;  // the leases the reused records hung on
   bool reused = false;
 };
 Attempt<SubnetClaim> PlanClaim(const std::string& prefix, const std::string& self_name, const std::string& value,
-                               const NetworkConfig& cfg, const std::vector<EtcdKv>& records,
+                               const NetworkConfig& cfg, const std::vector<etcd::EtcdKv>& records,
                                const std::vector<IpPrefix>& must_keep, const std::vector<IpPrefix>& remembered,
                                int64_t lease);
 
@@ -135,13 +135,13 @@ class EtcdControlPlane : public ControlPlane {
   // Makes one registry per thread (Register and Leave on the caller's, the
   // lease renewal, the watch), each recording into `health` (the control
   // plane's own, for auth_health()).
-  using RegistryFactory = std::function<std::unique_ptr<EtcdRegistry>(AuthHealth* health)>;
+  using RegistryFactory = std::function<std::unique_ptr<etcd::EtcdRegistry>(AuthHealth* health)>;
   EtcdControlPlane(EtcdOptions opts, RegistryFactory registry);
 
   // Ensures <prefix>/config (written from --cluster-cidr when absent) and
   // claims the subnets; retries transient failures with backoff, gives up at
   // once on a bad config (Why::kBadConfig) or no subnet (Why::kNoSubnet).
-  Result<std::vector<IpPrefix>> Register(const LocalNode& self, const std::atomic<bool>& stop) override;
+  Result<std::vector<IpPrefix>> Register(const overlay::LocalNode& self, const std::atomic<bool>& stop) override;
   std::vector<IpPrefix> ClusterCidrs() const override;
   // KeepAlive() on the calling thread, WatchPeers() on another, until `stop`
   // or until KeepAlive fails (the node lost its subnets): its error then.
@@ -172,20 +172,20 @@ class EtcdControlPlane : public ControlPlane {
  private:
   class PeerSource;
   const std::string& self_name() const { return self_.name.empty() ? opts_.node_name : self_.name; }
-  Attempt<NetworkConfig> EnsureConfig(EtcdRegistry& r);
-  Attempt<std::vector<IpPrefix>> TryRegister(EtcdRegistry& r, const std::vector<IpPrefix>& must_keep);
+  Attempt<NetworkConfig> EnsureConfig(etcd::EtcdRegistry& r);
+  Attempt<std::vector<IpPrefix>> TryRegister(etcd::EtcdRegistry& r, const std::vector<IpPrefix>& must_keep);
   // Renews once; a lost lease is re-claimed. Ok: renewed or re-claimed.
-  Attempt<bool> Renew(EtcdRegistry& r);
+  Attempt<bool> Renew(etcd::EtcdRegistry& r);
   std::vector<IpPrefix> Remembered() const;
   void Remember(const std::vector<IpPrefix>& subnets) const;
 
   EtcdOptions opts_;
   RegistryFactory make_registry_;
   AuthHealth health_;                        // before the registries that record into it
-  std::unique_ptr<EtcdRegistry> registry_;  // Register/Leave (the caller's thread)
+  std::unique_ptr<etcd::EtcdRegistry> registry_;  // Register/Leave (the caller's thread)
   SleepFn sleep_;
   std::function<std::chrono::steady_clock::time_point()> now_;
-  LocalNode self_;
+  overlay::LocalNode self_;
   std::atomic<int64_t> lease_{0};
   mutable std::mutex mu_;
   std::vector<IpPrefix> subnets_;        // guarded by mu_

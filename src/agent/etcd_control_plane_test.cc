@@ -11,13 +11,13 @@
 namespace weft::agent {
 namespace {
 
-using Op = FakeEtcd::Op;
+using Op = etcd::FakeEtcd::Op;
 
 IpPrefix P(const char* s) { return *IpPrefix::Parse(s); }
 
-LocalNode Node(const std::string& name, int i) {
-  return LocalNode{name, *IpAddress::Parse("192.0.2." + std::to_string(10 + i)), "0a:00:00:00:00:0" + std::to_string(i),
-                   Backend::kVxlan};
+overlay::LocalNode Node(const std::string& name, int i) {
+  return overlay::LocalNode{name, *IpAddress::Parse("192.0.2." + std::to_string(10 + i)), "0a:00:00:00:00:0" + std::to_string(i),
+                   overlay::Backend::kVxlan};
 }
 
 class EtcdControlPlaneTest : public ::testing::Test {
@@ -52,7 +52,7 @@ class EtcdControlPlaneTest : public ::testing::Test {
     return out;
   }
 
-  FakeEtcd etcd_;
+  etcd::FakeEtcd etcd_;
   std::atomic<bool> stop_{false};
   std::vector<int64_t> sleeps_;
   std::function<void()> on_sleep_;
@@ -329,17 +329,17 @@ TEST(PlanClaim, ReusesTheNodesOwnRecordAndPicksTheOtherFamily) {
   NetworkConfig cfg;
   cfg.network = P("10.244.0.0/16");
   cfg.network6 = P("fd00::/56");
-  EtcdKv own{SubnetKey("/w", P("10.244.7.0/24")), EncodeSubnetValue(Node("n1", 1)), 3, 5, 77};
-  EtcdKv other{SubnetKey("/w", P("fd00::/64")), EncodeSubnetValue(Node("n2", 2)), 4, 4, 88};
+  etcd::EtcdKv own{SubnetKey("/w", P("10.244.7.0/24")), EncodeSubnetValue(Node("n1", 1)), 3, 5, 77};
+  etcd::EtcdKv other{SubnetKey("/w", P("fd00::/64")), EncodeSubnetValue(Node("n2", 2)), 4, 4, 88};
   auto c = PlanClaim("/w", "n1", "V", cfg, {own, other}, {}, {}, 99);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->subnets, (Subnets{P("10.244.7.0/24"), P("fd00:0:0:1::/64")}));
   EXPECT_TRUE(c->reused);
   EXPECT_EQ(c->old_leases, std::vector<int64_t>{77});
   ASSERT_EQ(c->txn.compare.size(), 2u);
-  EXPECT_EQ(c->txn.compare[0].target, EtcdCompare::Target::kMod);
+  EXPECT_EQ(c->txn.compare[0].target, etcd::EtcdCompare::Target::kMod);
   EXPECT_EQ(c->txn.compare[0].revision, 5);
-  EXPECT_EQ(c->txn.compare[1].target, EtcdCompare::Target::kCreate);
+  EXPECT_EQ(c->txn.compare[1].target, etcd::EtcdCompare::Target::kCreate);
   EXPECT_EQ(c->txn.compare[1].key, "/w/subnets6/fd00:0:0:1::-64");
   for (const auto& op : c->txn.success) EXPECT_EQ(op.lease, 99);
 
@@ -351,9 +351,9 @@ TEST(PlanClaim, ReusesTheNodesOwnRecordAndPicksTheOtherFamily) {
 }
 
 TEST(EtcdGateway, TransactionBody) {
-  EtcdTxn txn{{{"/w/config", EtcdCompare::Target::kCreate, 0}, {"/k", EtcdCompare::Target::kMod, 12}},
-              {{EtcdOp::Kind::kPut, "/w/config", "v"}, {EtcdOp::Kind::kPut, "/k", "x", 7}, {EtcdOp::Kind::kDelete, "/d"}}};
-  auto j = nlohmann::json::parse(EncodeTxn(txn));
+  etcd::EtcdTxn txn{{{"/w/config", etcd::EtcdCompare::Target::kCreate, 0}, {"/k", etcd::EtcdCompare::Target::kMod, 12}},
+              {{etcd::EtcdOp::Kind::kPut, "/w/config", "v"}, {etcd::EtcdOp::Kind::kPut, "/k", "x", 7}, {etcd::EtcdOp::Kind::kDelete, "/d"}}};
+  auto j = nlohmann::json::parse(etcd::EncodeTxn(txn));
   EXPECT_EQ(j["compare"][0], nlohmann::json::parse(
                                  R"({"key":"L3cvY29uZmln","target":"CREATE","result":"EQUAL","create_revision":"0"})"));
   EXPECT_EQ(j["compare"][1],
@@ -362,7 +362,7 @@ TEST(EtcdGateway, TransactionBody) {
   EXPECT_EQ(j["success"][1], nlohmann::json::parse(R"({"request_put":{"key":"L2s=","value":"eA==","lease":"7"}})"));
   EXPECT_EQ(j["success"][2], nlohmann::json::parse(R"({"request_delete_range":{"key":"L2Q="}})"));
   // Leave's transaction has no compares, as before.
-  EXPECT_FALSE(nlohmann::json::parse(EncodeTxn(EtcdTxn{{}, {{EtcdOp::Kind::kDelete, "/d"}}})).contains("compare"));
+  EXPECT_FALSE(nlohmann::json::parse(etcd::EncodeTxn(etcd::EtcdTxn{{}, {{etcd::EtcdOp::Kind::kDelete, "/d"}}})).contains("compare"));
 }
 
 }  // namespace

@@ -16,12 +16,12 @@ constexpr char kRange[] =
 
 // The Base64 assertions that were here live in base/strings_test.cc.
 TEST(EtcdKeys, PrefixRangeEnd) {
-  EXPECT_EQ(PrefixRangeEnd("/w/"), "/w0");
-  EXPECT_EQ(PrefixRangeEnd("a\xff"), "b");
+  EXPECT_EQ(etcd::PrefixRangeEnd("/w/"), "/w0");
+  EXPECT_EQ(etcd::PrefixRangeEnd("a\xff"), "b");
 }
 
 TEST(EtcdParse, Range) {
-  auto r = ParseRangeResponse(kRange);
+  auto r = etcd::ParseRangeResponse(kRange);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->revision, 7);
   ASSERT_EQ(r->kvs.size(), 1u);
@@ -37,23 +37,23 @@ TEST(EtcdParse, Range) {
 }
 
 TEST(EtcdParse, EmptyRangeAndErrors) {
-  auto r = ParseRangeResponse(R"({"header":{"revision":"3"}})");
+  auto r = etcd::ParseRangeResponse(R"({"header":{"revision":"3"}})");
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->kvs.empty());
   EXPECT_EQ(r->revision, 3);
-  auto bad = ParseRangeResponse(R"({"header":{"revision":"3"},"kvs":[{"key":"L3c)");
+  auto bad = etcd::ParseRangeResponse(R"({"header":{"revision":"3"},"kvs":[{"key":"L3c)");
   EXPECT_EQ(bad.status().reason(), Reason::kMalformed);
-  auto err = ParseRangeResponse(R"({"error":"etcdserver: mvcc: required revision has been compacted","code":11,"message":"etcdserver: mvcc: required revision has been compacted"})");
+  auto err = etcd::ParseRangeResponse(R"({"error":"etcdserver: mvcc: required revision has been compacted","code":11,"message":"etcdserver: mvcc: required revision has been compacted"})");
   EXPECT_EQ(err.status().reason(), Reason::kUnavailable);
   EXPECT_NE(err.status().msg().find("compacted"), std::string::npos);
 }
 
 TEST(EtcdParse, WatchCreatedEventsDeleteAndCompaction) {
-  auto c = ParseWatchLine(R"({"result":{"header":{"revision":"2"},"created":true}})");
+  auto c = etcd::ParseWatchLine(R"({"result":{"header":{"revision":"2"},"created":true}})");
   ASSERT_TRUE(c.ok());
   EXPECT_TRUE(c->created);
   EXPECT_TRUE(c->events.empty());
-  auto e = ParseWatchLine(
+  auto e = etcd::ParseWatchLine(
       R"({"result":{"header":{"revision":"9"},"events":[{"kv":{"key":"YQ==","mod_revision":"8","value":"Yg=="}},)"
       R"({"type":"DELETE","kv":{"key":"Yw==","mod_revision":"9"}}]}})");
   ASSERT_TRUE(e.ok()) << e.status().ToString();
@@ -63,32 +63,32 @@ TEST(EtcdParse, WatchCreatedEventsDeleteAndCompaction) {
   EXPECT_EQ(e->events[0].kv.value, "b");
   EXPECT_TRUE(e->events[1].is_delete);
   EXPECT_EQ(e->events[1].kv.mod_revision, 9);
-  auto k = ParseWatchLine(R"({"result":{"header":{"raft_term":"2"},"canceled":true,"compact_revision":"2"}})");
+  auto k = etcd::ParseWatchLine(R"({"result":{"header":{"raft_term":"2"},"canceled":true,"compact_revision":"2"}})");
   ASSERT_TRUE(k.ok());
   EXPECT_TRUE(k->canceled);
   EXPECT_EQ(k->compact_revision, 2);
-  auto err = ParseWatchLine(R"({"error":{"grpc_code":14,"http_code":503,"message":"transport is closing"}})");
+  auto err = etcd::ParseWatchLine(R"({"error":{"grpc_code":14,"http_code":503,"message":"transport is closing"}})");
   EXPECT_EQ(err.status().reason(), Reason::kUnavailable);
-  EXPECT_FALSE(ParseWatchLine(R"({"result":{"header":{},"events":[{"kv":{"key":"***"}}]}})").ok());
+  EXPECT_FALSE(etcd::ParseWatchLine(R"({"result":{"header":{},"events":[{"kv":{"key":"***"}}]}})").ok());
 }
 
 TEST(EtcdParse, TxnLeaseAndKeepAlive) {
   int64_t rev = 0;
-  auto t = ParseTxnResponse(R"({"header":{"revision":"4"},"succeeded":true,"responses":[{"response_put":{}}]})", &rev);
+  auto t = etcd::ParseTxnResponse(R"({"header":{"revision":"4"},"succeeded":true,"responses":[{"response_put":{}}]})", &rev);
   ASSERT_TRUE(t.ok());
   EXPECT_TRUE(*t);
   EXPECT_EQ(rev, 4);
-  auto f = ParseTxnResponse(R"({"header":{"revision":"4"}})", nullptr);  // failed: "succeeded" omitted
+  auto f = etcd::ParseTxnResponse(R"({"header":{"revision":"4"}})", nullptr);  // failed: "succeeded" omitted
   ASSERT_TRUE(f.ok());
   EXPECT_FALSE(*f);
-  auto g = ParseLeaseGrant(R"({"header":{"revision":"1"},"ID":"2324035537149665541","TTL":"2"})");
+  auto g = etcd::ParseLeaseGrant(R"({"header":{"revision":"1"},"ID":"2324035537149665541","TTL":"2"})");
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(*g, 2324035537149665541);
-  EXPECT_FALSE(ParseLeaseGrant(R"({"header":{}})").ok());
-  auto alive = ParseLeaseKeepAlive(R"({"result":{"header":{},"ID":"5","TTL":"10"}})");
+  EXPECT_FALSE(etcd::ParseLeaseGrant(R"({"header":{}})").ok());
+  auto alive = etcd::ParseLeaseKeepAlive(R"({"result":{"header":{},"ID":"5","TTL":"10"}})");
   ASSERT_TRUE(alive.ok());
   EXPECT_EQ(*alive, 10);
-  auto gone = ParseLeaseKeepAlive("{\"result\":{\"header\":{},\"ID\":\"12345\"}}\n");
+  auto gone = etcd::ParseLeaseKeepAlive("{\"result\":{\"header\":{},\"ID\":\"12345\"}}\n");
   ASSERT_TRUE(gone.ok());
   EXPECT_EQ(*gone, 0);
 }
@@ -168,7 +168,7 @@ TEST(EtcdKeys, Ipv6SubnetKeysLiveBesideTheIpv4Ones) {
   EXPECT_FALSE(SubnetFromKey("/weft/network", "/weft/network/subnets/fd00:10:244:3::-64").has_value());
   EXPECT_FALSE(SubnetFromKey("/weft/network", "/weft/network/subnets6/10.244.3.0-24").has_value());
   // One range from SubnetsKeyPrefix reads both directories.
-  std::string from = SubnetsKeyPrefix("/weft/network"), to = PrefixRangeEnd(from);
+  std::string from = SubnetsKeyPrefix("/weft/network"), to = etcd::PrefixRangeEnd(from);
   for (const std::string& key : {SubnetKey("/weft/network", *IpPrefix::Parse("10.244.3.0/24")), k})
     EXPECT_TRUE(key >= from && key < to) << key;
   EXPECT_FALSE(std::string("/weft/network/config") >= from && std::string("/weft/network/config") < to);
@@ -207,8 +207,8 @@ TEST(PickSubnet, Ipv6SubnetsOfAnyLength) {
 }
 
 TEST(EtcdKeys, SubnetValueRoundTrip) {
-  LocalNode self{"n9", *IpAddress::Parse("192.0.2.19"), "0a:00:00:00:00:09", Backend::kAuto};
-  EtcdKv kv{SubnetKey("/p", *IpPrefix::Parse("10.1.9.0/24")), EncodeSubnetValue(self)};
+  overlay::LocalNode self{"n9", *IpAddress::Parse("192.0.2.19"), "0a:00:00:00:00:09", overlay::Backend::kAuto};
+  etcd::EtcdKv kv{SubnetKey("/p", *IpPrefix::Parse("10.1.9.0/24")), EncodeSubnetValue(self)};
   auto n = DecodeSubnet("/p", kv);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(n->name, "n9");
@@ -221,30 +221,30 @@ TEST(EtcdKeys, SubnetValueRoundTrip) {
 }
 
 TEST(EtcdKeys, DualStackRecords) {
-  LocalNode self{"n9", *IpAddress::Parse("192.0.2.19"), "0a:00:00:00:00:09", Backend::kVxlan,
+  overlay::LocalNode self{"n9", *IpAddress::Parse("192.0.2.19"), "0a:00:00:00:00:09", overlay::Backend::kVxlan,
                  *IpAddress::Parse("2001:db8::19")};
   std::string value = EncodeSubnetValue(self);
   EXPECT_EQ(value, R"({"backend":"vxlan","hostIP":"192.0.2.19","hostIP6":"2001:db8::19","node":"n9",)"
                    R"("vtepMAC":"0a:00:00:00:00:09"})");
-  EtcdKv v6{SubnetKey("/p", *IpPrefix::Parse("fd00:10:244:9::/64")), value};
+  etcd::EtcdKv v6{SubnetKey("/p", *IpPrefix::Parse("fd00:10:244:9::/64")), value};
   auto n = DecodeSubnet("/p", v6);
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(n->pod_cidrs, std::vector<IpPrefix>{*IpPrefix::Parse("fd00:10:244:9::/64")});
   EXPECT_EQ(n->host_ip6, self.host_ip6);
   // IPv6-only: the host IP is IPv6 too.
-  LocalNode only6{"n8", *IpAddress::Parse("2001:db8::18"), "0a:00:00:00:00:08", Backend::kHostGw,
+  overlay::LocalNode only6{"n8", *IpAddress::Parse("2001:db8::18"), "0a:00:00:00:00:08", overlay::Backend::kHostGw,
                   *IpAddress::Parse("2001:db8::18")};
   auto m = DecodeSubnet("/p", {SubnetKey("/p", *IpPrefix::Parse("fd00:10:244:8::/64")), EncodeSubnetValue(only6)});
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->host_ip->ToString(), "2001:db8::18");
   // A record from before dual-stack (the captured one above) has no hostIP6.
-  auto old = DecodeSubnet("/w", ParseRangeResponse(kRange)->kvs[0]);
+  auto old = DecodeSubnet("/w", etcd::ParseRangeResponse(kRange)->kvs[0]);
   ASSERT_TRUE(old.ok());
   EXPECT_FALSE(old->host_ip6.has_value());
 }
 
-NodeInfo Rec(const char* node, const char* cidr, const char* host) {
-  NodeInfo n;
+overlay::NodeInfo Rec(const char* node, const char* cidr, const char* host) {
+  overlay::NodeInfo n;
   n.name = node;
   n.pod_cidrs = {*IpPrefix::Parse(cidr)};
   n.host_ip = IpAddress::Parse(host);

@@ -60,24 +60,24 @@ Result<KubeNode> ParseNode(std::string_view text) {
   });
 }
 
-std::string AnnotationPatch(const LocalNode& self) {
+std::string AnnotationPatch(const overlay::LocalNode& self) {
   return json{{"metadata",
                {{"annotations",
                  {{kAnnotationVtepMac, self.vtep_mac.empty() ? json(nullptr) : json(self.vtep_mac)},
                   {kAnnotationHostIp, self.host_ip.ToString()},
                   {kAnnotationHostIp6, self.host_ip6 ? json(self.host_ip6->ToString()) : json(nullptr)},
-                  {kAnnotationBackend, BackendName(self.backend)}}}}}}
+                  {kAnnotationBackend, overlay::BackendName(self.backend)}}}}}}
       .dump();
 }
 
-bool AnnotationsMatch(const KubeNode& node, const LocalNode& self) {
+bool AnnotationsMatch(const KubeNode& node, const overlay::LocalNode& self) {
   auto get = [&](const char* k) {
     auto it = node.annotations.find(k);
     return it == node.annotations.end() ? std::string() : it->second;
   };
   return get(kAnnotationVtepMac) == self.vtep_mac && get(kAnnotationHostIp) == self.host_ip.ToString() &&
          get(kAnnotationHostIp6) == (self.host_ip6 ? self.host_ip6->ToString() : std::string()) &&
-         get(kAnnotationBackend) == BackendName(self.backend);
+         get(kAnnotationBackend) == overlay::BackendName(self.backend);
 }
 
 namespace {
@@ -97,7 +97,7 @@ std::optional<KubeNode> DecodeNode(const json& j) {
 // Replace, events as Upsert/Remove); this node's own object is not a peer,
 // but each time it is listed or changes, `on_self` checks its annotations.
 // Each list item is decoded as it arrives; no JSON is kept.
-class NodeHandler : public InformerHandler {
+class NodeHandler : public kube::InformerHandler {
  public:
   NodeHandler(PeerStore& store, std::string self_name, std::function<void(const KubeNode&)> on_self)
       : store_(store), self_name_(std::move(self_name)), on_self_(std::move(on_self)) {}
@@ -117,7 +117,7 @@ class NodeHandler : public InformerHandler {
     }
   }
   void OnListEnd(bool complete) override {
-    PeerMap peers = std::move(staged_);
+    overlay::PeerMap peers = std::move(staged_);
     std::optional<KubeNode> self = std::move(staged_self_);
     OnListStart();
     if (!complete) return;
@@ -131,12 +131,12 @@ class NodeHandler : public InformerHandler {
     for (auto& item : items) OnListItem(std::move(item));
     OnListEnd(true);
   }
-  void OnEvent(EventType type, json object) override {
+  void OnEvent(kube::EventType type, json object) override {
     std::optional<KubeNode> n = DecodeNode(object);
     if (!n) return;
     if (n->info.name == self_name_) {
-      if (type != EventType::kDeleted) on_self_(*n);
-    } else if (type == EventType::kDeleted) {
+      if (type != kube::EventType::kDeleted) on_self_(*n);
+    } else if (type == kube::EventType::kDeleted) {
       store_.Remove(n->info.name);
     } else {
       store_.Upsert(std::move(n->info));
@@ -147,7 +147,7 @@ class NodeHandler : public InformerHandler {
   PeerStore& store_;
   const std::string self_name_;
   const std::function<void(const KubeNode&)> on_self_;
-  PeerMap staged_;
+  overlay::PeerMap staged_;
   std::optional<KubeNode> staged_self_;
 };
 
@@ -155,7 +155,7 @@ class KubeControlPlane : public ControlPlane {
  public:
   explicit KubeControlPlane(KubeOptions opts) : opts_(std::move(opts)), http_(opts_.endpoint) {}
 
-  Result<std::vector<IpPrefix>> Register(const LocalNode& self, const std::atomic<bool>& stop) override {
+  Result<std::vector<IpPrefix>> Register(const overlay::LocalNode& self, const std::atomic<bool>& stop) override {
     self_ = self;
     Backoff backoff;
     for (;;) {
@@ -175,14 +175,14 @@ class KubeControlPlane : public ControlPlane {
   std::vector<IpPrefix> ClusterCidrs() const override { return {}; }
 
   Status Run(PeerStore& store, const std::atomic<bool>& stop) override {
-    KubeClient patch_http(opts_.endpoint);
+    kube::KubeClient patch_http(opts_.endpoint);
     NodeHandler handler(store, self_.name, [&](const KubeNode& node) { EnsureAnnotations(patch_http, node); });
-    ResourceSpec spec;
+    kube::ResourceSpec spec;
     spec.what = "nodes";
     spec.path = "/api/v1/nodes";
     spec.page_size = opts_.list_page_size;
     spec.watch_timeout_seconds = opts_.watch_timeout_seconds;
-    Informer informer(NewKubeApi(opts_.endpoint), std::move(spec), handler, stats_);
+    kube::Informer informer(kube::NewKubeApi(opts_.endpoint), std::move(spec), handler, stats_);
     informer.Run(stop);
     return Status::Ok();
   }
@@ -199,14 +199,14 @@ class KubeControlPlane : public ControlPlane {
   }
 
  private:
-  static HttpRequest Request(const std::string& method, const std::string& path) {
-    HttpRequest r;
+  static sys::HttpRequest Request(const std::string& method, const std::string& path) {
+    sys::HttpRequest r;
     r.method = method;
     r.url = path;
     return r;
   }
 
-  Result<std::vector<IpPrefix>> TryRegister(KubeClient& http) {
+  Result<std::vector<IpPrefix>> TryRegister(kube::KubeClient& http) {
     WEFT_ASSIGN_OR_RETURN(auto resp, http.Do(Request("GET", "/api/v1/nodes/" + QueryEscape(self_.name))));
     if (resp.status == 404) return Status::Error(Reason::kUnavailable, Domain::kControlPlane,
                                                  "node " + self_.name + " does not exist");
@@ -220,8 +220,8 @@ class KubeControlPlane : public ControlPlane {
     return node.info.pod_cidrs;
   }
 
-  Status Patch(KubeClient& http) {
-    HttpRequest req = Request("PATCH", "/api/v1/nodes/" + QueryEscape(self_.name));
+  Status Patch(kube::KubeClient& http) {
+    sys::HttpRequest req = Request("PATCH", "/api/v1/nodes/" + QueryEscape(self_.name));
     req.headers.push_back("Content-Type: application/merge-patch+json");
     req.body = AnnotationPatch(self_);
     WEFT_ASSIGN_OR_RETURN(auto resp, http.Do(req));
@@ -233,7 +233,7 @@ class KubeControlPlane : public ControlPlane {
     return Status::Ok();
   }
 
-  void EnsureAnnotations(KubeClient& http, const KubeNode& node) {
+  void EnsureAnnotations(kube::KubeClient& http, const KubeNode& node) {
     if (AnnotationsMatch(node, self_)) return;
     Status st = Patch(http);
     if (!st.ok()) {
@@ -243,8 +243,8 @@ class KubeControlPlane : public ControlPlane {
   }
 
   KubeOptions opts_;
-  KubeClient http_;  // Register (main thread)
-  LocalNode self_;
+  kube::KubeClient http_;  // Register (main thread)
+  overlay::LocalNode self_;
   ControlPlaneStats stats_;
 };
 

@@ -31,19 +31,19 @@ inline constexpr char kAnnotationBackend[] = "weft.io/backend";
 // annotation, else the first InternalIP in status.addresses; its IPv6
 // address: the host-ip6 annotation, else the first IPv6 InternalIP.
 struct KubeNode {
-  NodeInfo info;
+  overlay::NodeInfo info;
   std::string resource_version;
   std::map<std::string, std::string> annotations;
 };
 Result<KubeNode> ParseNode(std::string_view json_text);
 
 // The merge patch that publishes `self`.
-std::string AnnotationPatch(const LocalNode& self);
+std::string AnnotationPatch(const overlay::LocalNode& self);
 // Whether `node` already carries what AnnotationPatch(self) would set.
-bool AnnotationsMatch(const KubeNode& node, const LocalNode& self);
+bool AnnotationsMatch(const KubeNode& node, const overlay::LocalNode& self);
 
 struct KubeOptions {
-  KubeEndpoint endpoint;
+  kube::KubeEndpoint endpoint;
   int64_t watch_timeout_seconds = 300;  // server-side timeout per watch
   int64_t list_page_size = 500;
 };

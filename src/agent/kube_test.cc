@@ -35,7 +35,7 @@ TEST(KubeParse, NodePrefersAnnotationsAndSortsIpv4First) {
 }
 
 TEST(KubeParse, AnnotationPatchAndMatch) {
-  LocalNode self{"n2", *IpAddress::Parse("192.0.2.12"), "0a:00:00:00:00:02", Backend::kVxlan};
+  overlay::LocalNode self{"n2", *IpAddress::Parse("192.0.2.12"), "0a:00:00:00:00:02", overlay::Backend::kVxlan};
   auto patch = nlohmann::json::parse(AnnotationPatch(self));
   EXPECT_EQ(patch["metadata"]["annotations"]["weft.io/vtep-mac"], "0a:00:00:00:00:02");
   EXPECT_EQ(patch["metadata"]["annotations"]["weft.io/host-ip"], "192.0.2.12");
@@ -43,9 +43,9 @@ TEST(KubeParse, AnnotationPatchAndMatch) {
   EXPECT_FALSE(AnnotationsMatch(*n, self));  // host-ip annotation missing
   n->annotations["weft.io/host-ip"] = "192.0.2.12";
   EXPECT_TRUE(AnnotationsMatch(*n, self));
-  LocalNode gw = self;
+  overlay::LocalNode gw = self;
   gw.vtep_mac.clear();
-  gw.backend = Backend::kHostGw;
+  gw.backend = overlay::Backend::kHostGw;
   EXPECT_TRUE(nlohmann::json::parse(AnnotationPatch(gw))["metadata"]["annotations"]["weft.io/vtep-mac"].is_null());
 }
 
@@ -76,7 +76,7 @@ TEST(KubeParse, DualStackNodeAddresses) {
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(n->info.host_ip->ToString(), "192.0.2.12");
   EXPECT_EQ(n->info.host_ip6->ToString(), "2001:db8::12");
-  EXPECT_EQ(UnderlayAddress(n->info, true)->ToString(), "2001:db8::12");
+  EXPECT_EQ(overlay::UnderlayAddress(n->info, true)->ToString(), "2001:db8::12");
   j["metadata"]["annotations"]["weft.io/host-ip6"] = "2001:db8:1::12";
   EXPECT_EQ(ParseNode(j.dump())->info.host_ip6->ToString(), "2001:db8:1::12");
   j["metadata"]["annotations"]["weft.io/host-ip6"] = "192.0.2.99";  // not IPv6: ignored, no fallback
@@ -90,11 +90,11 @@ TEST(KubeParse, DualStackNodeAddresses) {
   EXPECT_EQ(m->info.host_ip->ToString(), "2001:db8::12");
   EXPECT_EQ(m->info.host_ip6->ToString(), "2001:db8::12");
   EXPECT_EQ(m->info.pod_cidrs.size(), 1u);
-  EXPECT_FALSE(UnderlayAddress(m->info, false).has_value());
+  EXPECT_FALSE(overlay::UnderlayAddress(m->info, false).has_value());
 }
 
 TEST(KubeParse, AnnotationPatchPublishesTheIpv6Address) {
-  LocalNode self{"n2", *IpAddress::Parse("192.0.2.12"), "0a:00:00:00:00:02", Backend::kVxlan,
+  overlay::LocalNode self{"n2", *IpAddress::Parse("192.0.2.12"), "0a:00:00:00:00:02", overlay::Backend::kVxlan,
                  *IpAddress::Parse("2001:db8::12")};
   auto a = nlohmann::json::parse(AnnotationPatch(self))["metadata"]["annotations"];
   EXPECT_EQ(a["weft.io/host-ip6"], "2001:db8::12");

@@ -1,6 +1,6 @@
 #include "base/auth_health.h"
 
-namespace weft::agent {
+namespace weft {
 
 AuthHealth::AuthHealth(Clock clock) : clock_(std::move(clock)) { last_success_ = Now(); }
 
@@ -38,4 +38,4 @@ std::optional<std::string> AuthHealth::Failing(std::chrono::milliseconds bound) 
          " s (401/403 or a rejected certificate; last: " + last_refusal_ + ")";
 }
 
-}  // namespace weft::agent
+}  // namespace weft

@@ -16,7 +16,7 @@
 #include <optional>
 #include <string>
 
-namespace weft::agent {
+namespace weft {
 
 class AuthHealth {
  public:
@@ -52,4 +52,4 @@ class AuthHealth {
   std::string last_refusal_;
 };
 
-}  // namespace weft::agent
+}  // namespace weft

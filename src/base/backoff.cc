@@ -5,7 +5,7 @@
 #include <random>
 #include <thread>
 
-namespace weft::agent {
+namespace weft {
 
 bool SleepUnlessStopped(std::chrono::milliseconds d, const std::atomic<bool>& stop) {
   auto end = std::chrono::steady_clock::now() + d;
@@ -28,4 +28,4 @@ std::chrono::milliseconds Backoff::Next() {
   return cur_;
 }
 
-}  // namespace weft::agent
+}  // namespace weft

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <chrono>
 
-namespace weft::agent {
+namespace weft {
 
 // Sleeps up to `d` in small steps, returning early when `stop` is set.
 // Returns false when stopped.
@@ -39,4 +39,4 @@ class Backoff {
   std::chrono::milliseconds cur_{0};
 };
 
-}  // namespace weft::agent
+}  // namespace weft

@@ -11,7 +11,7 @@
 
 #include "base/status.h"
 
-namespace weft::agent {
+namespace weft {
 
 // Parses `text` as a JSON object and returns fn(object). Malformed JSON, a
 // value that is not an object, and a JSON exception `fn` throws (a field of
@@ -61,4 +61,4 @@ inline std::optional<int64_t> JsonIntIn(const nlohmann::json& j, const char* key
   return n;
 }
 
-}  // namespace weft::agent
+}  // namespace weft

@@ -3,7 +3,7 @@
 #include "base/backoff.h"
 #include "base/log.h"
 
-namespace weft::agent {
+namespace weft {
 
 void RunListWatch(ListWatchSource& source, std::string_view what, ControlPlaneStats& stats, const SleepFn& sleep,
                   const std::atomic<bool>& stop) {
@@ -58,4 +58,4 @@ void RunListWatch(ListWatchSource& source, std::string_view what, ControlPlaneSt
   }
 }
 
-}  // namespace weft::agent
+}  // namespace weft

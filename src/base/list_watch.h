@@ -21,7 +21,7 @@
 
 #include "base/status.h"
 
-namespace weft::agent {
+namespace weft {
 
 // What RunListWatch counts (a control plane's counters, read by the metrics
 // endpoint).
@@ -79,4 +79,4 @@ using SleepFn = std::function<bool(std::chrono::milliseconds, const std::atomic<
 void RunListWatch(ListWatchSource& source, std::string_view what, ControlPlaneStats& stats, const SleepFn& sleep,
                   const std::atomic<bool>& stop);
 
-}  // namespace weft::agent
+}  // namespace weft

@@ -55,7 +55,7 @@ struct PeerIndex {
 // A peer's neighbour entry on the VXLAN device: ARP for IPv4, NDP for IPv6.
 std::string NeighEntry(const IpAddress& a) { return a.is_v4() ? "ARP entry" : "NDP entry"; }
 
-PeerIndex IndexPeers(const agent::PeerMap& peers) {
+PeerIndex IndexPeers(const overlay::PeerMap& peers) {
   PeerIndex idx;
   for (const auto& [name, p] : peers) {
     for (const auto& c : p.pod_cidrs) {
@@ -69,7 +69,7 @@ PeerIndex IndexPeers(const agent::PeerMap& peers) {
 }
 
 void DiagnosePeers(const Snapshot& s, const PeerView& v, std::vector<Finding>* out) {
-  const agent::Plan plan = PeerPlan(v);
+  const overlay::Plan plan = PeerPlan(v);
   const PeerIndex idx = IndexPeers(v.peers);
   const std::string fix = "apply weftd's reconciler plan for this entry";
   auto node = [](const std::string& n) { return n.empty() ? std::string("a node") : "node " + n; };
@@ -232,8 +232,8 @@ std::optional<int64_t> ParseSqliteTime(const std::string& ts) {
   return static_cast<int64_t>(timegm(&tm));
 }
 
-agent::Plan PeerPlan(const PeerView& v) {
-  return agent::Diff(agent::ComputeDesired(v.local, v.peers).state, v.kernel);
+overlay::Plan PeerPlan(const PeerView& v) {
+  return overlay::Diff(overlay::ComputeDesired(v.local, v.peers).state, v.kernel);
 }
 
 namespace {

@@ -55,9 +55,9 @@ std::map<std::string, std::vector<std::string>> HostPortView(const std::string& 
 
 // The peer side, present only when a control plane was given.
 struct PeerView {
-  agent::LocalView local;
-  agent::PeerMap peers;
-  agent::KernelState kernel;  // agent routes, ARP/FDB on the VXLAN device
+  overlay::LocalView local;
+  overlay::PeerMap peers;
+  overlay::KernelState kernel;  // agent routes, ARP/FDB on the VXLAN device
 };
 
 // weftd's NetworkPolicy table (`inet weft-netpol`) as weftd wants it and as
@@ -119,7 +119,7 @@ std::vector<Finding> Diagnose(const Snapshot& snap);
 
 // The reconciler's plan that repairs the kPeer* findings (empty without a
 // control plane): exactly what weftd would apply.
-agent::Plan PeerPlan(const PeerView& peers);
+overlay::Plan PeerPlan(const PeerView& peers);
 
 // Parses SQLite's CURRENT_TIMESTAMP ("YYYY-MM-DD HH:MM:SS", UTC) to Unix
 // seconds; nullopt when malformed.

@@ -91,7 +91,7 @@ class DoctorCommand : public runtime::ctl::Command {
   int Run(Context& ctx) override {
     Outcome r;
     Options o = ResolveOptions(ctx, &r.notes);
-    if (Status st = agent::InitHttp(); !st.ok()) return ctx.Fail("doctor", st);
+    if (Status st = sys::InitHttp(); !st.ok()) return ctx.Fail("doctor", st);
 
     auto snap = ReadSnapshot(o);
     if (!snap.ok()) return ctx.Fail("doctor", snap.status());
@@ -142,7 +142,7 @@ class DoctorCommand : public runtime::ctl::Command {
         o.masquerade_required = cfg->masquerade;
       }
       for (bool v6 : {false, true})
-        if (auto r = agent::OfFamily(cfg->ranges, v6)) o.pod_cidrs.push_back(r->Masked());
+        if (auto r = overlay::OfFamily(cfg->ranges, v6)) o.pod_cidrs.push_back(r->Masked());
     } else {
       notes->push_back("no usable config for network \"" + network_ + "\" in " + ctx.ConfDir() + " (" +
                        cfg.status().msg() + "): using defaults");

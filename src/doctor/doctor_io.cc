@@ -39,11 +39,11 @@ bool NetnsAlive(const std::string& path) {
   return ns.ok() || !sys::IsNetnsGone(ns.status());
 }
 
-Result<agent::PeerMap> ListEtcdPeers(const Options& o) {
-  agent::EtcdClient client(o.etcd_endpoints, agent::TlsOptions{});
+Result<overlay::PeerMap> ListEtcdPeers(const Options& o) {
+  etcd::EtcdClient client(o.etcd_endpoints, sys::TlsOptions{});
   const std::string key = o.etcd_prefix + "/subnets/";
-  WEFT_ASSIGN_OR_RETURN(auto range, client.Range(key, agent::PrefixRangeEnd(key)));
-  agent::PeerMap peers;
+  WEFT_ASSIGN_OR_RETURN(auto range, client.Range(key, etcd::PrefixRangeEnd(key)));
+  overlay::PeerMap peers;
   for (const auto& kv : range.kvs) {
     auto node = agent::DecodeSubnet(o.etcd_prefix, kv);
     if (!node.ok()) continue;  // weftd skips undecodable records the same way
@@ -59,8 +59,8 @@ Result<agent::PeerMap> ListEtcdPeers(const Options& o) {
 
 // One complete list through the Kubernetes control plane's own list+watch
 // loop: runs it until the store holds a complete list, then stops it.
-Result<agent::PeerMap> ListKubePeers(const Options& o) {
-  WEFT_ASSIGN_OR_RETURN(auto ep, agent::KubeconfigEndpoint(o.kubeconfig, o.weftd_state_dir + "/kubeconfig-data"));
+Result<overlay::PeerMap> ListKubePeers(const Options& o) {
+  WEFT_ASSIGN_OR_RETURN(auto ep, kube::KubeconfigEndpoint(o.kubeconfig, o.weftd_state_dir + "/kubeconfig-data"));
   agent::KubeOptions ko;
   ko.endpoint = std::move(ep);
   ko.watch_timeout_seconds = 1;
@@ -80,7 +80,7 @@ Result<agent::PeerMap> ListKubePeers(const Options& o) {
 }
 
 Result<std::optional<PeerView>> ReadPeers(const Options& o, sys::Netlink& nl, std::vector<std::string>* notes) {
-  agent::PeerMap peers;
+  overlay::PeerMap peers;
   if (!o.etcd_endpoints.empty()) {
     WEFT_ASSIGN_OR_RETURN(peers, ListEtcdPeers(o));
   } else if (!o.kubeconfig.empty()) {
@@ -90,41 +90,41 @@ Result<std::optional<PeerView>> ReadPeers(const Options& o, sys::Netlink& nl, st
     return std::optional<PeerView>();
   }
   PeerView v;
-  WEFT_ASSIGN_OR_RETURN(auto up, agent::DetectUplink(nl, o.iface, o.node_ip));
+  WEFT_ASSIGN_OR_RETURN(auto up, overlay::DetectUplink(nl, o.iface, o.node_ip));
   v.local.host_ip = up.ip;
   v.local.host_ip6 = up.ip6;
   v.local.uplink_index = up.index;
   v.local.uplink_subnets = up.subnets;
-  const agent::NodeInfo* self = nullptr;
+  const overlay::NodeInfo* self = nullptr;
   for (const auto& [name, p] : peers)
     if (o.node_name.empty() ? (p.host_ip && *p.host_ip == up.ip) : name == o.node_name) self = &p;
   v.local.name = self ? self->name : o.node_name;
   // One per family, as weftd keeps them.
   for (bool v6 : {false, true})
-    if (auto c = agent::OfFamily(self ? self->pod_cidrs : std::vector<IpPrefix>{}, v6))
+    if (auto c = overlay::OfFamily(self ? self->pod_cidrs : std::vector<IpPrefix>{}, v6))
       v.local.pod_cidrs.push_back(c->Masked());
   if (v.local.pod_cidrs.empty() && !o.pod_cidrs.empty()) {
     v.local.pod_cidrs = o.pod_cidrs;
     notes->push_back("the control plane has no record of this node; its pod CIDRs " +
-                     agent::JoinPrefixes(v.local.pod_cidrs) + " come from the conflist");
+                     overlay::JoinPrefixes(v.local.pod_cidrs) + " come from the conflist");
   }
   if (v.local.pod_cidrs.empty()) {
     notes->push_back("peer checks skipped: this node's pod CIDR is unknown (not in the control plane, no conflist)");
     return std::optional<PeerView>();
   }
-  v.local.backend = agent::Backend::kVxlan;
-  if (self && !self->backend.empty()) (void)agent::ParseBackend(self->backend, &v.local.backend);
+  v.local.backend = overlay::Backend::kVxlan;
+  if (self && !self->backend.empty()) (void)overlay::ParseBackend(self->backend, &v.local.backend);
   WEFT_ASSIGN_OR_RETURN(auto vx, nl.GetLink(o.vxlan_device));
   v.local.vxlan_index = vx && vx->kind == "vxlan" ? vx->index : 0;
-  if (v.local.backend != agent::Backend::kHostGw && v.local.vxlan_index == 0)
+  if (v.local.backend != overlay::Backend::kHostGw && v.local.vxlan_index == 0)
     notes->push_back("no VXLAN device " + o.vxlan_device + ": VXLAN peers cannot be programmed on this node");
   WEFT_ASSIGN_OR_RETURN(auto dnl, sys::Netlink::Open());
-  auto dp = agent::NewKernelDatapath(std::move(dnl), v.local.vxlan_index);
+  auto dp = overlay::NewKernelDatapath(std::move(dnl), v.local.vxlan_index);
   WEFT_ASSIGN_OR_RETURN(v.kernel, dp->Read());
   v.peers = std::move(peers);
   notes->push_back("control plane: " + std::to_string(v.peers.size()) + " node record(s); this node is " +
                    (v.local.name.empty() ? std::string("unnamed") : v.local.name) + " with pod CIDRs " +
-                   agent::JoinPrefixes(v.local.pod_cidrs));
+                   overlay::JoinPrefixes(v.local.pod_cidrs));
   return std::optional<PeerView>(std::move(v));
 }
 
@@ -529,13 +529,13 @@ void ResyncMasquerade(const Options& o, FixReport* rep) {
 }
 
 void ApplyPeerPlan(const PeerView& peers, FixReport* rep) {
-  agent::Plan plan = PeerPlan(peers);
+  overlay::Plan plan = PeerPlan(peers);
   auto dnl = sys::Netlink::Open();
   if (!dnl.ok()) {
     Failed(rep, "open netlink", dnl.status());
     return;
   }
-  auto dp = agent::NewKernelDatapath(std::move(*dnl), peers.local.vxlan_index);
+  auto dp = overlay::NewKernelDatapath(std::move(*dnl), peers.local.vxlan_index);
   int errors = 0;
   Status st = dp->Apply(plan, &errors);
   if (!st.ok()) Failed(rep, "apply the reconciler plan (" + std::to_string(errors) + " step(s) failed)", st);

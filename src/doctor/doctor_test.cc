@@ -201,10 +201,10 @@ PeerView Peers() {
   v.local.vxlan_index = 20;
   v.local.uplink_index = 2;
   v.local.uplink_subnets = {P("192.0.2.0/24")};
-  agent::NodeInfo n2{"n2", {P("10.244.2.0/24")}, A("192.0.2.2"), "aa:bb:cc:00:00:02", "vxlan"};
-  agent::NodeInfo self{"n1", {P("10.244.1.0/24")}, A("192.0.2.1"), "aa:bb:cc:00:00:01", "vxlan"};
+  overlay::NodeInfo n2{"n2", {P("10.244.2.0/24")}, A("192.0.2.2"), "aa:bb:cc:00:00:02", "vxlan"};
+  overlay::NodeInfo self{"n1", {P("10.244.1.0/24")}, A("192.0.2.1"), "aa:bb:cc:00:00:01", "vxlan"};
   v.peers = {{"n1", self}, {"n2", n2}};
-  v.kernel = agent::ComputeDesired(v.local, v.peers).state;  // in sync
+  v.kernel = overlay::ComputeDesired(v.local, v.peers).state;  // in sync
   return v;
 }
 
@@ -261,7 +261,7 @@ TEST(Doctor, DualStackPeerEntriesPerFamily) {
   s.peers->local.pod_cidrs.push_back(P("fd00:10:244:1::/64"));
   s.peers->peers["n2"].pod_cidrs.push_back(P("fd00:10:244:2::/64"));
   s.peers->peers["n2"].host_ip6 = A("2001:db8::2");
-  agent::KernelState full = agent::ComputeDesired(s.peers->local, s.peers->peers).state;
+  overlay::KernelState full = overlay::ComputeDesired(s.peers->local, s.peers->peers).state;
   s.peers->kernel = full;
   EXPECT_TRUE(Diagnose(s).empty());
   // The IPv6 route and NDP entry gone; the shared FDB entry stays.

@@ -70,7 +70,7 @@ class PolicyCommand : public runtime::ctl::Command {
   int Run(Context& ctx) override {
     if (!pod_.empty() && !IsPodName(pod_))
       return Error(ctx, runtime::ctl::kExitUsage, "POD must be namespace/name, not \"" + pod_ + "\"");
-    if (Status st = agent::InitHttp(); !st.ok()) return Error(ctx, runtime::ctl::kExitFailed, st.msg(), st.details());
+    if (Status st = sys::InitHttp(); !st.ok()) return Error(ctx, runtime::ctl::kExitFailed, st.msg(), st.details());
     Weftd weftd(addr_);
 
     std::vector<PolicyPod> pods;

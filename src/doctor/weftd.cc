@@ -9,8 +9,8 @@ Weftd::Weftd(std::string addr, std::chrono::milliseconds timeout)
   while (!base_.empty() && base_.back() == '/') base_.pop_back();
 }
 
-Result<agent::HttpResponse> Weftd::Get(const std::string& path) {
-  agent::HttpRequest req;
+Result<sys::HttpResponse> Weftd::Get(const std::string& path) {
+  sys::HttpRequest req;
   req.url = base_ + path;
   req.timeout = timeout_;
   auto r = http_.Do(req);

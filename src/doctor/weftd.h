@@ -3,7 +3,7 @@
 // default 0.0.0.0:9641, so 127.0.0.1:9641 from the node) through libcurl,
 // for `weftctl policy` and doctor's network policy check.
 //
-// REQUIRES: agent::InitHttp() was called once (weftctl's commands do it).
+// REQUIRES: sys::InitHttp() was called once (weftctl's commands do it).
 
 #include <chrono>
 #include <string>
@@ -24,13 +24,13 @@ class Weftd {
 
   // GET `path`. Any HTTP status is an answer; a transport failure (nothing
   // listening, timeout) is unavailable (control plane) "cannot reach weftd at <addr>".
-  Result<agent::HttpResponse> Get(const std::string& path);
+  Result<sys::HttpResponse> Get(const std::string& path);
 
  private:
   std::string addr_;
   std::string base_;
   std::chrono::milliseconds timeout_;
-  agent::HttpClient http_;
+  sys::HttpClient http_;
 };
 
 }  // namespace weft::doctor

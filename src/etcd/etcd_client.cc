@@ -6,7 +6,7 @@
 #include "base/json_util.h"
 #include "base/strings.h"
 
-namespace weft::agent {
+namespace weft::etcd {
 namespace {
 
 using nlohmann::json;
@@ -173,7 +173,7 @@ std::string EncodeTxn(const EtcdTxn& txn) {
   return j.dump();
 }
 
-EtcdClient::EtcdClient(std::vector<std::string> endpoints, TlsOptions tls, AuthHealth* health)
+EtcdClient::EtcdClient(std::vector<std::string> endpoints, sys::TlsOptions tls, AuthHealth* health)
     : endpoints_(std::move(endpoints)), http_(std::move(tls)), health_(health) {
   for (auto& e : endpoints_)
     while (!e.empty() && e.back() == '/') e.pop_back();
@@ -185,7 +185,7 @@ Result<std::string> EtcdClient::Post(const std::string& path, const std::string&
   bool tls_retried = false;
   size_t attempts = endpoints_.size();  // one per endpoint, and one more after a TLS failure
   for (size_t attempt = 0; attempt < attempts; ++attempt) {
-    HttpRequest req;
+    sys::HttpRequest req;
     req.method = "POST";
     req.url = endpoints_[current_] + path;
     req.headers = {"Content-Type: application/json"};
@@ -193,7 +193,7 @@ Result<std::string> EtcdClient::Post(const std::string& path, const std::string&
     auto r = http_.Do(req);
     if (!r.ok()) {
       last = r.status();
-      if (IsTlsFailure(r.status())) {
+      if (sys::IsTlsFailure(r.status())) {
         if (health_) health_->RecordRefusal("POST " + req.url + ": " + r.status().details());
         // The client dropped its connection: the retry, on the same endpoint,
         // reads the TLS files again.
@@ -282,7 +282,7 @@ Status EtcdClient::Watch(const std::string& key, const std::string& range_end, i
   json create{{"key", Base64Encode(key)}, {"range_end", Base64Encode(range_end)}};
   if (start_revision > 0) create["start_revision"] = std::to_string(start_revision);
   create["progress_notify"] = true;  // periodic empty messages keep the stream observably alive
-  HttpRequest req;
+  sys::HttpRequest req;
   req.method = "POST";
   req.url = endpoints_[current_] + "/v3/watch";
   req.headers = {"Content-Type: application/json"};
@@ -301,7 +301,7 @@ Status EtcdClient::Watch(const std::string& key, const std::string& range_end, i
       },
       stop, std::chrono::seconds(0));
   if (!r.ok()) {
-    if (health_ && IsTlsFailure(r.status()))
+    if (health_ && sys::IsTlsFailure(r.status()))
       health_->RecordRefusal("POST " + req.url + ": " + r.status().details());
     current_ = (current_ + 1) % endpoints_.size();
     return r.status();
@@ -313,4 +313,4 @@ Status EtcdClient::Watch(const std::string& key, const std::string& range_end, i
   return Status::Ok();
 }
 
-}  // namespace weft::agent
+}  // namespace weft::etcd

@@ -15,7 +15,7 @@
 #include "sys/http.h"
 #include "base/status.h"
 
-namespace weft::agent {
+namespace weft::etcd {
 
 // --- Gateway bodies (pure) ----------------------------------------------------
 
@@ -39,7 +39,7 @@ std::string EncodeTxn(const EtcdTxn& txn);
 // outlive the client).
 class EtcdClient : public EtcdRegistry {
  public:
-  EtcdClient(std::vector<std::string> endpoints, TlsOptions tls, AuthHealth* health = nullptr);
+  EtcdClient(std::vector<std::string> endpoints, sys::TlsOptions tls, AuthHealth* health = nullptr);
 
   Result<EtcdRange> Range(const std::string& key, const std::string& range_end, int64_t revision = 0) override;
   Result<bool> Txn(const EtcdTxn& txn) override;
@@ -59,8 +59,8 @@ class EtcdClient : public EtcdRegistry {
   Result<std::string> Post(const std::string& path, const std::string& body);
   std::vector<std::string> endpoints_;
   size_t current_ = 0;
-  HttpClient http_;
+  sys::HttpClient http_;
   AuthHealth* health_;
 };
 
-}  // namespace weft::agent
+}  // namespace weft::etcd

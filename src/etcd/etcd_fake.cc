@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-namespace weft::agent {
+namespace weft::etcd {
 namespace {
 
 bool InRange(const std::string& k, const std::string& key, const std::string& range_end) {
@@ -280,4 +280,4 @@ Status FakeEtcd::DoWatch(const std::string& key, const std::string& range_end, i
   }
 }
 
-}  // namespace weft::agent
+}  // namespace weft::etcd

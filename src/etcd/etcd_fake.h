@@ -23,7 +23,7 @@
 
 #include "etcd/etcd_registry.h"
 
-namespace weft::agent {
+namespace weft::etcd {
 
 class FakeEtcd {
  public:
@@ -91,4 +91,4 @@ class FakeEtcd {
   std::function<bool()> watch_idle_;
 };
 
-}  // namespace weft::agent
+}  // namespace weft::etcd

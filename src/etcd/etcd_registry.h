@@ -15,7 +15,7 @@
 
 #include "base/status.h"
 
-namespace weft::agent {
+namespace weft::etcd {
 
 struct EtcdKv {
   std::string key;
@@ -91,4 +91,4 @@ class EtcdRegistry {
                        const std::function<bool(const EtcdWatchMessage&)>& on_msg, const std::atomic<bool>& stop) = 0;
 };
 
-}  // namespace weft::agent
+}  // namespace weft::etcd

@@ -6,7 +6,7 @@
 #include "base/strings.h"
 #include "base/log.h"
 
-namespace weft::agent {
+namespace weft::kube {
 namespace {
 
 using nlohmann::json;
@@ -26,16 +26,16 @@ class HttpKubeApi : public KubeApi {
  public:
   explicit HttpKubeApi(const KubeEndpoint& ep) : client_(ep) {}
 
-  Result<HttpResponse> Get(const std::string& path) override {
-    HttpRequest req;
+  Result<sys::HttpResponse> Get(const std::string& path) override {
+    sys::HttpRequest req;
     req.url = path;
     req.timeout = std::chrono::seconds(30);
     return client_.Do(std::move(req));
   }
 
-  Result<HttpResponse> Watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
+  Result<sys::HttpResponse> Watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
                              const std::atomic<bool>& stop, std::chrono::milliseconds idle_timeout) override {
-    HttpRequest req;
+    sys::HttpRequest req;
     req.url = path;
     return client_.Stream(std::move(req), on_line, stop, idle_timeout);
   }
@@ -290,4 +290,4 @@ ListWatchSource::WatchEnd Informer::Watch(const std::atomic<bool>& stop) {
   return out;  // kFailed unless set above
 }
 
-}  // namespace weft::agent
+}  // namespace weft::kube

@@ -29,7 +29,7 @@
 #include "base/list_watch.h"
 #include "base/status.h"
 
-namespace weft::agent {
+namespace weft::kube {
 
 // How an informer reaches the API server. One instance per thread (it owns a connection).
 class KubeApi {
@@ -37,9 +37,9 @@ class KubeApi {
   virtual ~KubeApi() = default;
   // GET `path` (path + query, e.g. "/api/v1/pods?limit=500"): any HTTP status is a response; transport failure is
   // an error.
-  virtual Result<HttpResponse> Get(const std::string& path) = 0;
+  virtual Result<sys::HttpResponse> Get(const std::string& path) = 0;
   // A streaming GET (watch): `on_line` gets each complete line; see HttpClient::Stream.
-  virtual Result<HttpResponse> Watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
+  virtual Result<sys::HttpResponse> Watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
                                      const std::atomic<bool>& stop, std::chrono::milliseconds idle_timeout) = 0;
 };
 // The real one: a KubeClient of `endpoint` (its shared, re-read credentials; a 401 retried once with new ones).
@@ -325,4 +325,4 @@ class Cache : public InformerHandler {
   std::map<std::string, T> staging_;                // a list being received (informer thread)
 };
 
-}  // namespace weft::agent
+}  // namespace weft::kube

@@ -7,7 +7,7 @@
 
 #include "base/strings.h"
 
-namespace weft::agent {
+namespace weft::kube {
 namespace {
 
 using nlohmann::json;
@@ -33,27 +33,27 @@ class FakeApi : public KubeApi {
  public:
   explicit FakeApi(Script* script) : s_(script) {}
 
-  Result<HttpResponse> Get(const std::string& path) override {
+  Result<sys::HttpResponse> Get(const std::string& path) override {
     s_->requests.push_back("GET " + path);
     auto step = Next(Step::kGet);
     if (!step) return Status::Error(Reason::kUnavailable, Domain::kControlPlane, "script ended");
     if (step->transport_error) return Status::Error(Reason::kUnavailable, Domain::kControlPlane, "connection refused");
-    return HttpResponse{step->status, step->body};
+    return sys::HttpResponse{step->status, step->body};
   }
 
-  Result<HttpResponse> Watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
+  Result<sys::HttpResponse> Watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
                              const std::atomic<bool>& stop, std::chrono::milliseconds idle_timeout) override {
     s_->requests.push_back("WATCH " + path);
     EXPECT_EQ(&stop, &s_->stop);
     EXPECT_GT(idle_timeout.count(), 0);
     auto step = Next(Step::kWatch);
     if (!step) return Status::Error(Reason::kUnavailable, Domain::kControlPlane, "script ended");
-    if (step->status < 200 || step->status >= 300) return HttpResponse{step->status, step->body};
+    if (step->status < 200 || step->status >= 300) return sys::HttpResponse{step->status, step->body};
     for (const auto& l : step->lines)
-      if (!on_line(l)) return HttpResponse{step->status, ""};  // the caller hung up
+      if (!on_line(l)) return sys::HttpResponse{step->status, ""};  // the caller hung up
     if (step->transport_error) return Status::Error(Reason::kUnavailable, Domain::kControlPlane,
                                                     "stream: connection reset");
-    return HttpResponse{step->status, ""};
+    return sys::HttpResponse{step->status, ""};
   }
 
  private:
@@ -521,4 +521,4 @@ TEST(ChangeNotifier, WaitReturnsOnChangeTimeoutOrStop) {
 }
 
 }  // namespace
-}  // namespace weft::agent
+}  // namespace weft::kube

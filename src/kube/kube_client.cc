@@ -4,16 +4,16 @@
 
 #include "base/log.h"
 
-namespace weft::agent {
+namespace weft::kube {
 namespace {
 
 // "GET /api/v1/nodes" (the query left out: it carries continue tokens).
-std::string What(const HttpRequest& req) {
+std::string What(const sys::HttpRequest& req) {
   return req.method + " " + req.url.substr(0, req.url.find('?'));
 }
 
 // "HTTP 401 Unauthorized: <the Status's message>".
-std::string Refusal(const HttpResponse& resp) {
+std::string Refusal(const sys::HttpResponse& resp) {
   std::string out = "HTTP " + std::to_string(resp.status) + (resp.status == 401 ? " Unauthorized" : " Forbidden");
   try {
     auto j = nlohmann::json::parse(resp.body);
@@ -26,7 +26,7 @@ std::string Refusal(const HttpResponse& resp) {
 
 }  // namespace
 
-KubeClient::KubeClient(const KubeEndpoint& endpoint, std::unique_ptr<HttpTransport> transport)
+KubeClient::KubeClient(const KubeEndpoint& endpoint, std::unique_ptr<sys::HttpTransport> transport)
     : server_(endpoint.server), creds_(endpoint.credentials), transport_(std::move(transport)) {
   if (!creds_) {
     // An endpoint built by hand (tests): credentials of its own, unshared.
@@ -34,11 +34,11 @@ KubeClient::KubeClient(const KubeEndpoint& endpoint, std::unique_ptr<HttpTranspo
     if (!c.ok()) WEFT_LOG(kWarn, "API credentials unreadable; requests go without a token", {"err", c.status()});
     creds_ = c.ok() ? *c : std::make_shared<KubeCredentials>(endpoint.files, KubeCredentials::Clock());
   }
-  if (!transport_) transport_ = std::make_unique<HttpClient>(creds_->tls());
+  if (!transport_) transport_ = std::make_unique<sys::HttpClient>(creds_->tls());
   generation_ = creds_->tls_generation();
 }
 
-Result<HttpResponse> KubeClient::WithCredentials(const HttpRequest& req, const SendFn& send) {
+Result<sys::HttpResponse> KubeClient::WithCredentials(const sys::HttpRequest& req, const SendFn& send) {
   const std::string what = What(req);
   for (int attempt = 0;; ++attempt) {
     std::string token = creds_->Token();  // may re-read the files, so before the generation
@@ -47,14 +47,14 @@ Result<HttpResponse> KubeClient::WithCredentials(const HttpRequest& req, const S
       transport_->Reset();  // libcurl reads the TLS files per connection
       generation_ = gen;
     }
-    HttpRequest r = req;
+    sys::HttpRequest r = req;
     r.url = server_ + req.url;
     r.headers.push_back("Accept: application/json");
     r.headers.push_back("User-Agent: weftd");
     if (!token.empty()) r.headers.push_back("Authorization: Bearer " + token);
     auto resp = send(r);
     if (!resp.ok()) {
-      if (!IsTlsFailure(resp.status())) return resp;
+      if (!sys::IsTlsFailure(resp.status())) return resp;
       creds_->health().RecordRefusal(what + ": " + resp.status().details());
       if (attempt == 0 && creds_->TlsFailed(gen)) {
         WEFT_LOG(kInfo, "TLS failure with old credential files; retrying with the new ones", {"request", what});
@@ -76,11 +76,11 @@ Result<HttpResponse> KubeClient::WithCredentials(const HttpRequest& req, const S
   }
 }
 
-Result<HttpResponse> KubeClient::Do(HttpRequest req) {
-  return WithCredentials(req, [this](const HttpRequest& r) { return transport_->Do(r); });
+Result<sys::HttpResponse> KubeClient::Do(sys::HttpRequest req) {
+  return WithCredentials(req, [this](const sys::HttpRequest& r) { return transport_->Do(r); });
 }
 
-Result<HttpResponse> KubeClient::Stream(HttpRequest req, const std::function<bool(std::string_view)>& on_line,
+Result<sys::HttpResponse> KubeClient::Stream(sys::HttpRequest req, const std::function<bool(std::string_view)>& on_line,
                                         const std::atomic<bool>& stop, std::chrono::milliseconds idle_timeout) {
   bool first = true;
   std::function<bool(std::string_view)> counted = [&](std::string_view line) {
@@ -91,7 +91,7 @@ Result<HttpResponse> KubeClient::Stream(HttpRequest req, const std::function<boo
     return on_line(line);
   };
   return WithCredentials(
-      req, [&](const HttpRequest& r) { return transport_->Stream(r, counted, stop, idle_timeout); });
+      req, [&](const sys::HttpRequest& r) { return transport_->Stream(r, counted, stop, idle_timeout); });
 }
 
-}  // namespace weft::agent
+}  // namespace weft::kube

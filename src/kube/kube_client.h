@@ -20,30 +20,30 @@
 #include "kube/kube_credentials.h"
 #include "kube/kube_endpoint.h"
 
-namespace weft::agent {
+namespace weft::kube {
 
 class KubeClient {
  public:
   // `transport` null: a real HttpClient over the credentials' TLS files.
-  KubeClient(const KubeEndpoint& endpoint, std::unique_ptr<HttpTransport> transport = nullptr);
+  KubeClient(const KubeEndpoint& endpoint, std::unique_ptr<sys::HttpTransport> transport = nullptr);
 
   // `req.url` is a path with its query ("/api/v1/nodes?limit=500"); Accept,
   // User-Agent and Authorization are added. Any HTTP status is a response
   // (the 401 of the retry, too); transport failures are errors.
-  Result<HttpResponse> Do(HttpRequest req);
+  Result<sys::HttpResponse> Do(sys::HttpRequest req);
   // A streaming request (watch), as HttpClient::Stream. A watch line counts
   // as a success for AuthHealth.
-  Result<HttpResponse> Stream(HttpRequest req, const std::function<bool(std::string_view)>& on_line,
+  Result<sys::HttpResponse> Stream(sys::HttpRequest req, const std::function<bool(std::string_view)>& on_line,
                               const std::atomic<bool>& stop, std::chrono::milliseconds idle_timeout);
 
  private:
-  using SendFn = std::function<Result<HttpResponse>(const HttpRequest&)>;
-  Result<HttpResponse> WithCredentials(const HttpRequest& req, const SendFn& send);
+  using SendFn = std::function<Result<sys::HttpResponse>(const sys::HttpRequest&)>;
+  Result<sys::HttpResponse> WithCredentials(const sys::HttpRequest& req, const SendFn& send);
 
   std::string server_;
   std::shared_ptr<KubeCredentials> creds_;
-  std::unique_ptr<HttpTransport> transport_;
+  std::unique_ptr<sys::HttpTransport> transport_;
   uint64_t generation_;  // the TLS generation transport_'s connection was opened with
 };
 
-}  // namespace weft::agent
+}  // namespace weft::kube

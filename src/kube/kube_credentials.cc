@@ -4,7 +4,7 @@
 #include "base/strings.h"
 #include "sys/files.h"
 
-namespace weft::agent {
+namespace weft::kube {
 namespace {
 
 constexpr size_t kMaxTokenBytes = 64 * 1024;
@@ -93,4 +93,4 @@ bool KubeCredentials::TlsFailed(uint64_t sent_generation) {
   return tls_generation_ != sent_generation;
 }
 
-}  // namespace weft::agent
+}  // namespace weft::kube

@@ -29,13 +29,13 @@
 #include "sys/http.h"
 #include "base/status.h"
 
-namespace weft::agent {
+namespace weft::kube {
 
 // Where the credentials come from.
 struct KubeCredentialFiles {
   std::string token;        // inline bearer token (kubeconfig "token"); used when token_file is ""
   std::string token_file;   // in-cluster <sa-dir>/token, or kubeconfig "tokenFile"
-  TlsOptions tls;           // CA, client certificate and key files (paths never change)
+  sys::TlsOptions tls;           // CA, client certificate and key files (paths never change)
 };
 
 class KubeCredentials {
@@ -51,7 +51,7 @@ class KubeCredentials {
   // last read is older than kTokenRefresh.
   std::string Token();
   // Paths of the TLS files, for a client's connection.
-  const TlsOptions& tls() const { return files_.tls; }
+  const sys::TlsOptions& tls() const { return files_.tls; }
   // Bumps whenever the contents of the CA, certificate or key file changed.
   uint64_t tls_generation() const;
 
@@ -89,4 +89,4 @@ class KubeCredentials {
   uint64_t tls_generation_ = 0;
 };
 
-}  // namespace weft::agent
+}  // namespace weft::kube

@@ -14,7 +14,7 @@
 #include "kube/kube_endpoint.h"
 #include "sys/files.h"
 
-namespace weft::agent {
+namespace weft::kube {
 namespace {
 
 using std::chrono::seconds;
@@ -200,7 +200,7 @@ TEST(AuthHealth, FailsOnlyAfterABoundOfNothingButRefusals) {
 
 // Answers by the Authorization header: `accept` gets 200, anything else 401
 // (or `refuse_status`). Records what was sent.
-class ScriptedTransport : public HttpTransport {
+class ScriptedTransport : public sys::HttpTransport {
  public:
   std::string accept;
   long refuse_status = 401;
@@ -211,7 +211,7 @@ class ScriptedTransport : public HttpTransport {
   std::function<void()> on_request;  // runs before each answer
   std::vector<std::string> lines;    // a watch's lines
 
-  Result<HttpResponse> Do(const HttpRequest& req) override {
+  Result<sys::HttpResponse> Do(const sys::HttpRequest& req) override {
     std::string auth;
     for (const auto& h : req.headers)
       if (h.rfind("Authorization: Bearer ", 0) == 0) auth = h.substr(22);
@@ -220,14 +220,14 @@ class ScriptedTransport : public HttpTransport {
     if (on_request) on_request();
     if (tls_failures > 0) {
       --tls_failures;
-      return TlsFailure(req.method + " " + req.url, "OpenSSL: tlsv1 alert unknown ca");
+      return sys::TlsFailure(req.method + " " + req.url, "OpenSSL: tlsv1 alert unknown ca");
     }
-    HttpResponse r;
+    sys::HttpResponse r;
     r.status = auth == accept ? 200 : refuse_status;
     r.body = r.status == 200 ? "{}" : R"({"kind":"Status","message":"Unauthorized"})";
     return r;
   }
-  Result<HttpResponse> Stream(const HttpRequest& req, const std::function<bool(std::string_view)>& on_line,
+  Result<sys::HttpResponse> Stream(const sys::HttpRequest& req, const std::function<bool(std::string_view)>& on_line,
                               const std::atomic<bool>&, std::chrono::milliseconds) override {
     auto r = Do(req);
     if (r.ok() && r->status == 200)
@@ -255,8 +255,8 @@ class Client : public Files {
     endpoint_.files = f;
     endpoint_.credentials = Load(f);
   }
-  static HttpRequest Get(const std::string& path) {
-    HttpRequest r;
+  static sys::HttpRequest Get(const std::string& path) {
+    sys::HttpRequest r;
     r.url = path;
     return r;
   }
@@ -332,7 +332,7 @@ TEST_F(Client, ATlsFailureRetriesOnANewConnectionWhenTheFilesChanged) {
   // The handshake fails and the files are as before: no retry.
   t->tls_failures = 1;
   auto r = c.Do(Get("/api/v1/nodes"));
-  EXPECT_TRUE(IsTlsFailure(r.status()));
+  EXPECT_TRUE(sys::IsTlsFailure(r.status()));
   EXPECT_EQ(t->sent.size(), 1u);
   // The certificate was rotated: the retry goes out on a new connection.
   Write("client.crt", "CERT2");
@@ -368,4 +368,4 @@ TEST_F(Client, WatchLinesCountAsSuccessAndA401WatchIsRetried) {
 }
 
 }  // namespace
-}  // namespace weft::agent
+}  // namespace weft::kube

@@ -11,7 +11,7 @@
 #include "base/strings.h"
 #include "sys/files.h"
 
-namespace weft::agent {
+namespace weft::kube {
 namespace {
 
 using nlohmann::json;
@@ -124,7 +124,7 @@ Result<KubeEndpoint> ParseKubeconfig(std::string_view text, const std::string& s
   while (!e.server.empty() && e.server.back() == '/') e.server.pop_back();
   if (e.server.empty()) return Status::Error(Reason::kInvalidArgument, Domain::kConfig,
                                              "kubeconfig: the cluster has no server");
-  TlsOptions& tls = e.files.tls;
+  sys::TlsOptions& tls = e.files.tls;
   WEFT_ASSIGN_OR_RETURN(tls.ca_file, FileOrData(*cluster, "certificate-authority", "certificate-authority-data",
                                                 base_dir, scratch_dir, "ca.crt"));
   tls.insecure = JsonStr(*cluster, "insecure-skip-tls-verify") == "true";
@@ -156,4 +156,4 @@ Result<KubeEndpoint> KubeconfigEndpoint(const std::string& path, const std::stri
   return e;
 }
 
-}  // namespace weft::agent
+}  // namespace weft::kube

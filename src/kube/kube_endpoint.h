@@ -12,7 +12,7 @@
 #include "kube/kube_credentials.h"
 #include "base/status.h"
 
-namespace weft::agent {
+namespace weft::kube {
 
 struct KubeEndpoint {
   std::string server;          // "https://10.96.0.1:443"
@@ -35,4 +35,4 @@ Result<KubeEndpoint> KubeconfigEndpoint(const std::string& path, const std::stri
 Result<KubeEndpoint> ParseKubeconfig(std::string_view text, const std::string& scratch_dir,
                                      const std::string& base_dir);
 
-}  // namespace weft::agent
+}  // namespace weft::kube

@@ -4,7 +4,7 @@
 
 #include "base/strings.h"
 
-namespace weft::agent {
+namespace weft::kube {
 namespace {
 
 TEST(Kubeconfig, YamlWithInlineDataAndRelativePaths) {
@@ -54,4 +54,4 @@ TEST(InCluster, NeedsServiceEnv) {
 }
 
 }  // namespace
-}  // namespace weft::agent
+}  // namespace weft::kube

@@ -5,7 +5,7 @@
 
 #include "overlay/families.h"
 
-namespace weft::agent {
+namespace weft::overlay {
 
 Result<Uplink> DetectUplink(sys::Netlink& nl, const std::string& iface, const std::string& node_ip) {
   std::vector<IpAddress> want;
@@ -139,4 +139,4 @@ std::unique_ptr<Datapath> NewKernelDatapath(sys::Netlink nl, int vxlan_index) {
   return std::make_unique<KernelDatapath>(std::move(nl), vxlan_index);
 }
 
-}  // namespace weft::agent
+}  // namespace weft::overlay

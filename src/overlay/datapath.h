@@ -11,7 +11,7 @@
 #include "base/status.h"
 #include "sys/netlink.h"
 
-namespace weft::agent {
+namespace weft::overlay {
 
 struct Uplink {
   int index = 0;
@@ -63,4 +63,4 @@ inline int VxlanOverhead(bool underlay_v6) { return underlay_v6 ? 70 : 50; }
 // Reads and writes routes of both families.
 std::unique_ptr<Datapath> NewKernelDatapath(sys::Netlink nl, int vxlan_index);
 
-}  // namespace weft::agent
+}  // namespace weft::overlay

@@ -2,7 +2,7 @@
 
 #include "base/strings.h"
 
-namespace weft::agent {
+namespace weft::overlay {
 namespace {
 
 // Splits "a,b" into trimmed entries; at most two, none empty.
@@ -77,4 +77,4 @@ std::string JoinPrefixes(const std::vector<IpPrefix>& prefixes) {
   return out.empty() ? "-" : out;
 }
 
-}  // namespace weft::agent
+}  // namespace weft::overlay

@@ -13,7 +13,7 @@
 #include "base/ip.h"
 #include "base/status.h"
 
-namespace weft::agent {
+namespace weft::overlay {
 
 // "a[,b]": one or two CIDRs of different families, in the order given,
 // host bits cleared. Errors (invalid-argument) name `flag` and the culprit: an
@@ -29,4 +29,4 @@ std::string JoinPrefixes(const std::vector<IpPrefix>& prefixes);
 // "IPv4" or "IPv6".
 inline const char* FamilyName(bool v6) { return v6 ? "IPv6" : "IPv4"; }
 
-}  // namespace weft::agent
+}  // namespace weft::overlay

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace weft::agent {
+namespace weft::overlay {
 namespace {
 
 std::string Err(const Status& st) { return st.msg(); }
@@ -59,4 +59,4 @@ TEST(ParseIpPerFamily, LikeKubeletsNodeIp) {
 }
 
 }  // namespace
-}  // namespace weft::agent
+}  // namespace weft::overlay

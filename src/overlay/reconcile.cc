@@ -11,7 +11,7 @@
 
 #include "overlay/families.h"
 
-namespace weft::agent {
+namespace weft::overlay {
 namespace {
 
 std::string Lower(std::string s) {
@@ -233,4 +233,4 @@ Plan Diff(const KernelState& want, const KernelState& have) {
   return p;
 }
 
-}  // namespace weft::agent
+}  // namespace weft::overlay

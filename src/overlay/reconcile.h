@@ -10,7 +10,7 @@
 #include "overlay/types.h"
 #include "sys/netlink.h"
 
-namespace weft::agent {
+namespace weft::overlay {
 
 // This node, as the reconciler needs it.
 struct LocalView {
@@ -96,4 +96,4 @@ Plan Diff(const KernelState& want, const KernelState& have);
 // Lower-case "aa:bb:cc:dd:ee:ff", or "" when `mac` is not a unicast MAC.
 std::string NormalizeMac(const std::string& mac);
 
-}  // namespace weft::agent
+}  // namespace weft::overlay

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <linux/rtnetlink.h>
 
-namespace weft::agent {
+namespace weft::overlay {
 namespace {
 
 IpPrefix P(const char* s) { return *IpPrefix::Parse(s); }
@@ -342,4 +342,4 @@ TEST(NormalizeMac, Validates) {
 }
 
 }  // namespace
-}  // namespace weft::agent
+}  // namespace weft::overlay

@@ -1,6 +1,6 @@
 #include "overlay/sync.h"
 
-namespace weft::agent {
+namespace weft::overlay {
 
 Status KernelSync::ApplyPlan(const KernelState& want, const Plan& plan, SyncResult* r) {
   int errors = 0;
@@ -39,4 +39,4 @@ SyncResult KernelSync::Sync(const KernelState& want, bool full) {
   return r;
 }
 
-}  // namespace weft::agent
+}  // namespace weft::overlay

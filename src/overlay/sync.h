@@ -20,7 +20,7 @@
 #include "overlay/reconcile.h"
 #include "base/status.h"
 
-namespace weft::agent {
+namespace weft::overlay {
 
 struct SyncResult {
   Status status;            // the last pass's first failure (OK when the kernel matches)
@@ -51,4 +51,4 @@ class KernelSync {
   std::optional<KernelState> applied_;  // our entries as the last successful pass left them
 };
 
-}  // namespace weft::agent
+}  // namespace weft::overlay

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <set>
 
-namespace weft::agent {
+namespace weft::overlay {
 namespace {
 
 IpPrefix P(const char* s) { return *IpPrefix::Parse(s); }
@@ -239,4 +239,4 @@ TEST(KernelSync, InvalidateForcesARead) {
 }
 
 }  // namespace
-}  // namespace weft::agent
+}  // namespace weft::overlay

@@ -1,6 +1,6 @@
 #include "overlay/types.h"
 
-namespace weft::agent {
+namespace weft::overlay {
 
 const char* BackendName(Backend b) {
   switch (b) {
@@ -27,4 +27,4 @@ std::optional<IpAddress> UnderlayAddress(const NodeInfo& n, bool v6) {
   return std::nullopt;
 }
 
-}  // namespace weft::agent
+}  // namespace weft::overlay

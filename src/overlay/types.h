@@ -9,7 +9,7 @@
 
 #include "base/ip.h"
 
-namespace weft::agent {
+namespace weft::overlay {
 
 enum class Backend { kVxlan, kHostGw, kAuto };
 
@@ -48,4 +48,4 @@ struct LocalNode {
   std::optional<IpAddress> host_ip6;  // the uplink's IPv6 address, if any
 };
 
-}  // namespace weft::agent
+}  // namespace weft::overlay

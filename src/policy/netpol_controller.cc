@@ -15,7 +15,7 @@
 #include "sys/files.h"
 #include "sys/nft_query.h"
 
-namespace weft::agent {
+namespace weft::policy {
 namespace {
 
 using nlohmann::json;
@@ -246,13 +246,13 @@ struct NetpolController::Impl {
     metrics.latency_bucket[i]++;
   }
 
-  std::thread StartInformer(const char* what, const char* path, InformerHandler& h, const std::atomic<bool>& stop) {
+  std::thread StartInformer(const char* what, const char* path, kube::InformerHandler& h, const std::atomic<bool>& stop) {
     return std::thread([this, &stop, what, path, &h] {
-      ResourceSpec spec;
+      kube::ResourceSpec spec;
       spec.what = what;
       spec.path = path;
       spec.watch_timeout_seconds = opts.watch_timeout_seconds;
-      Informer inf(apis(), spec, h, stats);
+      kube::Informer inf(apis(), spec, h, stats);
       inf.Run(stop);
     });
   }
@@ -339,10 +339,10 @@ struct NetpolController::Impl {
   std::unique_ptr<NetpolKernel> kernel;
   NetpolMetrics& metrics;
   ControlPlaneStats stats;
-  ChangeNotifier notifier;
-  Cache<netpol::Pod> pods;
-  Cache<netpol::Namespace> namespaces;
-  Cache<netpol::Policy> policies;
+  kube::ChangeNotifier notifier;
+  kube::Cache<netpol::Pod> pods;
+  kube::Cache<netpol::Namespace> namespaces;
+  kube::Cache<netpol::Policy> policies;
   std::mutex engine_mu;
   netpol::Engine engine;
   std::string namespaces_written;
@@ -352,8 +352,8 @@ struct NetpolController::Impl {
   std::set<std::string> recheck_queue;
 };
 
-NetpolController::NetpolController(NetpolOptions opts, KubeEndpoint endpoint, std::unique_ptr<NetpolKernel> kernel)
-    : NetpolController(std::move(opts), [endpoint] { return NewKubeApi(endpoint); }, std::move(kernel)) {}
+NetpolController::NetpolController(NetpolOptions opts, kube::KubeEndpoint endpoint, std::unique_ptr<NetpolKernel> kernel)
+    : NetpolController(std::move(opts), [endpoint] { return kube::NewKubeApi(endpoint); }, std::move(kernel)) {}
 
 NetpolController::NetpolController(NetpolOptions opts, ApiFactory apis, std::unique_ptr<NetpolKernel> kernel)
     : impl_(std::make_unique<Impl>(std::move(opts), std::move(apis), std::move(kernel), metrics_)) {}
@@ -444,4 +444,4 @@ std::string RenderNetpolMetrics(const NetpolMetrics& m) {
   return out;
 }
 
-}  // namespace weft::agent
+}  // namespace weft::policy

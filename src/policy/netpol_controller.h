@@ -20,13 +20,16 @@
 #include <string>
 #include <vector>
 
+#include "base/list_watch.h"
+#include "base/status.h"
 #include "kube/kube_endpoint.h"
 #include "policy/netpol_model.h"
-#include "base/status.h"
 
-namespace weft::agent {
+namespace weft::kube {
+class KubeApi;
+}  // namespace weft::kube
 
-struct ControlPlaneStats;
+namespace weft::policy {
 
 // The kernel side, behind a seam so the controller's loop is tested without
 // root.
@@ -83,13 +86,12 @@ struct NetpolMetrics {
 };
 std::string RenderNetpolMetrics(const NetpolMetrics& m);
 
-class KubeApi;
 
 class NetpolController {
  public:
   // One KubeApi per informer thread.
-  using ApiFactory = std::function<std::unique_ptr<KubeApi>()>;
-  NetpolController(NetpolOptions opts, KubeEndpoint endpoint, std::unique_ptr<NetpolKernel> kernel);
+  using ApiFactory = std::function<std::unique_ptr<kube::KubeApi>()>;
+  NetpolController(NetpolOptions opts, kube::KubeEndpoint endpoint, std::unique_ptr<NetpolKernel> kernel);
   // Tests: informers talk to what `apis` makes.
   NetpolController(NetpolOptions opts, ApiFactory apis, std::unique_ptr<NetpolKernel> kernel);
   ~NetpolController();
@@ -110,4 +112,4 @@ class NetpolController {
   NetpolMetrics metrics_;
 };
 
-}  // namespace weft::agent
+}  // namespace weft::policy

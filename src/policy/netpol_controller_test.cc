@@ -14,7 +14,7 @@
 
 #include "kube/informer.h"
 
-namespace weft::agent {
+namespace weft::policy {
 namespace {
 
 using nlohmann::json;
@@ -37,14 +37,14 @@ class FakeCluster {
     std::lock_guard lock(mu_);
     failing_ = path;
   }
-  Result<HttpResponse> Get(const std::string& path) {
+  Result<sys::HttpResponse> Get(const std::string& path) {
     std::lock_guard lock(mu_);
     std::string p = path.substr(0, path.find('?'));
-    if (p == failing_) return HttpResponse{500, R"({"kind":"Status","code":500})"};
+    if (p == failing_) return sys::HttpResponse{500, R"({"kind":"Status","code":500})"};
     json list = {{"kind", "List"}, {"metadata", {{"resourceVersion", std::to_string(rv_)}}}, {"items", items_[p]}};
-    return HttpResponse{200, list.dump()};
+    return sys::HttpResponse{200, list.dump()};
   }
-  Result<HttpResponse> Watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
+  Result<sys::HttpResponse> Watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
                              const std::atomic<bool>& stop) {
     std::string p = path.substr(0, path.find('?'));
     std::unique_lock lock(mu_);
@@ -61,7 +61,7 @@ class FakeCluster {
       }
       cv_.wait_for(lock, std::chrono::milliseconds(20));
     }
-    return HttpResponse{200, ""};
+    return sys::HttpResponse{200, ""};
   }
 
  private:
@@ -73,11 +73,11 @@ class FakeCluster {
   std::map<std::string, std::deque<std::string>> lines_;
 };
 
-class FakeApi : public KubeApi {
+class FakeApi : public kube::KubeApi {
  public:
   explicit FakeApi(FakeCluster* c) : c_(c) {}
-  Result<HttpResponse> Get(const std::string& path) override { return c_->Get(path); }
-  Result<HttpResponse> Watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
+  Result<sys::HttpResponse> Get(const std::string& path) override { return c_->Get(path); }
+  Result<sys::HttpResponse> Watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
                              const std::atomic<bool>& stop, std::chrono::milliseconds) override {
     return c_->Watch(path, on_line, stop);
   }
@@ -303,4 +303,4 @@ TEST(NetpolMetrics, EveryFamilyRenders) {
 }
 
 }  // namespace
-}  // namespace weft::agent
+}  // namespace weft::policy

@@ -9,7 +9,7 @@
 #include <functional>
 #include <optional>
 
-namespace weft::agent::netpol {
+namespace weft::policy::netpol {
 namespace {
 
 using u128 = unsigned __int128;
@@ -966,4 +966,4 @@ std::vector<std::string> Engine::Tightened() const {
   return {out.begin(), out.end()};
 }
 
-}  // namespace weft::agent::netpol
+}  // namespace weft::policy::netpol

@@ -27,7 +27,7 @@
 
 #include "policy/netpol_types.h"
 
-namespace weft::agent::netpol {
+namespace weft::policy::netpol {
 
 inline constexpr char kTable[] = "weft-netpol";
 inline constexpr uint32_t kDefaultPendingGroup = 22342;  // 0x5746
@@ -230,4 +230,4 @@ class Engine {
 // family. Pure; exposed for tests.
 std::vector<std::string> BlockElements(const std::vector<IpBlock>& blocks, bool v6);
 
-}  // namespace weft::agent::netpol
+}  // namespace weft::policy::netpol

@@ -7,7 +7,7 @@
 
 #include "policy/netpol_types.h"
 
-namespace weft::agent::netpol {
+namespace weft::policy::netpol {
 namespace {
 
 using nlohmann::json;
@@ -483,4 +483,4 @@ TEST(NetpolEngine, IncrementalEqualsFromScratch) {
 }
 
 }  // namespace
-}  // namespace weft::agent::netpol
+}  // namespace weft::policy::netpol

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-namespace weft::agent::netpol {
+namespace weft::policy::netpol {
 namespace {
 
 using nlohmann::json;
@@ -291,4 +291,4 @@ std::optional<Namespace> DecodeNamespace(const json& obj) {
   return n;
 }
 
-}  // namespace weft::agent::netpol
+}  // namespace weft::policy::netpol

@@ -17,7 +17,7 @@
 
 #include "base/ip.h"
 
-namespace weft::agent::netpol {
+namespace weft::policy::netpol {
 
 using Labels = std::map<std::string, std::string>;
 
@@ -132,4 +132,4 @@ LabelSelector DecodeSelector(const nlohmann::json& obj);
 // The label every namespace carries (the API server sets it).
 inline constexpr char kNamespaceNameLabel[] = "kubernetes.io/metadata.name";
 
-}  // namespace weft::agent::netpol
+}  // namespace weft::policy::netpol

@@ -7,7 +7,7 @@
 
 #include "base/strings.h"
 
-namespace weft::agent {
+namespace weft::sys {
 
 namespace {
 // Marks a transport error's details as a TLS failure (IsTlsFailure).
@@ -219,4 +219,4 @@ Result<HttpResponse> HttpClient::Stream(const HttpRequest& req, const std::funct
   return resp;
 }
 
-}  // namespace weft::agent
+}  // namespace weft::sys

@@ -21,7 +21,7 @@
 
 #include "base/status.h"
 
-namespace weft::agent {
+namespace weft::sys {
 
 // Process-wide libcurl initialisation; call once from main().
 Status InitHttp();
@@ -98,4 +98,4 @@ class HttpClient : public HttpTransport {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace weft::agent
+}  // namespace weft::sys

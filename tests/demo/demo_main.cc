@@ -510,7 +510,7 @@ int PolicyChapter(const std::string& root, bool keep, int failed_before) {
 }
 
 int Run(bool keep) {
-  if (!agent::InitHttp().ok()) return 1;
+  if (!sys::InitHttp().ok()) return 1;
   std::string root = TempDir("demo");
   // Declared first, destroyed last: the state dir goes after every process
   // and namespace, on success, failure or Ctrl-C (--keep skips destructors).

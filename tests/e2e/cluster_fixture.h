@@ -24,7 +24,7 @@ class EtcdClusterTest : public ::testing::Test {
   explicit EtcdClusterTest(std::string tag) : tag_(std::move(tag)) {}
 
   void SetUp() override {
-    ASSERT_TRUE(agent::InitHttp().ok());
+    ASSERT_TRUE(sys::InitHttp().ok());
     root_ = TempDir(tag_);
     ul_ = std::make_unique<Underlay>();
     etcd_ = std::make_unique<Etcd>(*ul_, root_);

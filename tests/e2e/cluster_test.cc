@@ -294,11 +294,11 @@ TEST_F(ClusterTest, EtcdRestartMidWatchAndCompactionRelist) {
   n3.StopWeftd(SIGTERM);
   ASSERT_EQ(Leave(n3), 0);
   Status st = InNetns(*ul_, [&]() -> Status {
-    agent::EtcdClient c({etcd_->endpoint()}, {});
+    etcd::EtcdClient c({etcd_->endpoint()}, {});
     // Another write, so the compaction covers the revision of n3's delete
     // plus one: n1's watch resumes below the compacted revision.
     WEFT_RETURN_IF_ERROR(c.Put("/weft/other", "x"));
-    WEFT_ASSIGN_OR_RETURN(auto r, c.Range("/weft/test/", agent::PrefixRangeEnd("/weft/test/")));
+    WEFT_ASSIGN_OR_RETURN(auto r, c.Range("/weft/test/", etcd::PrefixRangeEnd("/weft/test/")));
     return c.Compact(r.revision);
   });
   ASSERT_TRUE(st.ok()) << st.ToString();

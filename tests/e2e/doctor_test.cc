@@ -100,9 +100,9 @@ class DoctorTest : public EtcdClusterTest {
     return out;
   }
 
-  Status WithEtcd(const std::function<Status(agent::EtcdClient&)>& fn) {
+  Status WithEtcd(const std::function<Status(etcd::EtcdClient&)>& fn) {
     return InNetns(*ul_, [&]() -> Status {
-      agent::EtcdClient c({etcd_->endpoint()}, {});
+      etcd::EtcdClient c({etcd_->endpoint()}, {});
       return fn(c);
     });
   }
@@ -174,17 +174,17 @@ TEST_F(DoctorTest, ReportsEveryBreakageFixesTheSafeOnesAndEndsClean) {
   ASSERT_TRUE(WaitFor(
       [&] {
         int64_t count = -1;
-        Status st = WithEtcd([&](agent::EtcdClient& c) -> Status {
+        Status st = WithEtcd([&](etcd::EtcdClient& c) -> Status {
           std::string k = std::string(kPrefix) + "/subnets/";
-          WEFT_ASSIGN_OR_RETURN(auto r, c.Range(k, agent::PrefixRangeEnd(k)));
+          WEFT_ASSIGN_OR_RETURN(auto r, c.Range(k, etcd::PrefixRangeEnd(k)));
           count = static_cast<int64_t>(r.kvs.size());
           return Status::Ok();
         });
         return st.ok() && count == 0;  // n1's lease expired too (weftd killed)
       },
       15000));
-  agent::LocalNode n3{"n3", *IpAddress::Parse("192.0.2.13"), "aa:bb:cc:00:00:13", agent::Backend::kVxlan};
-  ASSERT_TRUE(WithEtcd([&](agent::EtcdClient& c) {
+  overlay::LocalNode n3{"n3", *IpAddress::Parse("192.0.2.13"), "aa:bb:cc:00:00:13", overlay::Backend::kVxlan};
+  ASSERT_TRUE(WithEtcd([&](etcd::EtcdClient& c) {
                 return c.Put(agent::SubnetKey(kPrefix, *IpPrefix::Parse("10.244.200.0/24")),
                              agent::EncodeSubnetValue(n3));
               }).ok());

@@ -53,7 +53,7 @@ std::string First(const std::string& cidr) { return IpPrefix::Parse(cidr)->Maske
 class DualStackTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(agent::InitHttp().ok());
+    ASSERT_TRUE(sys::InitHttp().ok());
     root_ = TempDir("ds");
     ul_ = std::make_unique<Underlay>();
     ul_->EnableIpv6();
@@ -226,11 +226,11 @@ class DualStackTest : public ::testing::TestWithParam<Case> {
       EXPECT_EQ(node["metadata"]["annotations"].value("weft.io/host-ip", ""), v6only() ? Ip6(octet) : Ip4(octet));
       return;
     }
-    agent::EtcdRange range;
+    etcd::EtcdRange range;
     Status st = InNetns(*ul_, [&]() -> Status {
-      agent::EtcdClient c({etcd_->endpoint()}, {});
+      etcd::EtcdClient c({etcd_->endpoint()}, {});
       std::string from = agent::SubnetsKeyPrefix(kPrefix);
-      WEFT_ASSIGN_OR_RETURN(range, c.Range(from, agent::PrefixRangeEnd(from)));
+      WEFT_ASSIGN_OR_RETURN(range, c.Range(from, etcd::PrefixRangeEnd(from)));
       return Status::Ok();
     });
     ASSERT_TRUE(st.ok()) << st.ToString();
@@ -415,18 +415,18 @@ TEST_P(DualStackTest, PodToPodAcrossNodesOverEachFamilyWhileNodesJoinAndLeave) {
 // etcd only: records written before dual-stack, and restarts.
 class DualStackEtcdTest : public DualStackTest {
  protected:
-  Status WithEtcd(const std::function<Status(agent::EtcdClient&)>& fn) {
+  Status WithEtcd(const std::function<Status(etcd::EtcdClient&)>& fn) {
     return InNetns(*ul_, [&]() -> Status {
-      agent::EtcdClient c({etcd_->endpoint()}, {});
+      etcd::EtcdClient c({etcd_->endpoint()}, {});
       return fn(c);
     });
   }
   // This node's records: key -> lease.
   std::map<std::string, int64_t> Records(const std::string& node) {
     std::map<std::string, int64_t> out;
-    Status st = WithEtcd([&](agent::EtcdClient& c) -> Status {
+    Status st = WithEtcd([&](etcd::EtcdClient& c) -> Status {
       std::string from = agent::SubnetsKeyPrefix(kPrefix);
-      WEFT_ASSIGN_OR_RETURN(auto r, c.Range(from, agent::PrefixRangeEnd(from)));
+      WEFT_ASSIGN_OR_RETURN(auto r, c.Range(from, etcd::PrefixRangeEnd(from)));
       for (const auto& kv : r.kvs)
         if (nlohmann::json::parse(kv.value).value("node", "") == node) out[kv.key] = kv.lease;
       return Status::Ok();
@@ -441,10 +441,10 @@ TEST_P(DualStackEtcdTest, OldRecordsStillRouteIpv4AndRestartsKeepBothSubnets) {
   WeftNode& n2 = AddNode("n2", 12);
   ASSERT_TRUE(Converged(n1, 1));
   // A node whose weftd predates dual-stack: one IPv4 record, no hostIP6.
-  agent::LocalNode old{"old", *IpAddress::Parse("192.0.2.99"), "aa:bb:cc:00:00:99", agent::Backend::kVxlan};
+  overlay::LocalNode old{"old", *IpAddress::Parse("192.0.2.99"), "aa:bb:cc:00:00:99", overlay::Backend::kVxlan};
   std::string old_value = agent::EncodeSubnetValue(old);
   ASSERT_EQ(old_value.find("hostIP6"), std::string::npos);
-  ASSERT_TRUE(WithEtcd([&](agent::EtcdClient& c) {
+  ASSERT_TRUE(WithEtcd([&](etcd::EtcdClient& c) {
                 return c.Put(agent::SubnetKey(kPrefix, *IpPrefix::Parse("10.244.200.0/24")), old_value);
               }).ok());
   ASSERT_TRUE(WaitFor([&] { return Routes(n1, false).size() == 2; }, 10000))

@@ -50,9 +50,9 @@ class FaultsTest : public EtcdClusterTest {
     return WaitFor([&] { return n.AgentRoutes().size() == want; }, timeout_ms);
   }
 
-  Status WithEtcd(const std::function<Status(agent::EtcdClient&)>& fn) {
+  Status WithEtcd(const std::function<Status(etcd::EtcdClient&)>& fn) {
     return InNetns(*ul_, [&]() -> Status {
-      agent::EtcdClient c({etcd_->endpoint()}, {});
+      etcd::EtcdClient c({etcd_->endpoint()}, {});
       return fn(c);
     });
   }
@@ -181,15 +181,15 @@ TEST_F(FaultsTest, EveryNodeConvergesWithin5sOfEachEtcdRestart) {
     auto back = std::chrono::steady_clock::now();
     // A peer that exists only as its record (no lease: it outlives the test's rounds).
     const std::string ip = "192.0.2." + std::to_string(100 + i);
-    agent::LocalNode peer{"ghost" + std::to_string(i), *IpAddress::Parse(ip),
-                          "02:00:00:00:03:" + std::to_string(10 + i), agent::Backend::kVxlan};
+    overlay::LocalNode peer{"ghost" + std::to_string(i), *IpAddress::Parse(ip),
+                          "02:00:00:00:03:" + std::to_string(10 + i), overlay::Backend::kVxlan};
     auto cidr = IpPrefix::Parse("10.244." + std::to_string(200 + i) + ".0/24");
     ASSERT_TRUE(cidr.has_value());
-    ASSERT_TRUE(WithEtcd([&](agent::EtcdClient& c) -> Status {
+    ASSERT_TRUE(WithEtcd([&](etcd::EtcdClient& c) -> Status {
                   WEFT_RETURN_IF_ERROR(c.Put(agent::SubnetKey(kPrefix, *cidr), agent::EncodeSubnetValue(peer)));
                   if (!frozen) return Status::Ok();
                   WEFT_RETURN_IF_ERROR(c.Put("/weft/other", std::to_string(i)));
-                  WEFT_ASSIGN_OR_RETURN(auto r, c.Range(kPrefix, agent::PrefixRangeEnd(kPrefix)));
+                  WEFT_ASSIGN_OR_RETURN(auto r, c.Range(kPrefix, etcd::PrefixRangeEnd(kPrefix)));
                   return c.Compact(r.revision);
                 }).ok())
         << "round " << i;
@@ -275,10 +275,10 @@ TEST_F(FaultsTest, PeerRecordRewrittenUnderneathIsReprogrammedEverywhere) {
 
   // n2's record, rewritten in place (same key, same lease) with a new VTEP
   // MAC and host IP, as if n2 had been rebuilt.
-  agent::EtcdKv rec;
-  ASSERT_TRUE(WithEtcd([&](agent::EtcdClient& c) -> Status {
+  etcd::EtcdKv rec;
+  ASSERT_TRUE(WithEtcd([&](etcd::EtcdClient& c) -> Status {
                 std::string k = std::string(kPrefix) + "/subnets/";
-                WEFT_ASSIGN_OR_RETURN(auto r, c.Range(k, agent::PrefixRangeEnd(k)));
+                WEFT_ASSIGN_OR_RETURN(auto r, c.Range(k, etcd::PrefixRangeEnd(k)));
                 for (const auto& kv : r.kvs)
                   if (kv.value.find("\"n2\"") != std::string::npos) rec = kv;
                 return Status::Ok();
@@ -293,8 +293,8 @@ TEST_F(FaultsTest, PeerRecordRewrittenUnderneathIsReprogrammedEverywhere) {
     ASSERT_TRUE(Has(Fdb(*n), old_mac + " " + old_ip)) << n->name;
   }
   const std::string new_mac = "02:00:00:00:02:99", new_ip = "192.0.2.99";
-  agent::LocalNode changed{"n2", *IpAddress::Parse(new_ip), new_mac, agent::Backend::kVxlan};
-  ASSERT_TRUE(WithEtcd([&](agent::EtcdClient& c) {
+  overlay::LocalNode changed{"n2", *IpAddress::Parse(new_ip), new_mac, overlay::Backend::kVxlan};
+  ASSERT_TRUE(WithEtcd([&](etcd::EtcdClient& c) {
                 return c.Put(rec.key, agent::EncodeSubnetValue(changed), rec.lease);
               }).ok());
 
@@ -319,7 +319,7 @@ TEST_F(FaultsTest, PeerRecordRewrittenUnderneathIsReprogrammedEverywhere) {
   }
 
   // And back: the original record restores the original entries.
-  ASSERT_TRUE(WithEtcd([&](agent::EtcdClient& c) { return c.Put(rec.key, rec.value, rec.lease); }).ok());
+  ASSERT_TRUE(WithEtcd([&](etcd::EtcdClient& c) { return c.Put(rec.key, rec.value, rec.lease); }).ok());
   for (WeftNode* n : {&n1, &n3})
     EXPECT_TRUE(WaitFor(
         [&] {

@@ -61,13 +61,13 @@ FakeApiServer::FakeApiServer(const TestNetns& ns, const std::string& dir, std::s
     : dir_(dir), host_(std::move(host)), ns_name_(ns.name()), token_(std::move(token)), netns_(OpenNetns(ns)) {
   static std::once_flag http_once;
   std::call_once(http_once, [] {
-    if (!agent::InitHttp().ok()) throw std::runtime_error("FakeApiServer: curl_global_init failed");
+    if (!sys::InitHttp().ok()) throw std::runtime_error("FakeApiServer: curl_global_init failed");
   });
   Run({"mkdir", "-p", dir_});
   MakeCertificates(dir_);
   WriteFile(dir_ + "/token", token_ + "\n");
   WriteKubeconfig();
-  http_ = agent::HttpClient(agent::TlsOptions{.ca_file = ca_file()});
+  http_ = sys::HttpClient(sys::TlsOptions{.ca_file = ca_file()});
   Start();
 }
 
@@ -131,7 +131,7 @@ void FakeApiServer::WriteKubeconfig() const {
 int FakeApiServer::Request(const std::string& method, const std::string& path, const nlohmann::json& body,
                            std::string* out, const std::string& content_type) {
   std::lock_guard<std::mutex> l(mu_);
-  agent::HttpRequest req;
+  sys::HttpRequest req;
   req.method = method;
   req.url = server() + path;
   req.headers = {"Authorization: Bearer " + token_, "Accept: application/json"};

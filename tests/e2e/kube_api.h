@@ -2,7 +2,7 @@
 // The stand-in Kubernetes API server (tests/integration/agent/fake_apiserver.py)
 // as a test fixture: a throwaway CA and server certificate, the server
 // inside a test netns on https://192.0.2.254:6443, a kubeconfig for weftd,
-// and fast in-process requests (libcurl through agent::HttpClient, one
+// and fast in-process requests (libcurl through sys::HttpClient, one
 // kept-alive TLS connection, made from a thread inside the netns).
 //
 // Thread-safety: every method may be called from any thread; requests are
@@ -108,7 +108,7 @@ class FakeApiServer {
   mutable std::mutex mu_;
   std::string token_;
   sys::Netns netns_;
-  agent::HttpClient http_;
+  sys::HttpClient http_;
   std::unique_ptr<Child> proc_;
 };
 

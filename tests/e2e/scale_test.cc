@@ -81,7 +81,7 @@ class AgentRouteWatch {
         continue;
       }
       for (const auto& e : *events) {
-        if (!agent::IsAgentRoute(e.route)) continue;
+        if (!overlay::IsAgentRoute(e.route)) continue;
         if (e.added) routes_.insert(e.route.dst);
         else routes_.erase(e.route.dst);
       }
@@ -97,7 +97,7 @@ class AgentRouteWatch {
       WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::Open());
       WEFT_ASSIGN_OR_RETURN(auto routes, nl.ListRoutes(AF_INET));
       for (const auto& r : routes)
-        if (agent::IsAgentRoute(r)) routes_.insert(r.dst);
+        if (overlay::IsAgentRoute(r)) routes_.insert(r.dst);
       return Status::Ok();
     });
   }
@@ -116,7 +116,7 @@ long StatusKb(pid_t pid, const char* field) {
 }
 
 TEST(Scale, ThousandPeersFromEtcd) {
-  ASSERT_TRUE(agent::InitHttp().ok());
+  ASSERT_TRUE(sys::InitHttp().ok());
   std::string root = TempDir("scale");
   ScopeGuard cleanup([&] { RemoveTree(root); });
   Underlay ul;
@@ -127,7 +127,7 @@ TEST(Scale, ThousandPeersFromEtcd) {
 
   // Register the peers: config plus 1000 subnets, 250 puts per transaction.
   Status st = InNetns(ul, [&]() -> Status {
-    agent::EtcdClient c({etcd.endpoint()}, {});
+    etcd::EtcdClient c({etcd.endpoint()}, {});
     WEFT_RETURN_IF_ERROR(c.Put("/weft/scale/config", R"({"network":"10.0.0.0/8","subnetLen":24})"));
     for (int start = 0; start < kPeers; start += 250) {
       nlohmann::json ops = nlohmann::json::array();
@@ -147,7 +147,7 @@ TEST(Scale, ThousandPeersFromEtcd) {
       WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::Open());
       WEFT_ASSIGN_OR_RETURN(auto routes, nl.ListRoutes(AF_INET));
       n = 0;
-      for (const auto& r : routes) n += agent::IsAgentRoute(r) ? 1 : 0;
+      for (const auto& r : routes) n += overlay::IsAgentRoute(r) ? 1 : 0;
       return Status::Ok();
     });
     return n;
@@ -172,7 +172,7 @@ TEST(Scale, ThousandPeersFromEtcd) {
   // One peer joins, one leaves: time until the kernel follows.
   auto t1 = std::chrono::steady_clock::now();
   st = InNetns(ul, [&] {
-    agent::EtcdClient c({etcd.endpoint()}, {});
+    etcd::EtcdClient c({etcd.endpoint()}, {});
     return c.Put(PeerKey(kPeers), PeerValue(kPeers));
   });
   ASSERT_TRUE(st.ok());
@@ -182,7 +182,7 @@ TEST(Scale, ThousandPeersFromEtcd) {
   ASSERT_EQ(count_routes(), kPeers + 1);
   auto t2 = std::chrono::steady_clock::now();
   st = InNetns(ul, [&] {
-    agent::EtcdClient c({etcd.endpoint()}, {});
+    etcd::EtcdClient c({etcd.endpoint()}, {});
     return c.Delete(PeerKey(7));
   });
   ASSERT_TRUE(st.ok());

@@ -10,9 +10,9 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);
-  if (auto e = weft::agent::ParseKubeWatchLine(in); e.ok()) (void)weft::agent::ObjectKey(e->object);
-  if (auto p = weft::agent::ParseKubeListPage(in); p.ok())
-    for (const auto& item : p->items) (void)weft::agent::ObjectKey(item);
+  if (auto e = weft::kube::ParseKubeWatchLine(in); e.ok()) (void)weft::kube::ObjectKey(e->object);
+  if (auto p = weft::kube::ParseKubeListPage(in); p.ok())
+    for (const auto& item : p->items) (void)weft::kube::ObjectKey(item);
   (void)weft::agent::ParseNode(in);
   return 0;
 }

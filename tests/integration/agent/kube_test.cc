@@ -478,7 +478,7 @@ TEST_F(KubeTest, StatusServerAnswersBesideSlowClients) {
   });
 
   // Probes from inside the node while those hold their connections.
-  agent::HttpClient http;
+  sys::HttpClient http;
   int64_t worst_us = 0, total_us = 0;
   int probes = 0;
   auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(1800);
@@ -487,7 +487,7 @@ TEST_F(KubeTest, StatusServerAnswersBesideSlowClients) {
       long status = 0;
       auto t0 = std::chrono::steady_clock::now();
       Status st = sys::RunInNetns(*ns, [&] {
-        agent::HttpRequest req;
+        sys::HttpRequest req;
         req.url = std::string("http://127.0.0.1:9641") + path;
         req.timeout = std::chrono::seconds(5);
         auto r = http.Do(req);

@@ -45,7 +45,7 @@ class TlsRotation : public ::testing::Test {
  protected:
   void SetUp() override {
     static std::once_flag once;
-    std::call_once(once, [] { ASSERT_TRUE(agent::InitHttp().ok()); });
+    std::call_once(once, [] { ASSERT_TRUE(sys::InitHttp().ok()); });
     dir_ = TempDir("tls");
     ns_ = std::make_unique<TestNetns>("tls");
     ASSERT_EQ(ns_->Exec({"ip", "link", "set", "lo", "up"}), 0);
@@ -90,7 +90,7 @@ class TlsRotation : public ::testing::Test {
     WriteText(dir_ + "/client.crt", ReadText(dir_ + "/" + cn + ".crt"));
     WriteText(dir_ + "/client.key", ReadText(dir_ + "/" + cn + ".key"));
   }
-  agent::TlsOptions ClientTls() const {
+  sys::TlsOptions ClientTls() const {
     return {dir_ + "/client-ca.crt", dir_ + "/client.crt", dir_ + "/client.key", false};
   }
 
@@ -149,8 +149,8 @@ class TlsRotation : public ::testing::Test {
     return out;
   }
 
-  Result<agent::HttpResponse> Get(agent::HttpClient& http, const std::string& path) {
-    agent::HttpRequest req;
+  Result<sys::HttpResponse> Get(sys::HttpClient& http, const std::string& path) {
+    sys::HttpRequest req;
     req.url = url(path);
     return InNetns([&] { return http.Do(req); });
   }
@@ -173,10 +173,10 @@ class TlsRotation : public ::testing::Test {
 TEST_F(TlsRotation, CaFileFixedAfterAFailedHandshakeIsReadByTheNextRequest) {
   UseCa("ca-b");  // not the server's CA
   UseCert("weftd-new");
-  agent::HttpClient http(ClientTls());
+  sys::HttpClient http(ClientTls());
   auto r = Get(http, "/api/v1/nodes");
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(agent::IsTlsFailure(r.status())) << r.status().ToString();
+  EXPECT_TRUE(sys::IsTlsFailure(r.status())) << r.status().ToString();
   UseCa("ca-a");
   r = Get(http, "/api/v1/nodes");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -201,10 +201,10 @@ TEST_F(TlsRotation, CaRotatedAfterASuccessIsFollowed) {
   std::thread tb([&] { b.listen_after_bind(); });
   UseCa("ca-a");
   UseCert("weftd-new");
-  agent::HttpClient http(ClientTls());
+  sys::HttpClient http(ClientTls());
   ASSERT_EQ(Get(http, "/api/v1/nodes")->status, 200);
   UseCa("ca-b");
-  agent::HttpRequest req;
+  sys::HttpRequest req;
   req.url = "https://127.0.0.1:" + std::to_string(port_b) + "/healthz";
   auto first = InNetns([&] { return http.Do(req); });
   auto second = InNetns([&] { return http.Do(req); });
@@ -220,10 +220,10 @@ TEST_F(TlsRotation, CaRotatedAfterASuccessIsFollowed) {
 TEST_F(TlsRotation, ClientCertificateRejectedThenRotated) {
   UseCa("ca-a");
   UseCert("rogue");  // signed by a CA the server does not trust
-  agent::HttpClient http(ClientTls());
+  sys::HttpClient http(ClientTls());
   auto r = Get(http, "/api/v1/nodes");
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(agent::IsTlsFailure(r.status())) << r.status().ToString();
+  EXPECT_TRUE(sys::IsTlsFailure(r.status())) << r.status().ToString();
   std::cout << "TLS: a rejected client certificate reads as: " << r.status().ToString() << "\n";
   UseCert("weftd-new");
   r = Get(http, "/api/v1/nodes");
@@ -238,15 +238,15 @@ TEST_F(TlsRotation, ClientCertificateRejectedThenRotated) {
 TEST_F(TlsRotation, A401AfterCertificateRotationRetriesOnANewConnection) {
   UseCa("ca-a");
   UseCert("weftd-old");
-  agent::KubeEndpoint ep;
+  kube::KubeEndpoint ep;
   ep.server = url("");
   ep.files.tls = ClientTls();
-  auto creds = agent::KubeCredentials::Load(ep.files);
+  auto creds = kube::KubeCredentials::Load(ep.files);
   ASSERT_TRUE(creds.ok()) << creds.status().ToString();
   ep.credentials = *creds;
-  agent::KubeClient client(ep);
+  kube::KubeClient client(ep);
   auto get = [&] {
-    agent::HttpRequest req;
+    sys::HttpRequest req;
     req.url = "/api/v1/nodes";
     return InNetns([&] { return client.Do(req); });
   };
@@ -269,11 +269,11 @@ TEST_F(TlsRotation, A401AfterCertificateRotationRetriesOnANewConnection) {
 TEST_F(TlsRotation, EtcdClientFollowsARotatedCertificate) {
   UseCa("ca-a");
   UseCert("rogue");
-  agent::AuthHealth health;
-  agent::EtcdClient etcd({url("")}, ClientTls(), &health);
+  AuthHealth health;
+  etcd::EtcdClient etcd({url("")}, ClientTls(), &health);
   auto r = InNetns([&] { return etcd.Range("/weft/network/subnets/", "/weft/network/subnets0"); });
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(agent::IsTlsFailure(r.status())) << r.status().ToString();
+  EXPECT_TRUE(sys::IsTlsFailure(r.status())) << r.status().ToString();
   EXPECT_EQ(health.refusals(), 2u);  // retried once on a new connection
   EXPECT_TRUE(health.Failing(std::chrono::milliseconds(0)));
   UseCert("weftd-new");

@@ -24,7 +24,7 @@ namespace weft::testing {
 namespace {
 
 using nlohmann::json;
-namespace np = agent::netpol;
+namespace np = policy::netpol;
 
 // Serves <dir>/netpol.json, ruleset.nft and metrics.txt on the three
 // paths; 404 for a missing file, like weftd without network policy.

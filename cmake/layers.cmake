@@ -54,7 +54,7 @@ function(weft_layers_test)
     list(GET p 0 name)
     list(GET p 1 target)
     # The first library that declared a layer stands for it (weft_runtime,
-    # not weft_ctl; weft_agent, not weft_netpol).
+    # not weft_ctl; weft_sys, not weft_http; weft_policy, not weft_netpol).
     if(name IN_LIST done)
       continue()
     endif()

@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "sys/http.h"
 #include "base/status.h"
 #include "bench/cluster.h"
+#include "sys/http.h"
 #include "sys/netns.h"
 
 namespace weft::bench {

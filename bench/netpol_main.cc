@@ -60,7 +60,6 @@
 #include <sstream>
 #include <thread>
 
-#include "sys/http.h"
 #include "bench/cluster.h"
 #include "bench/control.h"
 #include "bench/datapath.h"
@@ -71,6 +70,7 @@
 #include "bench/stats.h"
 #include "sys/exec.h"
 #include "sys/files.h"
+#include "sys/http.h"
 #include "sys/netns.h"
 
 namespace weft::bench {

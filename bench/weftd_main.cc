@@ -32,11 +32,11 @@
 
 #include "agent/etcd.h"
 #include "base/strings.h"
-#include "sys/http.h"
 #include "bench/cluster.h"
 #include "bench/ns.h"
 #include "bench/stats.h"
 #include "sys/files.h"
+#include "sys/http.h"
 #include "sys/netlink.h"
 #include "sys/netns.h"
 

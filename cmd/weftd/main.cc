@@ -12,13 +12,13 @@
 #include "agent/agent.h"
 #include "agent/conflist.h"
 #include "agent/etcd.h"
-#include "overlay/families.h"
-#include "sys/http.h"
 #include "agent/kube.h"
 #include "base/log.h"
 #include "base/strings.h"
 #include "fw/backend.h"
+#include "overlay/families.h"
 #include "sys/exec.h"
+#include "sys/http.h"
 
 namespace {
 

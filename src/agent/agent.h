@@ -12,10 +12,10 @@
 
 #include "agent/control_plane.h"
 #include "agent/metrics.h"
-#include "policy/netpol_controller.h"
-#include "overlay/types.h"
 #include "base/status.h"
 #include "fw/backend.h"
+#include "overlay/types.h"
+#include "policy/netpol_controller.h"
 
 namespace weft::agent {
 

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "base/auth_health.h"
-#include "base/list_watch.h"
-#include "overlay/types.h"
 #include "base/ip.h"
+#include "base/list_watch.h"
 #include "base/status.h"
+#include "overlay/types.h"
 
 namespace weft::agent {
 

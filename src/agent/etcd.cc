@@ -8,10 +8,10 @@
 #include <thread>
 
 #include "base/backoff.h"
-#include "overlay/families.h"
 #include "base/json_util.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "overlay/families.h"
 #include "sys/files.h"
 
 namespace weft::agent {

@@ -34,10 +34,10 @@
 
 #include "agent/control_plane.h"
 #include "agent/errors.h"
+#include "base/list_watch.h"
 #include "etcd/etcd_client.h"
 #include "etcd/etcd_registry.h"
 #include "sys/http.h"
-#include "base/list_watch.h"
 
 namespace weft::agent {
 

@@ -4,11 +4,11 @@
 #include <nlohmann/json.hpp>
 
 #include "base/backoff.h"
-#include "kube/informer.h"
 #include "base/json_util.h"
-#include "kube/kube_client.h"
 #include "base/log.h"
 #include "base/strings.h"
+#include "kube/informer.h"
+#include "kube/kube_client.h"
 
 namespace weft::agent {
 namespace {

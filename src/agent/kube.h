@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "agent/control_plane.h"
-#include "sys/http.h"
 #include "kube/kube_endpoint.h"
+#include "sys/http.h"
 
 namespace weft::agent {
 

@@ -14,8 +14,8 @@
 #include <memory>
 #include <string>
 
-#include "base/auth_health.h"
 #include "agent/control_plane.h"
+#include "base/auth_health.h"
 #include "base/status.h"
 
 namespace weft::agent {

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "overlay/reconcile.h"
-#include "overlay/types.h"
 #include "doctor/nft_table.h"
 #include "fw/hostport.h"
 #include "ipam/store.h"
+#include "overlay/reconcile.h"
+#include "overlay/types.h"
 #include "sys/netlink.h"
 
 namespace weft::doctor {

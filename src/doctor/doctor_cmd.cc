@@ -4,13 +4,13 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
-#include "overlay/families.h"
-#include "sys/http.h"
 #include "base/strings.h"
 #include "cni/netconf.h"
 #include "doctor/doctor.h"
 #include "doctor/doctor_io.h"
+#include "overlay/families.h"
 #include "runtime/conf.h"
+#include "sys/http.h"
 
 namespace weft::doctor {
 namespace {

@@ -5,9 +5,9 @@
 #include <optional>
 #include <ostream>
 
-#include "sys/http.h"
 #include "doctor/policy.h"
 #include "doctor/weftd.h"
+#include "sys/http.h"
 
 namespace weft::doctor {
 namespace {

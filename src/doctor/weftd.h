@@ -8,8 +8,8 @@
 #include <chrono>
 #include <string>
 
-#include "sys/http.h"
 #include "base/status.h"
+#include "sys/http.h"
 
 namespace weft::doctor {
 

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "base/auth_health.h"
+#include "base/status.h"
 #include "etcd/etcd_registry.h"
 #include "sys/http.h"
-#include "base/status.h"
 
 namespace weft::etcd {
 

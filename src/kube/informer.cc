@@ -2,9 +2,9 @@
 
 #include "base/backoff.h"
 #include "base/json_util.h"
-#include "kube/kube_client.h"
-#include "base/strings.h"
 #include "base/log.h"
+#include "base/strings.h"
+#include "kube/kube_client.h"
 
 namespace weft::kube {
 namespace {

@@ -24,10 +24,10 @@
 #include <utility>
 #include <vector>
 
-#include "sys/http.h"
-#include "kube/kube_endpoint.h"
 #include "base/list_watch.h"
 #include "base/status.h"
+#include "kube/kube_endpoint.h"
+#include "sys/http.h"
 
 namespace weft::kube {
 

@@ -16,9 +16,9 @@
 #include <string>
 #include <string_view>
 
-#include "sys/http.h"
 #include "kube/kube_credentials.h"
 #include "kube/kube_endpoint.h"
+#include "sys/http.h"
 
 namespace weft::kube {
 

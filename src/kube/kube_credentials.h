@@ -26,8 +26,8 @@
 #include <string>
 
 #include "base/auth_health.h"
-#include "sys/http.h"
 #include "base/status.h"
+#include "sys/http.h"
 
 namespace weft::kube {
 

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "kube/kube_credentials.h"
 #include "base/status.h"
+#include "kube/kube_credentials.h"
 
 namespace weft::kube {
 

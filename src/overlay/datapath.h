@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "overlay/reconcile.h"
 #include "base/status.h"
+#include "overlay/reconcile.h"
 #include "sys/netlink.h"
 
 namespace weft::overlay {

@@ -16,9 +16,9 @@
 //
 // Not thread-safe: the agent's reconcile loop owns it.
 
+#include "base/status.h"
 #include "overlay/datapath.h"
 #include "overlay/reconcile.h"
-#include "base/status.h"
 
 namespace weft::overlay {
 

@@ -9,9 +9,9 @@
 #include <thread>
 
 #include "base/list_watch.h"
-#include "kube/informer.h"
 #include "base/log.h"
 #include "fw/tool.h"
+#include "kube/informer.h"
 #include "sys/files.h"
 #include "sys/nft_query.h"
 

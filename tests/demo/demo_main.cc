@@ -30,9 +30,9 @@
 #include <optional>
 #include <sstream>
 
-#include "sys/http.h"
 #include "e2e/cluster.h"
 #include "e2e/netpol_harness.h"
+#include "sys/http.h"
 
 namespace weft::testing {
 namespace {

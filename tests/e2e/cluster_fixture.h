@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "sys/http.h"
 #include "e2e/cluster.h"
+#include "sys/http.h"
 
 namespace weft::testing {
 

@@ -12,11 +12,11 @@
 #include <sstream>
 
 #include "agent/etcd.h"
-#include "sys/http.h"
 #include "e2e/cluster.h"
 #include "e2e/cluster_fixture.h"
 #include "fw/hostport.h"
 #include "fw/masquerade.h"
+#include "sys/http.h"
 
 namespace weft::testing {
 namespace {

@@ -18,9 +18,9 @@
 #include <sstream>
 
 #include "agent/etcd.h"
-#include "sys/http.h"
 #include "e2e/cluster.h"
 #include "e2e/kube_api.h"
+#include "sys/http.h"
 
 namespace weft::testing {
 namespace {

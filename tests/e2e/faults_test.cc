@@ -15,9 +15,9 @@
 #include <thread>
 
 #include "agent/etcd.h"
-#include "sys/http.h"
 #include "e2e/cluster.h"
 #include "e2e/cluster_fixture.h"
+#include "sys/http.h"
 
 namespace weft::testing {
 namespace {

@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "sys/http.h"
 #include "e2e/cluster.h"
+#include "sys/http.h"
 #include "sys/netns.h"
 
 namespace weft::testing {

@@ -21,11 +21,11 @@
 #include <set>
 
 #include "agent/etcd.h"
-#include "base/strings.h"
-#include "sys/http.h"
-#include "overlay/reconcile.h"
 #include "base/scope_guard.h"
+#include "base/strings.h"
 #include "e2e/cluster.h"
+#include "overlay/reconcile.h"
+#include "sys/http.h"
 #include "sys/netlink.h"
 #include "sys/route_monitor.h"
 

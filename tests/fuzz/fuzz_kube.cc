@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "kube/informer.h"
 #include "agent/kube.h"
+#include "kube/informer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);

@@ -19,8 +19,8 @@
 #include <sstream>
 #include <thread>
 
-#include "sys/http.h"
 #include "base/unique_fd.h"
+#include "sys/http.h"
 #include "sys/netns.h"
 
 #include "e2e/cluster.h"

@@ -19,8 +19,8 @@
 #include <thread>
 
 #include "agent/etcd.h"
-#include "sys/http.h"
 #include "kube/kube_client.h"
+#include "sys/http.h"
 #include "sys/netns.h"
 #include "testutil/netns_fixture.h"
 

@@ -16,9 +16,9 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "e2e/cluster.h"
 #include "policy/netpol_model.h"
 #include "policy/netpol_types.h"
-#include "e2e/cluster.h"
 
 namespace weft::testing {
 namespace {

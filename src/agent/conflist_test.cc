@@ -75,5 +75,23 @@ TEST(Conflist, NetworkPolicyKeyReachesThePlugin) {
   EXPECT_EQ(big->network_policy->pending_group, 4000000000u);
 }
 
+TEST(Conflist, RendersWeftAndPortmap) {
+  ConflistSpec s;
+  s.ranges = {*IpPrefix::Parse("10.244.2.0/24")};
+  s.mtu = 1450;
+  s.cluster_cidrs = {*IpPrefix::Parse("10.244.0.0/16")};
+  s.data_dir = "/var/lib/weft";
+  auto j = nlohmann::json::parse(RenderConflist(s));
+  EXPECT_EQ(j["name"], "weft");
+  EXPECT_EQ(j["cniVersion"], "1.0.0");
+  ASSERT_EQ(j["plugins"].size(), 1u);
+  EXPECT_EQ(j["plugins"][0]["type"], "weft");
+  EXPECT_EQ(j["plugins"][0]["ranges"][0], "10.244.2.0/24");
+  EXPECT_EQ(j["plugins"][0]["mtu"], 1450);
+  EXPECT_EQ(j["plugins"][0]["masquerade"], false);
+  EXPECT_EQ(j["plugins"][0]["clusterCIDRs"][0], "10.244.0.0/16");
+  EXPECT_EQ(j["plugins"][0]["capabilities"]["portMappings"], true);
+}
+
 }  // namespace
 }  // namespace weft::agent

@@ -4,9 +4,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/conflist.h"
-#include "base/strings.h"
-
 namespace weft::agent {
 namespace {
 
@@ -47,24 +44,6 @@ TEST(KubeParse, AnnotationPatchAndMatch) {
   gw.vtep_mac.clear();
   gw.backend = overlay::Backend::kHostGw;
   EXPECT_TRUE(nlohmann::json::parse(AnnotationPatch(gw))["metadata"]["annotations"]["weft.io/vtep-mac"].is_null());
-}
-
-TEST(Conflist, RendersWeftAndPortmap) {
-  ConflistSpec s;
-  s.ranges = {*IpPrefix::Parse("10.244.2.0/24")};
-  s.mtu = 1450;
-  s.cluster_cidrs = {*IpPrefix::Parse("10.244.0.0/16")};
-  s.data_dir = "/var/lib/weft";
-  auto j = nlohmann::json::parse(RenderConflist(s));
-  EXPECT_EQ(j["name"], "weft");
-  EXPECT_EQ(j["cniVersion"], "1.0.0");
-  ASSERT_EQ(j["plugins"].size(), 1u);
-  EXPECT_EQ(j["plugins"][0]["type"], "weft");
-  EXPECT_EQ(j["plugins"][0]["ranges"][0], "10.244.2.0/24");
-  EXPECT_EQ(j["plugins"][0]["mtu"], 1450);
-  EXPECT_EQ(j["plugins"][0]["masquerade"], false);
-  EXPECT_EQ(j["plugins"][0]["clusterCIDRs"][0], "10.244.0.0/16");
-  EXPECT_EQ(j["plugins"][0]["capabilities"]["portMappings"], true);
 }
 
 TEST(KubeParse, DualStackNodeAddresses) {

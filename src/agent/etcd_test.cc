@@ -14,12 +14,6 @@ constexpr char kRange[] =
     R"("value":"eyJub2RlIjoibjIiLCJob3N0SVAiOiIxOTIuMC4yLjEyIiwidnRlcE1BQyI6IjBhOjAwOjAwOjAwOjAwOjAyIiwiYmFja2VuZCI6InZ4bGFuIn0=",)"
     R"("lease":"2324035537149665541"}],"count":"1"})";
 
-// The Base64 assertions that were here live in base/strings_test.cc.
-TEST(EtcdKeys, PrefixRangeEnd) {
-  EXPECT_EQ(etcd::PrefixRangeEnd("/w/"), "/w0");
-  EXPECT_EQ(etcd::PrefixRangeEnd("a\xff"), "b");
-}
-
 TEST(EtcdParse, Range) {
   auto r = etcd::ParseRangeResponse(kRange);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -34,63 +28,6 @@ TEST(EtcdParse, Range) {
   EXPECT_EQ(n->pod_cidrs[0].ToString(), "10.244.2.0/24");
   EXPECT_EQ(n->host_ip->ToString(), "192.0.2.12");
   EXPECT_EQ(n->vtep_mac, "0a:00:00:00:00:02");
-}
-
-TEST(EtcdParse, EmptyRangeAndErrors) {
-  auto r = etcd::ParseRangeResponse(R"({"header":{"revision":"3"}})");
-  ASSERT_TRUE(r.ok());
-  EXPECT_TRUE(r->kvs.empty());
-  EXPECT_EQ(r->revision, 3);
-  auto bad = etcd::ParseRangeResponse(R"({"header":{"revision":"3"},"kvs":[{"key":"L3c)");
-  EXPECT_EQ(bad.status().reason(), Reason::kMalformed);
-  auto err = etcd::ParseRangeResponse(R"({"error":"etcdserver: mvcc: required revision has been compacted","code":11,"message":"etcdserver: mvcc: required revision has been compacted"})");
-  EXPECT_EQ(err.status().reason(), Reason::kUnavailable);
-  EXPECT_NE(err.status().msg().find("compacted"), std::string::npos);
-}
-
-TEST(EtcdParse, WatchCreatedEventsDeleteAndCompaction) {
-  auto c = etcd::ParseWatchLine(R"({"result":{"header":{"revision":"2"},"created":true}})");
-  ASSERT_TRUE(c.ok());
-  EXPECT_TRUE(c->created);
-  EXPECT_TRUE(c->events.empty());
-  auto e = etcd::ParseWatchLine(
-      R"({"result":{"header":{"revision":"9"},"events":[{"kv":{"key":"YQ==","mod_revision":"8","value":"Yg=="}},)"
-      R"({"type":"DELETE","kv":{"key":"Yw==","mod_revision":"9"}}]}})");
-  ASSERT_TRUE(e.ok()) << e.status().ToString();
-  ASSERT_EQ(e->events.size(), 2u);
-  EXPECT_FALSE(e->events[0].is_delete);  // PUT is omitted by the gateway
-  EXPECT_EQ(e->events[0].kv.key, "a");
-  EXPECT_EQ(e->events[0].kv.value, "b");
-  EXPECT_TRUE(e->events[1].is_delete);
-  EXPECT_EQ(e->events[1].kv.mod_revision, 9);
-  auto k = etcd::ParseWatchLine(R"({"result":{"header":{"raft_term":"2"},"canceled":true,"compact_revision":"2"}})");
-  ASSERT_TRUE(k.ok());
-  EXPECT_TRUE(k->canceled);
-  EXPECT_EQ(k->compact_revision, 2);
-  auto err = etcd::ParseWatchLine(R"({"error":{"grpc_code":14,"http_code":503,"message":"transport is closing"}})");
-  EXPECT_EQ(err.status().reason(), Reason::kUnavailable);
-  EXPECT_FALSE(etcd::ParseWatchLine(R"({"result":{"header":{},"events":[{"kv":{"key":"***"}}]}})").ok());
-}
-
-TEST(EtcdParse, TxnLeaseAndKeepAlive) {
-  int64_t rev = 0;
-  auto t = etcd::ParseTxnResponse(R"({"header":{"revision":"4"},"succeeded":true,"responses":[{"response_put":{}}]})", &rev);
-  ASSERT_TRUE(t.ok());
-  EXPECT_TRUE(*t);
-  EXPECT_EQ(rev, 4);
-  auto f = etcd::ParseTxnResponse(R"({"header":{"revision":"4"}})", nullptr);  // failed: "succeeded" omitted
-  ASSERT_TRUE(f.ok());
-  EXPECT_FALSE(*f);
-  auto g = etcd::ParseLeaseGrant(R"({"header":{"revision":"1"},"ID":"2324035537149665541","TTL":"2"})");
-  ASSERT_TRUE(g.ok());
-  EXPECT_EQ(*g, 2324035537149665541);
-  EXPECT_FALSE(etcd::ParseLeaseGrant(R"({"header":{}})").ok());
-  auto alive = etcd::ParseLeaseKeepAlive(R"({"result":{"header":{},"ID":"5","TTL":"10"}})");
-  ASSERT_TRUE(alive.ok());
-  EXPECT_EQ(*alive, 10);
-  auto gone = etcd::ParseLeaseKeepAlive("{\"result\":{\"header\":{},\"ID\":\"12345\"}}\n");
-  ASSERT_TRUE(gone.ok());
-  EXPECT_EQ(*gone, 0);
 }
 
 TEST(EtcdKeys, SubnetKeyRoundTrip) {

@@ -1,6 +1,6 @@
 // What weftd reads from the Kubernetes API: Node objects, list pages and the
 // lines of a watch stream (ADDED/MODIFIED/DELETED/BOOKMARK/ERROR), as the
-// informer (agent/informer.h) parses them for every resource.
+// informer (kube/informer.h) parses them for every resource.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>

@@ -35,16 +35,11 @@ for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
     ldflags+=" -X $pkg.gitTreeState=archive -X $pkg.buildDate=$date"
 done
 
-pkgs=(
-    k8s.io/kubernetes/cmd/kube-apiserver
-    k8s.io/kubernetes/cmd/kube-controller-manager
-    k8s.io/kubernetes/cmd/kube-scheduler
-    k8s.io/kubernetes/cmd/kubelet
-    k8s.io/kubernetes/cmd/kube-proxy
-    k8s.io/kubernetes/cmd/kubectl
-    k8s.io/kubernetes/test/images/agnhost
-    ./cmd/etcd
-)
+# The commands: go.mod's tool directives (gen-gomod.sh writes them from its one
+# list) and our etcd main.
+mapfile -t pkgs < <(awk '/^tool \(/ { t = 1; next } t && /^\)/ { t = 0 } t { print $1 }' "$mod/go.mod")
+(( ${#pkgs[@]} > 0 )) || { echo "k8s-build: no tool directives in $mod/go.mod" >&2; exit 1; }
+pkgs+=(./cmd/etcd)
 start=$(date +%s)
 # -mod=readonly: go.mod and go.sum are checked in and must already be complete.
 (cd "$mod" && CGO_ENABLED=0 "${nice[@]}" go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$out/" "${pkgs[@]}")

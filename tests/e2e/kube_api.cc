@@ -207,9 +207,22 @@ nlohmann::json FakeApiServer::Apply(nlohmann::json obj) {
   if (code != 200 && code != 201)
     throw std::runtime_error("FakeApiServer::Apply " + what + ": " + std::to_string(code) + " " + out);
   nlohmann::json stored = nlohmann::json::parse(out);
-  if (kind != "NetworkPolicy" && obj.contains("status") && stored.value("status", nlohmann::json()) != obj["status"]) {
+  // The status is written when a field the caller set differs from what was
+  // stored (the server adds fields of its own, such as a Node's zero-valued
+  // nodeInfo, which are no reason to write). Unconditionally, as a kubelet's
+  // status updates are: weftd may have patched the object (its Node's
+  // annotations) since the write above, and a stale resourceVersion would
+  // make the server refuse with 409.
+  bool status_differs = false;
+  if (kind != "NetworkPolicy" && obj.contains("status") && obj["status"].is_object()) {
+    const nlohmann::json have = stored.value("status", nlohmann::json::object());
+    for (auto it = obj["status"].begin(); it != obj["status"].end(); ++it)
+      if (!have.is_object() || !have.contains(it.key()) || have[it.key()] != it.value()) status_differs = true;
+  }
+  if (status_differs) {
     nlohmann::json s = stored;
     s["status"] = obj["status"];
+    s["metadata"].erase("resourceVersion");
     code = Request("PUT", PathFor(kind, ns, stored["metadata"].value("name", name)) + "/status", s, &out);
     if (code != 200)
       throw std::runtime_error("FakeApiServer::Apply " + what + " (status): " + std::to_string(code) + " " + out);

@@ -51,9 +51,10 @@ class FakeApiServer {
   nlohmann::json Get(const std::string& kind, const std::string& ns, const std::string& name);
   // Create-or-replace any object (Node, Namespace, Pod, NetworkPolicy) by
   // its kind/metadata, as a client would: POST, and PUT when it exists;
-  // then, when the object carries a status the server did not take (a
-  // Pod's status is reset on create, and no update writes any status),
-  // PUT .../status. So a new Pod with a status.podIP is seen by watchers
+  // then, when the object carries a status field the server did not take
+  // (a Pod's status is reset on create, and no update writes any status),
+  // PUT .../status, unconditionally (no resourceVersion: weftd may have
+  // patched the object meanwhile). So a new Pod with a status.podIP is seen by watchers
   // first Pending without an IP (ADDED), then with it (MODIFIED), as from a
   // kubelet. A namespaced object without metadata.namespace goes to
   // "default". Returns the stored object; throws std::runtime_error with

@@ -4,7 +4,8 @@
 # kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl,
 # agnhost and etcd in ONE `go build`, the sig-network e2e test binary
 # (e2e-network.test, `go test -c`), then the pause binary from the pause.c
-# shipped in the k8s.io/kubernetes module zip.
+# shipped in the k8s.io/kubernetes module zip; then, as root, the images
+# the nodes import (scripts/k8s-images.sh, build-k8s/images).
 #
 # Go's module and build caches stay at Go's defaults under $HOME, so a fresh
 # clone on the same machine (CI) finds them warm; nothing up to date is
@@ -61,3 +62,13 @@ if [[ ! -x $out/pause || $src -nt $out/pause ]]; then
     mv "$out/pause.new" "$out/pause"
 fi
 echo "k8s-build: Kubernetes $K8S_VERSION, etcd $ETCD_VERSION in $out ($(( $(date +%s) - start )) s)" >&2
+
+# The images the nodes import (pause, agnhost, busybox; scripts/k8s-images.sh:
+# skips what is up to date). WEFT_K8S_IMAGES_BUILD=0 leaves them out.
+if [[ ${WEFT_K8S_IMAGES_BUILD:-1} == 0 ]]; then
+    :
+elif [[ $(id -u) != 0 ]]; then
+    echo "k8s-build: images not built (scripts/k8s-images.sh runs as root: mmdebstrap)" >&2
+else
+    WEFT_K8S_BIN=$out "$repo/scripts/k8s-images.sh"
+fi

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# The images of scripts/k8s-images.sh, as a node's containerd sees them: a
+# containerd 1.6 of its own (Debian's, the one the nodes run; its own root,
+# state and socket under a temp dir) in a network and mount namespace of its
+# own, every build-k8s/images/*.tar imported with `ctr -n k8s.io images
+# import` as cluster.sh does, then:
+#   - each tag kubelet and the e2e suite ask for is listed, exactly;
+#   - pause runs as upstream's (uid 65535) and stays up;
+#   - agnhost serves `netexec` and answers /hostname and /dial (curl), the
+#     shell tools the e2e suite execs in it exist (sh, curl, nc, ip, dig);
+#   - busybox runs `sh -c` with its applets.
+# Names carry a prefix of the run (wkimg-<hex>); everything (containers,
+# cgroups, namespace, mounts, processes, temp dir) is removed, also on failure.
+#
+#   sudo tests/k8s/images_test.sh    # after scripts/k8s-images.sh
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+images=${WEFT_K8S_IMAGES:-$repo/build-k8s/images}
+[[ $(id -u) == 0 ]] || { echo "images_test: run as root" >&2; exit 1; }
+for t in containerd ctr runc; do
+    command -v $t >/dev/null || { echo "images_test: $t missing (scripts/setup.sh)" >&2; exit 1; }
+done
+mapfile -t lines < <("$repo/scripts/k8s-images.sh" --list) || exit 1
+for l in "${lines[@]}"; do
+    [[ -f ${l%%$'\t'*} ]] || { echo "images_test: ${l%%$'\t'*} missing: run scripts/k8s-images.sh" >&2; exit 1; }
+done
+
+prefix=wkimg-$(od -An -N2 -tx1 /dev/urandom | tr -d ' \n')
+dir=$(mktemp -d "/tmp/$prefix.XXXX")
+ns=$prefix
+sock=$dir/containerd.sock
+cg=/$prefix
+pass=0 failed=0
+ok() { echo "ok   $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL $*"; failed=$((failed + 1)); }
+cleanup() {
+    if [[ -S $sock ]]; then
+        for c in $(ctr -a "$sock" -n k8s.io containers ls -q 2>/dev/null); do
+            ctr -a "$sock" -n k8s.io tasks kill -s KILL "$c" >/dev/null 2>&1
+            sleep 0.2
+            ctr -a "$sock" -n k8s.io tasks delete -f "$c" >/dev/null 2>&1
+            ctr -a "$sock" -n k8s.io containers delete "$c" >/dev/null 2>&1
+        done
+    fi
+    [[ -f $dir/pid ]] && kill "$(cat "$dir/pid")" 2>/dev/null && sleep 1
+    # anything still in the namespace (shims), by pid
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+    for c in /sys/fs/cgroup/*/"$prefix"; do
+        [[ -d $c ]] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null
+    done
+    ip netns del "$ns" 2>/dev/null
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+
+cat >"$dir/config.toml" <<EOF
+version = 2
+root = "$dir/root"
+state = "$dir/state"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = "$sock"
+[ttrpc]
+  address = "$sock.ttrpc"
+[debug]
+  address = ""
+[metrics]
+  address = ""
+EOF
+ip netns add "$ns" || exit 1
+ip -n "$ns" link set lo up
+# A mount namespace of its own (private), so the snapshots' mounts never show
+# in the machine's; containerd and its shims live and die in it. nsenter, not
+# `ip netns exec`, which mounts a sysfs of the netns over /sys and so hides
+# /sys/fs/cgroup from runc ("no cgroup mount found in mountinfo").
+nsenter --net="/run/netns/$ns" unshare -m --propagation private \
+    sh -c 'echo $$ >"$1/pid"; exec containerd --config "$1/config.toml"' sh "$dir" \
+    >"$dir/containerd.log" 2>&1 &
+for _ in $(seq 100); do
+    ctr -a "$sock" version >/dev/null 2>&1 && break
+    sleep 0.1
+done
+ctr -a "$sock" version >/dev/null 2>&1 || { tail "$dir/containerd.log"; bad "containerd did not start"; exit 1; }
+C=(ctr -a "$sock" -n k8s.io)
+
+for l in "${lines[@]}"; do
+    tar=${l%%$'\t'*}
+    if out=$("${C[@]}" images import "$tar" 2>&1); then ok "import $(basename "$tar")"; else bad "import $tar: $out"; fi
+done
+listed=$("${C[@]}" images ls -q)
+for l in "${lines[@]}"; do
+    for tag in ${l#*$'\t'}; do
+        if grep -qxF "$tag" <<<"$listed"; then ok "listed $tag"; else bad "not listed: $tag (have: $listed)"; fi
+    done
+done
+pause=$(sed -n 1p <<<"${lines[0]#*$'\t'}" | cut -d' ' -f1)
+agnhost=${lines[1]#*$'\t'}
+busybox=${lines[2]#*$'\t'}
+
+# --net-host: the containers share the shim's network namespace, which is
+# containerd's, $ns.
+run() {  # run ID IMAGE ARGS... (detached)
+    local id=$1 img=$2; shift 2
+    "${C[@]}" run -d --net-host --cgroup "$cg/$id" "$img" "$id" "$@" >/dev/null
+}
+if run pause "$pause"; then
+    sleep 0.5
+    st=$("${C[@]}" tasks ls | awk '$1 == "pause" { print $3 }')
+    pid=$("${C[@]}" tasks ls | awk '$1 == "pause" { print $2 }')
+    uid=$(awk '/^Uid:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
+    [[ $st == RUNNING && $uid == 65535 ]] && ok "pause runs (uid $uid)" || bad "pause: status '$st' uid '$uid'"
+else bad "ctr run $pause"; fi
+
+if run agnhost "$agnhost" /agnhost netexec --http-port=8080 --udp-port=8081; then
+    for _ in $(seq 50); do
+        h=$(ip netns exec "$ns" curl -s -m 1 http://127.0.0.1:8080/hostname) && break
+        sleep 0.2
+    done
+    [[ -n ${h:-} ]] && ok "agnhost netexec answers /hostname ($h)" || bad "agnhost netexec: no answer on :8080 ($(tail -3 "$dir/containerd.log"))"
+    # /dial: netexec makes the request itself (the e2e suite's probe), over UDP
+    d=$(ip netns exec "$ns" curl -s -m 5 'http://127.0.0.1:8080/dial?request=hostname&protocol=udp&host=127.0.0.1&port=8081&tries=1')
+    [[ $d == *"\"responses\":[\"$h\"]"* ]] && ok "agnhost /dial over udp: $d" || bad "agnhost /dial: '$d'"
+    # the tools the e2e suite runs in agnhost with kubectl exec
+    x=$("${C[@]}" tasks exec --exec-id t1 agnhost /bin/sh -c \
+        'curl -s -m 2 http://127.0.0.1:8080/hostname && echo hostName | nc -v -t -w 2 127.0.0.1 8080 >/dev/null 2>&1 && echo " nc-ok" && ip -br addr show lo | cut -c1-2 && for t in dig iperf bash; do command -v $t; done' 2>&1)
+    want=$(printf '%s nc-ok\nlo\n/usr/bin/dig\n/usr/local/bin/iperf\n/usr/bin/bash' "$h")
+    [[ $x == "$want" ]] && ok "agnhost has sh, curl, nc, ip, dig, iperf, bash" || bad "agnhost tools: got '$x', want '$want'"
+else bad "ctr run $agnhost"; fi
+
+x=$("${C[@]}" run --rm --net-host --cgroup "$cg/bb" "$busybox" bb sh -c 'echo hello | wc -c; id -u; ls -ld /tmp | cut -c1-10' 2>&1)
+[[ $x == $'6\n0\ndrwxrwxrwt' ]] && ok "busybox sh -c with applets" || bad "busybox: '$x'"
+
+echo "images_test: $pass passed, $failed failed"
+((failed == 0))

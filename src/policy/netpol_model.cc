@@ -453,16 +453,19 @@ std::vector<std::string> PortMatches(const Rule& rule, const Pod& pod, bool ingr
   return ports;
 }
 
-// A local pod's chain in full: invalid packets dropped, the pod's own
-// traffic allowed, the policies' rules, then the counted drop.
-std::vector<std::string> PodChainRules(const Pod& pod, bool ingress, std::vector<std::string> rules) {
+// The verdict of a packet policy drops (counted per direction).
+std::string DropStatement(bool ingress) {
+  return std::string("counter name \"") + (ingress ? kDropIngress : kDropEgress) + "\" drop";
+}
+
+// A local pod's chain starts so: invalid packets dropped, the pod's own
+// traffic allowed.
+std::vector<std::string> ChainPrefix(const Pod& pod, bool ingress) {
   std::vector<std::string> full;
   full.push_back("ct state invalid drop");
   for (const auto& ip : pod.ips)
     full.push_back(std::string(ip.is_v4() ? "ip " : "ip6 ") + (ingress ? "saddr " : "daddr ") + ip.ToString() +
                    (ingress ? " accept" : " return") + " comment \"itself\"");
-  for (auto& r : rules) full.push_back(std::move(r));
-  full.push_back(std::string("counter name \"") + (ingress ? kDropIngress : kDropEgress) + "\" drop");
   return full;
 }
 
@@ -470,8 +473,13 @@ std::vector<std::string> PodChainRules(const Pod& pod, bool ingress, std::vector
 
 std::vector<std::string> Engine::RuleStatements(const std::string& policy_key, const Rule& rule, size_t index,
                                                 const RuleSets& sets, bool ingress, const Pod& pod) {
+  std::string what = policy_key.substr(0, 100) + (ingress ? " ingress " : " egress ") + std::to_string(index);
+  return MatchStatements(what, rule, sets, ingress, pod, ingress ? "accept" : "return");
+}
+
+std::vector<std::string> Engine::MatchStatements(const std::string& what, const Rule& rule, const RuleSets& sets,
+                                                 bool ingress, const Pod& pod, const std::string& verdict) {
   const char* addr = ingress ? "saddr" : "daddr";
-  const char* verdict = ingress ? "accept" : "return";
   std::vector<std::string> peers;
   if (rule.any_peer) {
     peers.push_back("");
@@ -485,8 +493,7 @@ std::vector<std::string> Engine::RuleStatements(const std::string& policy_key, c
   }
   std::vector<std::string> ports = PortMatches(rule, pod, ingress);
   // nft keeps at most 128 bytes of a comment.
-  std::string what = policy_key.substr(0, 100) + (ingress ? " ingress " : " egress ") + std::to_string(index);
-  std::string tag = "comment \"" + what + "\"";
+  std::string tag = "comment \"" + what.substr(0, 127) + "\"";
   std::vector<std::string> out;
   for (const auto& p : peers)
     for (const auto& q : ports) out.push_back(Join({p, q, verdict, tag}));
@@ -515,6 +522,73 @@ Engine::PodRules Engine::LocalPodRules(const Pod& pod) const {
       for (size_t r = 0; r < rules.size(); ++r)
         for (auto& s : RuleStatements(pkey, rules[r], r, sets[r], ingress, pod)) chain.push_back(std::move(s));
     }
+  }
+  return out;
+}
+
+bool Engine::SubjectSelects(const ClusterPolicy& p, const Pod& pod) const {
+  if (!p.enforced || !pod.Addressable()) return false;
+  if (!NamespaceMatches(p.subject_ns, pod.ns)) return false;
+  return !p.subject_pods || p.subject_pods->Matches(pod.labels);
+}
+
+// Evaluation per direction: the Admin tier (policies by priority, then
+// name; rules in written order), then the pod's NetworkPolicies, then the
+// Baseline tier, then the default (allow). Accept and Deny end it; an Admin
+// Pass skips to the NetworkPolicy part (goto the tail chain), a Baseline
+// Pass to the default.
+Engine::TierChain Engine::ComposeChain(const Pod& pod, bool ingress, const std::string& name, bool np_isolated,
+                                       std::vector<std::string> np_rules) const {
+  const std::string allow = ingress ? "accept" : "return";
+  bool pass = false;
+  auto collect = [&](const std::set<std::pair<int32_t, std::string>>& order, bool admin,
+                     std::vector<std::string>* into) {
+    bool any = false;
+    for (const auto& entry : order) {
+      const CnpState& st = cnps_.at(entry.second);
+      const ClusterPolicy& p = st.policy;
+      const auto& rules = ingress ? p.ingress : p.egress;
+      if (rules.empty() || !SubjectSelects(p, pod)) continue;
+      any = true;
+      const auto& sets = ingress ? st.sets.in : st.sets.eg;
+      const auto& match = ingress ? st.sets.policy.ingress : st.sets.policy.egress;
+      for (size_t r = 0; r < rules.size(); ++r) {
+        std::string verdict = allow;
+        if (rules[r].action == Action::kDeny) {
+          verdict = DropStatement(ingress);
+        } else if (rules[r].action == Action::kPass && admin) {
+          verdict = "goto t" + name;
+          pass = true;
+        }
+        std::string what = std::string(TierName(p.tier)) + ":" + p.name.substr(0, 80) +
+                           (ingress ? " ingress " : " egress ") + std::to_string(r) + " " +
+                           ActionName(rules[r].action);
+        for (auto& s : MatchStatements(what, match[r], sets[r], ingress, pod, verdict)) into->push_back(std::move(s));
+      }
+    }
+    return any;
+  };
+  std::vector<std::string> admin, baseline;
+  bool admin_any = collect(admin_order_, true, &admin);
+  bool baseline_any = collect(baseline_order_, false, &baseline);
+  TierChain out;
+  out.isolated = np_isolated || admin_any || baseline_any;
+  if (!out.isolated) return out;
+  std::vector<std::string> rest;
+  if (np_isolated) {
+    rest = std::move(np_rules);
+    rest.push_back(DropStatement(ingress));
+  } else {
+    rest = std::move(baseline);
+    rest.push_back(allow + " comment \"default\"");
+  }
+  out.head = ChainPrefix(pod, ingress);
+  for (auto& r : admin) out.head.push_back(std::move(r));
+  if (pass) {
+    out.head.push_back("goto t" + name);
+    out.tail = std::move(rest);
+  } else {
+    for (auto& r : rest) out.head.push_back(std::move(r));
   }
   return out;
 }
@@ -552,21 +626,36 @@ void Engine::PutChain(const std::string& name, std::vector<std::string> rules) {
   }
 }
 
-void Engine::SetPodChain(const Pod& pod, const std::string& name, bool isolated, bool ingress,
-                         std::vector<std::string> rules) {
+void Engine::SetPodChain(const Pod& pod, const std::string& name, TierChain chain) {
   // "in-X" judges packets as they come; "rin-X" replies of connections
-  // marked for a recheck, with source and destination swapped.
+  // marked for a recheck, with source and destination swapped. "tin-X" (and
+  // "rtin-X") is the part after the Admin tier that its Pass rules go to.
   std::string reply_name = "r" + name;
-  if (!isolated) {
-    DropChain(name);
-    DropChain(reply_name);
+  std::string tail_name = "t" + name, rtail_name = "rt" + name;
+  if (!chain.isolated) {
+    for (const auto& c : {name, reply_name, tail_name, rtail_name}) DropChain(c);
     return;
   }
-  std::vector<std::string> full = PodChainRules(pod, ingress, std::move(rules));
-  std::vector<std::string> reply;
-  for (const auto& r : full) reply.push_back(SwapDirection(r));
-  PutChain(name, std::move(full));
-  PutChain(reply_name, std::move(reply));
+  auto reply_of = [](const std::vector<std::string>& rules) {
+    std::vector<std::string> reply;
+    for (const auto& r : rules) {
+      std::string s = SwapDirection(r);
+      // A jump to the tail goes to the tail's reply twin.
+      if (auto g = s.find("goto "); g != std::string::npos) s.insert(g + 5, "r");
+      reply.push_back(std::move(s));
+    }
+    return reply;
+  };
+  if (chain.tail.empty()) {
+    DropChain(tail_name);
+    DropChain(rtail_name);
+  } else {
+    PutChain(rtail_name, reply_of(chain.tail));
+    PutChain(tail_name, std::move(chain.tail));
+  }
+  PutChain(reply_name, reply_of(chain.head));
+  PutChain(name, std::move(chain.head));
+  bool ingress = name.rfind("in-", 0) == 0;
   for (const auto& ip : pod.ips) {
     bool v4 = ip.is_v4();
     auto& map = ingress ? (v4 ? desired_.ingress4 : desired_.ingress6) : (v4 ? desired_.egress4 : desired_.egress6);
@@ -582,15 +671,15 @@ void Engine::RebuildLocalPod(const std::string& key) {
   WithdrawLocalPod(key);
   auto pit = pods_.find(key);
   if (pit == pods_.end() || !IsLocal(pit->second)) {
-    for (const auto& c : {in_chain, eg_chain, "r" + in_chain, "r" + eg_chain}) DropChain(c);
+    for (const auto& c : {in_chain, eg_chain}) SetPodChain(Pod{}, c, TierChain{});
     return;
   }
   const Pod& pod = pit->second;
   local_ips_[key] = pod.ips;
   for (const auto& ip : pod.ips) ElementDelta(ip.is_v4() ? "local4" : "local6", ip.ToString(), true);
   PodRules rules = LocalPodRules(pod);
-  SetPodChain(pod, in_chain, rules.isolated_in, true, std::move(rules.in));
-  SetPodChain(pod, eg_chain, rules.isolated_eg, false, std::move(rules.eg));
+  SetPodChain(pod, in_chain, ComposeChain(pod, true, in_chain, rules.isolated_in, std::move(rules.in)));
+  SetPodChain(pod, eg_chain, ComposeChain(pod, false, eg_chain, rules.isolated_eg, std::move(rules.eg)));
 }
 
 void Engine::RebuildLocalPodsOfNamespace(const std::string& ns) {
@@ -657,6 +746,8 @@ void Engine::UpsertNamespace(const Namespace& ns) {
   if (keys)
     for (const auto& b : affected)
       for (const auto& k : *keys) AddPodToSet(b, peer_sets_.at(b), pods_.at(k), true);
+  // ClusterNetworkPolicy subjects select by namespace labels.
+  if (!cnps_.empty()) RebuildLocalPodsOfNamespace(name);
 }
 
 void Engine::RemoveNamespace(const std::string& name) {
@@ -699,10 +790,17 @@ void Engine::RemovePolicy(const std::string& key) {
 }
 
 std::vector<std::string> Engine::NamespacesWithPolicies() const {
-  std::vector<std::string> out;
-  for (const auto& [ns, keys] : policies_by_ns_) out.push_back(ns);
-  std::sort(out.begin(), out.end());
-  return out;
+  std::set<std::string> out;
+  for (const auto& [ns, keys] : policies_by_ns_) out.insert(ns);
+  // Namespaces a ClusterNetworkPolicy with rules may select: every known
+  // namespace its subject's namespace selector matches.
+  for (const auto& [name, st] : cnps_) {
+    const ClusterPolicy& p = st.policy;
+    if (!p.enforced || (p.ingress.empty() && p.egress.empty())) continue;
+    for (const auto& [ns, n] : namespaces_)
+      if (p.subject_ns.Matches(n.labels)) out.insert(ns);
+  }
+  return {out.begin(), out.end()};
 }
 
 size_t Engine::local_isolated(bool ingress) const {
@@ -729,6 +827,16 @@ std::vector<PodPolicyView> Engine::LocalPods() const {
         if (pol.isolates_egress) v.egress_policies.push_back(pkey);
       }
     }
+    // ClusterNetworkPolicies as "Admin:name" / "Baseline:name", in the order
+    // they are evaluated.
+    for (const auto* order : {&admin_order_, &baseline_order_})
+      for (const auto& entry : *order) {
+        const ClusterPolicy& p = cnps_.at(entry.second).policy;
+        if (!SubjectSelects(p, pod)) continue;
+        std::string name = std::string(TierName(p.tier)) + ":" + p.name;
+        if (!p.ingress.empty()) v.ingress_policies.push_back(name);
+        if (!p.egress.empty()) v.egress_policies.push_back(name);
+      }
     v.isolated_ingress = !v.ingress_policies.empty();
     v.isolated_egress = !v.egress_policies.empty();
     std::string cid = PodChainId(key);
@@ -944,6 +1052,12 @@ std::vector<std::string> Engine::Tightened() const {
     if (name == "local4" || name == "local6") continue;
     for (const auto& e : c.dels)
       if (!IsRange(e)) out.insert(ElementAddress(e));
+    // An address entering the peers of a Deny or Pass rule loses what a
+    // later rule allowed it.
+    auto dash = name.rfind('-');
+    if (dash != std::string::npos && deny_bases_.count(name.substr(0, dash)))
+      for (const auto& e : c.adds)
+        if (!IsRange(e)) out.insert(ElementAddress(e));
   }
   // Local pods whose chain changed or that became isolated.
   std::set<std::string> changed_chains;
@@ -951,7 +1065,9 @@ std::vector<std::string> Engine::Tightened() const {
     auto h = applied_.chains.find(name);
     auto w = desired_.chains.find(name);
     if (w != desired_.chains.end() && (h == applied_.chains.end() || h->second != w->second))
-      changed_chains.insert(name);
+      changed_chains.insert(name[0] == 't' ? name.substr(1) : name);  // a tail stands for its head
+    else if (w == desired_.chains.end() && h != applied_.chains.end() && name[0] == 't')
+      changed_chains.insert(name.substr(1));
   }
   auto scan = [&](const std::map<std::string, std::string>& want, const std::map<std::string, std::string>& have) {
     for (const auto& [ip, chain] : want) {

@@ -25,6 +25,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "policy/cnp_types.h"
 #include "policy/netpol_types.h"
 
 namespace weft::policy::netpol {
@@ -89,6 +90,14 @@ class Engine {
   void RemoveNamespace(const std::string& name);
   void UpsertPolicy(const Policy& policy);
   void RemovePolicy(const std::string& key);
+  // ClusterNetworkPolicy (cnp_model.cc): the Admin tier before the
+  // NetworkPolicies of a pod, the Baseline tier after them, in the same
+  // per-pod chains (docs/clusternetworkpolicy.md).
+  void UpsertClusterPolicy(const ClusterPolicy& policy);
+  void RemoveClusterPolicy(const std::string& name);
+  // Nodes: the addresses `nodes` peers stand for.
+  void UpsertNode(const NodeInfo& node);
+  void RemoveNode(const std::string& name);
 
   const Model& desired() const { return desired_; }
 
@@ -114,12 +123,15 @@ class Engine {
   // MarkApplied().
   std::vector<std::string> Tightened() const;
 
-  // Namespaces that have at least one policy (sorted), for the plugin's
+  // Namespaces that have at least one NetworkPolicy or that the subject of
+  // a ClusterNetworkPolicy with rules selects (sorted), for the plugin's
   // pending decision.
   std::vector<std::string> NamespacesWithPolicies() const;
 
   // Introspection for metrics, weftctl and doctor.
   size_t policy_count() const { return policies_.size(); }
+  size_t cluster_policy_count() const { return cnps_.size(); }
+  size_t node_count() const { return nodes_.size(); }
   size_t pod_count() const { return pods_.size(); }
   size_t local_isolated(bool ingress) const;
   std::vector<PodPolicyView> LocalPods() const;
@@ -147,6 +159,13 @@ class Engine {
   struct PolicyState {
     Policy policy;
     std::vector<RuleSets> in, eg;
+  };
+  // A ClusterNetworkPolicy: its rules as a Policy (nodes peers resolved to
+  // ipBlocks of the Nodes' addresses) whose sets the engine shares with
+  // NetworkPolicy's.
+  struct CnpState {
+    ClusterPolicy policy;
+    PolicyState sets;
   };
   // What changed in one set since the last MarkApplied().
   struct SetChange {
@@ -185,6 +204,25 @@ class Engine {
     bool isolated_in = false, isolated_eg = false;
   };
   PodRules LocalPodRules(const Pod& pod) const;
+  // A local pod's chain in one direction with the tiers around its
+  // NetworkPolicy rules: `head` (the in-/eg- chain) and, when an Admin rule
+  // passes, `tail` (the NetworkPolicy and Baseline part, "t"-prefixed chain
+  // the Pass rules go to). isolated false: no chain at all.
+  struct TierChain {
+    bool isolated = false;
+    std::vector<std::string> head, tail;
+  };
+  TierChain ComposeChain(const Pod& pod, bool ingress, const std::string& name, bool np_isolated,
+                         std::vector<std::string> np_rules) const;
+  bool SubjectSelects(const ClusterPolicy& p, const Pod& pod) const;
+  // The statements of a rule with `verdict` ("accept", "return", "counter
+  // ... drop", "goto X") and comment `what`. Pure.
+  static std::vector<std::string> MatchStatements(const std::string& what, const Rule& rule, const RuleSets& sets,
+                                                  bool ingress, const Pod& pod, const std::string& verdict);
+  // The Policy a ClusterNetworkPolicy's rules stand for now.
+  Policy CnpRules(const ClusterPolicy& p) const;
+  void RebuildCnpSubjects(const ClusterPolicy& a, const ClusterPolicy* b);
+  void CnpDenySets(const PolicyState& ps, const ClusterPolicy& p, int delta);
   // The nft statements of rule `index` of policy `policy_key` in a chain of
   // `pod`. Pure.
   static std::vector<std::string> RuleStatements(const std::string& policy_key, const Rule& rule, size_t index,
@@ -194,8 +232,7 @@ class Engine {
   void WithdrawLocalPod(const std::string& key);
   // Installs chain `name` and its reply twin "r<name>" with the dispatch
   // entries of the pod's addresses, or drops both when not isolated.
-  void SetPodChain(const Pod& pod, const std::string& name, bool isolated, bool ingress,
-                   std::vector<std::string> rules);
+  void SetPodChain(const Pod& pod, const std::string& name, TierChain chain);
   void PutChain(const std::string& name, std::vector<std::string> rules);
   void DropChain(const std::string& name);
   void ElementDelta(const std::string& set, const std::string& elem, bool add);
@@ -223,6 +260,13 @@ class Engine {
   std::set<std::string> dirty_chains_;
   // Map keys each local pod owns (its addresses), to withdraw them on change.
   std::unordered_map<std::string, std::vector<IpAddress>> local_ips_;
+  // ClusterNetworkPolicies by name, and their order per tier.
+  std::map<std::string, CnpState> cnps_;
+  std::set<std::pair<int32_t, std::string>> admin_order_, baseline_order_;
+  std::map<std::string, NodeInfo> nodes_;
+  // Peer-set bases a Deny or Pass rule uses (reference counts): an element
+  // added to one of them narrows what its pods may do (Tightened()).
+  std::map<std::string, int> deny_bases_;
 };
 
 // ipBlock arithmetic: the union of (cidr minus except) over `blocks`, as

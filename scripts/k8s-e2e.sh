@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Runs the upstream sig-network e2e suite (build-k8s/bin/e2e-network.test,
+# tests/k8s/e2e) against the running scripts/cluster.sh cluster; what
+# `scripts/cluster.sh e2e` runs (docs/cluster.md, "The upstream e2e suite").
+#
+#   sudo scripts/k8s-e2e.sh                   # the default subset (below)
+#   sudo scripts/k8s-e2e.sh --focus REGEX     # instead of the subset
+#   sudo scripts/k8s-e2e.sh --skip REGEX      # skipped in addition
+#   sudo scripts/k8s-e2e.sh --full            # every spec of the binary but [Disruptive] and [Flaky]
+#   sudo scripts/k8s-e2e.sh --dry-run         # lists what would run (no cluster needed)
+#   sudo scripts/k8s-e2e.sh ... -- ARGS       # ARGS passed to the test binary as they are
+#
+# The default subset (issue 21 §4): every [Feature:NetworkPolicy] spec (the
+# UDP ones among them), `Networking Granular Checks: Pods` (HTTP and UDP,
+# pod to pod across the nodes and node to pod), the Services [Conformance]
+# specs (ClusterIP, NodePort, ...) and HostPort's [Conformance] spec.
+# [Feature:SCTPConnectivity] specs are skipped only when the kernel cannot make
+# an SCTP socket, and the reason is printed.
+#
+# The suite runs inside the control plane's network namespace (the API server
+# is reachable only there) with the run's admin kubeconfig and the built
+# kubectl (the suite execs kubectl), `--provider=skeleton`. Reports (the
+# suite's JSON and JUnit, its log) go to <state>/e2e/<time>/. The output ends
+# with the suite's own summary and a last line `N passed, N failed, N skipped`
+# (specs selected by the focus: ran and passed, ran and failed, not run: skipped
+# by the spec itself or by --skip). Exit 0 when nothing failed.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+die() { echo "k8s-e2e: $*" >&2; exit 1; }
+
+subset='\[Feature:NetworkPolicy\]|Networking Granular Checks: Pods|\[sig-network\] HostPort .*\[Conformance\]|\[sig-network\] Services .*\[Conformance\]'
+focus=$subset skip=() dry=0 full=0 extra=()
+while (( $# )); do
+    case $1 in
+        --focus) focus=${2:?--focus needs a regular expression}; shift ;;
+        --skip) skip+=("${2:?--skip needs a regular expression}"); shift ;;
+        --full) full=1 ;;
+        --dry-run) dry=1 ;;
+        --) shift; extra=("$@"); break ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+        *) echo "k8s-e2e: unknown argument $1 (--focus R, --skip R, --full, --dry-run, -- ARGS)" >&2; exit 2 ;;
+    esac
+    shift
+done
+(( full )) && { focus=""; skip+=('\[Disruptive\]|\[Flaky\]'); }
+
+# SCTP: the kernel either makes an SCTP socket (loading the module if it has
+# one) or it does not; /proc/config.gz says why when it can.
+sctp_reason=$(python3 - <<'EOF'
+import errno, gzip, socket
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_STREAM, 132).close()
+except OSError as e:
+    why = f"socket(AF_INET, SOCK_STREAM, IPPROTO_SCTP): {errno.errorcode.get(e.errno, e.errno)}"
+    try:
+        for l in gzip.open("/proc/config.gz", "rt"):
+            if "CONFIG_IP_SCTP" in l:
+                why += f"; /proc/config.gz: {l.strip()}"
+    except OSError:
+        pass
+    print(why)
+EOF
+)
+if [[ -n $sctp_reason ]]; then
+    echo "k8s-e2e: skipping [Feature:SCTPConnectivity]: this kernel has no SCTP ($sctp_reason)"
+    skip+=('\[Feature:SCTPConnectivity\]')
+fi
+skip_re=$(IFS='|'; echo "${skip[*]}")
+
+if (( dry )); then
+    bin=${WEFT_K8S_BIN:-$repo/build-k8s/bin}
+    out=$(mktemp -d /tmp/k8s-e2e-dry.XXXX)
+    trap 'rm -rf "$out"' EXIT
+    cmd=("$bin/e2e-network.test")
+else
+    [[ $(id -u) == 0 ]] || die "run as root (the suite runs in the cluster's network namespace)"
+    env=$("$repo/scripts/cluster.sh" env 2>/dev/null) || die "no cluster is up (sudo scripts/cluster.sh up)"
+    eval "$env"
+    bin=$BIN
+    "$repo/scripts/cluster.sh" status >/dev/null 2>&1 || die "the cluster is not healthy (sudo scripts/cluster.sh status)"
+    out=$STATE/e2e/$(date -u +%Y%m%dT%H%M%SZ)
+    mkdir -p "$out"
+    kc() { ip netns exec "$CP_NS" "$BIN/kubectl" --kubeconfig "$KUBECONFIG" "$@"; }
+    ready=$(kc get nodes --no-headers 2>/dev/null | awk '$2 == "Ready"' | wc -l)
+    total=$(kc get nodes --no-headers 2>/dev/null | wc -l)
+    echo "k8s-e2e: $ready of $total nodes Ready"
+    (( ready > 0 )) || echo "k8s-e2e: no Ready node: every spec that makes a pod will fail (sudo scripts/cluster.sh up --nodes 2)"
+    if ! kc -n kube-system get endpointslices -l kubernetes.io/service-name=kube-dns -o jsonpath='{.items[*].endpoints[*].addresses}' 2>/dev/null | grep -q .; then
+        echo "k8s-e2e: no cluster DNS (kube-system/kube-dns has no endpoint): the Services specs that reach a service by its name fail"
+    fi
+    cmd=(ip netns exec "$CP_NS" "$bin/e2e-network.test" --kubeconfig="$KUBECONFIG"
+         --kubectl-path="$bin/kubectl" --report-dir="$out" --disable-log-dump)
+fi
+[[ -x $bin/e2e-network.test ]] || die "$bin/e2e-network.test is missing (scripts/k8s-build.sh)"
+
+cmd+=(--provider=skeleton --dns-domain=cluster.local --ginkgo.no-color
+      --ginkgo.json-report="$out/report.json" --ginkgo.timeout="${WEFT_E2E_TIMEOUT:-6h}")
+[[ -n $focus ]] && cmd+=(--ginkgo.focus="$focus")
+[[ -n $skip_re ]] && cmd+=(--ginkgo.skip="$skip_re")
+(( dry )) && cmd+=(--ginkgo.dry-run)
+cmd+=("${extra[@]}")
+echo "k8s-e2e: ${cmd[*]}"
+rc=0
+(cd "$out" && "${cmd[@]}" 2>&1) | tee "$out/e2e.log" || rc=$?
+(( dry )) || echo "k8s-e2e: reports and log in $out"
+[[ -s $out/report.json ]] || die "the suite wrote no report ($out/report.json; exit $rc)"
+
+# The last line, from the suite's JSON report: of the specs the focus selects.
+FOCUS=$focus SKIP=$skip_re DRY=$dry python3 - "$out/report.json" <<'EOF' || exit 1
+import json, os, re, sys
+focus = re.compile(os.environ["FOCUS"]) if os.environ["FOCUS"] else None
+skip = re.compile(os.environ["SKIP"]) if os.environ["SKIP"] else None
+passed = failed = skipped = 0
+lines = []
+for suite in json.load(open(sys.argv[1])):
+    for s in suite.get("SpecReports") or []:
+        if s.get("LeafNodeType") != "It":
+            continue
+        text = " ".join((s.get("ContainerHierarchyTexts") or []) + [s.get("LeafNodeText", "")])
+        state = s.get("State")
+        msg = (s.get("Failure") or {}).get("Message", "").strip().splitlines()
+        if state == "passed":
+            passed += 1
+            if os.environ["DRY"] == "1":
+                lines.append(f"  would run: {text}")
+        elif state in ("failed", "panicked", "interrupted", "aborted", "timedout"):
+            failed += 1
+        elif msg:  # skipped by the spec itself, with its reason
+            skipped += 1
+            lines.append(f"  skipped: {text}: {msg[0]}")
+        elif (focus is None or focus.search(text)) and skip and skip.search(text):
+            skipped += 1
+            lines.append(f"  skipped by --skip: {text}")
+print("\n".join(sorted(lines)))
+if os.environ["DRY"] == "1":
+    print(f"dry run: {passed} would run, {skipped} skipped")
+else:
+    print(f"{passed} passed, {failed} failed, {skipped} skipped")
+sys.exit(1 if failed else 0)
+EOF
+exit "$rc"

@@ -465,5 +465,6 @@ case ${1:-} in
         shift; name=$1 ns=$2; shift 2
         start "$name" "$ns" "$@" ;;
     env) load_env || die "no cluster"; cat "$STATE/cluster.env" ;;
+    e2e) shift; exec "$repo/scripts/k8s-e2e.sh" "$@" ;;   # the upstream e2e suite (docs/cluster.md)
     *) usage ;;
 esac

@@ -2,7 +2,7 @@
 # Builds the pinned Kubernetes (tests/k8s/versions.env) from the Go module
 # proxy into build-k8s/bin (or $WEFT_K8S_BIN): kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl,
-# agnhost and etcd in ONE `go build`, the sig-network e2e test binary
+# agnhost, etcd and kubedns (the cluster DNS) in ONE `go build`, the sig-network e2e test binary
 # (e2e-network.test, `go test -c`), then the pause binary from the pause.c
 # shipped in the k8s.io/kubernetes module zip; then, as root, the images
 # the nodes import (scripts/k8s-images.sh, build-k8s/images).
@@ -37,10 +37,10 @@ for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
 done
 
 # The commands: go.mod's tool directives (gen-gomod.sh writes them from its one
-# list) and our etcd main.
+# list), our etcd main and our cluster DNS (tests/k8s/cmd/kubedns).
 mapfile -t pkgs < <(awk '/^tool \(/ { t = 1; next } t && /^\)/ { t = 0 } t { print $1 }' "$mod/go.mod")
 (( ${#pkgs[@]} > 0 )) || { echo "k8s-build: no tool directives in $mod/go.mod" >&2; exit 1; }
-pkgs+=(./cmd/etcd)
+pkgs+=(./cmd/etcd ./cmd/kubedns)
 start=$(date +%s)
 # -mod=readonly: go.mod and go.sum are checked in and must already be complete.
 (cd "$mod" && CGO_ENABLED=0 "${nice[@]}" go build -mod=readonly -trimpath -ldflags "$ldflags" -o "$out/" "${pkgs[@]}")

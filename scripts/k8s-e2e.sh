@@ -8,6 +8,7 @@
 #   sudo scripts/k8s-e2e.sh --skip REGEX      # skipped in addition
 #   sudo scripts/k8s-e2e.sh --full            # every spec of the binary but [Disruptive] and [Flaky]
 #   sudo scripts/k8s-e2e.sh --dry-run         # lists what would run (no cluster needed)
+#   sudo scripts/k8s-e2e.sh --install-dns     # only installs the cluster DNS (below)
 #   sudo scripts/k8s-e2e.sh ... -- ARGS       # ARGS passed to the test binary as they are
 #
 # The default subset (issue 21 §4): every [Feature:NetworkPolicy] spec (the
@@ -19,7 +20,11 @@
 #
 # The suite runs inside the control plane's network namespace (the API server
 # is reachable only there) with the run's admin kubeconfig and the built
-# kubectl (the suite execs kubectl), `--provider=skeleton`. Reports (the
+# kubectl (the suite execs kubectl), `--provider=skeleton`. The Services specs
+# resolve service names: when kube-system/kube-dns has no endpoint, the
+# cluster DNS (tests/k8s/manifests/kube-dns.yaml, tests/k8s/cmd/kubedns) is
+# installed first at the kubelet's clusterDNS (the service range's .10)
+# (--no-dns: not). Reports (the
 # suite's JSON and JUnit, its log) go to <state>/e2e/<time>/. The output ends
 # with the suite's own summary and a last line `N passed, N failed, N skipped`
 # (specs selected by the focus: ran and passed, ran and failed, not run: skipped
@@ -29,16 +34,18 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 die() { echo "k8s-e2e: $*" >&2; exit 1; }
 
 subset='\[Feature:NetworkPolicy\]|Networking Granular Checks: Pods|\[sig-network\] HostPort .*\[Conformance\]|\[sig-network\] Services .*\[Conformance\]'
-focus=$subset skip=() dry=0 full=0 extra=()
+focus=$subset skip=() dry=0 full=0 extra=() dns=1 dns_only=0
 while (( $# )); do
     case $1 in
         --focus) focus=${2:?--focus needs a regular expression}; shift ;;
         --skip) skip+=("${2:?--skip needs a regular expression}"); shift ;;
         --full) full=1 ;;
         --dry-run) dry=1 ;;
+        --no-dns) dns=0 ;;
+        --install-dns) dns_only=1 ;;
         --) shift; extra=("$@"); break ;;
         -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
-        *) echo "k8s-e2e: unknown argument $1 (--focus R, --skip R, --full, --dry-run, -- ARGS)" >&2; exit 2 ;;
+        *) echo "k8s-e2e: unknown argument $1 (--focus R, --skip R, --full, --dry-run, --no-dns, --install-dns, -- ARGS)" >&2; exit 2 ;;
     esac
     shift
 done
@@ -85,9 +92,22 @@ else
     total=$(kc get nodes --no-headers 2>/dev/null | wc -l)
     echo "k8s-e2e: $ready of $total nodes Ready"
     (( ready > 0 )) || echo "k8s-e2e: no Ready node: every spec that makes a pod will fail (sudo scripts/cluster.sh up --nodes 2)"
-    if ! kc -n kube-system get endpointslices -l kubernetes.io/service-name=kube-dns -o jsonpath='{.items[*].endpoints[*].addresses}' 2>/dev/null | grep -q .; then
-        echo "k8s-e2e: no cluster DNS (kube-system/kube-dns has no endpoint): the Services specs that reach a service by its name fail"
+    dns_up() {
+        kc -n kube-system get endpointslices -l kubernetes.io/service-name=kube-dns \
+            -o jsonpath='{.items[*].endpoints[*].addresses}' 2>/dev/null | grep -q .
+    }
+    if (( dns_only )) || { (( dns && ready > 0 )) && ! dns_up; }; then
+        dns_ip=${SVC_CIDR4%.0/*}.10
+        image=$("$repo/scripts/k8s-images.sh" --list | awk -F'\t' '$2 ~ /kubedns/ { print $2 }')
+        [[ -n $image ]] || die "no kubedns image in scripts/k8s-images.sh --list"
+        echo "k8s-e2e: installing the cluster DNS (kube-system/kube-dns at $dns_ip, $image)"
+        sed -e "s|__DNS_IP__|$dns_ip|" -e "s|__IMAGE__|$image|" "$repo/tests/k8s/manifests/kube-dns.yaml" |
+            kc apply -f - >/dev/null || die "kubectl apply of tests/k8s/manifests/kube-dns.yaml failed"
+        kc -n kube-system rollout status deployment/kube-dns --timeout=180s ||
+            die "the cluster DNS did not become ready (kubectl -n kube-system describe pod -l k8s-app=kube-dns)"
+        (( dns_only )) && exit 0
     fi
+    dns_up || echo "k8s-e2e: no cluster DNS (kube-system/kube-dns has no endpoint): the Services specs that reach a service by its name fail"
     cmd=(ip netns exec "$CP_NS" "$bin/e2e-network.test" --kubeconfig="$KUBECONFIG"
          --kubectl-path="$bin/kubectl" --report-dir="$out" --disable-log-dump)
 fi

@@ -15,6 +15,8 @@
 #                    iproute2 iperf dnsutils), its porter certificates and users
 #   busybox-<v>.tar  registry.k8s.io/e2e-test-images/busybox:<v>, Debian's
 #                    busybox-static (1.35) with its applets linked
+#   kubedns-<v>.tar  localhost/weft/kubedns:<k8s version>, the cluster DNS
+#                    (tests/k8s/cmd/kubedns; CoreDNS is not on the module proxy)
 #
 # Idempotent: an image is rebuilt only when the hash of its inputs (binaries,
 # tag, this script, docker_archive.py, the base root filesystem) differs from
@@ -72,15 +74,19 @@ for t in "registry.k8s.io/pause:$(awk -F'= *' '/^TAG \?=/ { print $2 }' "$kdir/b
 done
 agnhost_tag=$(e2e_ref Agnhost)
 busybox_tag=$(e2e_ref BusyBox)
+# shellcheck source=../tests/k8s/versions.env
+. "$mod/versions.env"
+kubedns_tag=localhost/weft/kubedns:$K8S_VERSION
 tar_of() { local r=${1##*/}; echo "$out/${r/:/-}.tar"; }   # registry.k8s.io/pause:3.10.2 -> pause-3.10.2.tar
 
 if (( list )); then
     printf '%s\t%s\n' "$(tar_of "${pause_tags[0]}")" "${pause_tags[*]}" \
-        "$(tar_of "$agnhost_tag")" "$agnhost_tag" "$(tar_of "$busybox_tag")" "$busybox_tag"
+        "$(tar_of "$agnhost_tag")" "$agnhost_tag" "$(tar_of "$busybox_tag")" "$busybox_tag" \
+        "$(tar_of "$kubedns_tag")" "$kubedns_tag"
     exit 0
 fi
 [[ $(id -u) == 0 ]] || fail "run as root (mmdebstrap makes the Debian root filesystem)"
-for b in pause agnhost; do
+for b in pause agnhost kubedns; do
     [[ -x $bin/$b ]] || fail "$bin/$b is missing (run scripts/k8s-build.sh)"
 done
 [[ -x /bin/busybox ]] && /bin/busybox --list-full >/dev/null 2>&1 ||
@@ -160,4 +166,8 @@ build "$(tar_of "$busybox_tag")" "$busybox_tag" /bin/busybox "$tmpetc/passwd" "$
     --tag "$busybox_tag" --file /bin/busybox:/bin/busybox:0755 "${links[@]}" \
     --file "$tmpetc/passwd:/etc/passwd:0644" --file "$tmpetc/group:/etc/group:0644" \
     --dir /tmp:1777 --dir /root:0700 --cmd '["sh"]'
+
+# kubedns: the static binary alone, as upstream's CoreDNS image is.
+build "$(tar_of "$kubedns_tag")" "$kubedns_tag" "$bin/kubedns" -- \
+    --tag "$kubedns_tag" --file "$bin/kubedns:/kubedns:0755" --entrypoint '["/kubedns"]'
 echo "k8s-images: $(cd "$out" && echo *.tar) in $out" >&2

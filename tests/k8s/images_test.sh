@@ -96,6 +96,7 @@ done
 pause=$(sed -n 1p <<<"${lines[0]#*$'\t'}" | cut -d' ' -f1)
 agnhost=${lines[1]#*$'\t'}
 busybox=${lines[2]#*$'\t'}
+kubedns=${lines[3]#*$'\t'}
 
 # --net-host: the containers share the shim's network namespace, which is
 # containerd's, $ns.
@@ -129,6 +130,25 @@ else bad "ctr run $agnhost"; fi
 
 x=$("${C[@]}" run --rm --net-host --cgroup "$cg/bb" "$busybox" bb sh -c 'echo hello | wc -c; id -u; ls -ld /tmp | cut -c1-10' 2>&1)
 [[ $x == $'6\n0\ndrwxrwxrwt' ]] && ok "busybox sh -c with applets" || bad "busybox: '$x'"
+
+# kubedns with an API server that is not there: up, /healthz 200, /ready 503
+# and SERVFAIL until its informers sync (tests/k8s/cmd/kubedns has the rest).
+printf 'apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\nusers: [{name: u, user: {}}]\n' >"$dir/kc"
+if "${C[@]}" run -d --net-host --cgroup "$cg/dns" --mount "type=bind,src=$dir/kc,dst=/kc,options=rbind:ro" \
+        "$kubedns" dns /kubedns --listen=127.0.0.1:5353 --health=127.0.0.1:8053 --kubeconfig=/kc >/dev/null; then
+    for _ in $(seq 50); do
+        hz=$(ip netns exec "$ns" curl -s -m 1 -o /dev/null -w '%{http_code}' http://127.0.0.1:8053/healthz) && [[ $hz == 200 ]] && break
+        sleep 0.2
+    done
+    rd=$(ip netns exec "$ns" curl -s -m 1 -o /dev/null -w '%{http_code}' http://127.0.0.1:8053/ready)
+    sf=$(ip netns exec "$ns" python3 -c '
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
+s.sendto(bytes.fromhex("abcd01000001000000000000") + b"\x03web\x03ns1\x03svc\x07cluster\x05local\x00\x00\x01\x00\x01", ("127.0.0.1", 5353))
+print(s.recv(512)[3] & 15)')
+    [[ $hz == 200 && $rd == 503 && $sf == 2 ]] && ok "kubedns runs: /healthz 200, /ready 503, SERVFAIL before sync" ||
+        bad "kubedns: healthz '$hz' ready '$rd' rcode '$sf'"
+else bad "ctr run $kubedns"; fi
 
 echo "images_test: $pass passed, $failed failed"
 ((failed == 0))

@@ -132,7 +132,15 @@ focus = re.compile(os.environ["FOCUS"]) if os.environ["FOCUS"] else None
 skip = re.compile(os.environ["SKIP"]) if os.environ["SKIP"] else None
 passed = failed = skipped = 0
 lines = []
-for suite in json.load(open(sys.argv[1])):
+suites = json.load(open(sys.argv[1]))
+BAD = ("failed", "panicked", "interrupted", "aborted", "timedout")
+# A suite node that failed (the BeforeSuite: no Ready node, ...) runs no spec,
+# and the report then lists none: every spec that was to run counts as failed.
+suite_failed = [s.get("LeafNodeType") for suite in suites for s in suite.get("SpecReports") or []
+                if s.get("LeafNodeType") != "It" and s.get("State") in BAD]
+for t in suite_failed:
+    lines.append(f"  failed: [{t}]: no spec ran")
+for suite in suites:
     for s in suite.get("SpecReports") or []:
         if s.get("LeafNodeType") != "It":
             continue
@@ -143,7 +151,7 @@ for suite in json.load(open(sys.argv[1])):
             passed += 1
             if os.environ["DRY"] == "1":
                 lines.append(f"  would run: {text}")
-        elif state in ("failed", "panicked", "interrupted", "aborted", "timedout"):
+        elif state in BAD:
             failed += 1
         elif msg:  # skipped by the spec itself, with its reason
             skipped += 1
@@ -151,6 +159,9 @@ for suite in json.load(open(sys.argv[1])):
         elif (focus is None or focus.search(text)) and skip and skip.search(text):
             skipped += 1
             lines.append(f"  skipped by --skip: {text}")
+if suite_failed:
+    will = sum((suite.get("PreRunStats") or {}).get("SpecsThatWillRun", 0) for suite in suites)
+    failed += max(0, will - passed - failed - skipped)
 print("\n".join(sorted(lines)))
 if os.environ["DRY"] == "1":
     print(f"dry run: {passed} would run, {skipped} skipped")

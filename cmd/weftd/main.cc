@@ -57,6 +57,7 @@ int RealMain(int argc, char** argv) {
   bool leave = false;
   std::string network_policy;  // "" = on with kubernetes, off with etcd
   bool netpol_flush_conntrack = true;  // --netpol-recheck-established
+  bool cluster_network_policy = true;  // --cluster-network-policy
 
   app.add_option("--node-name", o.node_name, "This node's name (Node object / etcd record)")->envname("NODE_NAME");
   app.add_option("--control-plane", control_plane, "Source of truth: kubernetes or etcd")
@@ -135,6 +136,10 @@ int RealMain(int argc, char** argv) {
   app.add_option("--netpol-recheck-established", netpol_flush_conntrack,
                  "Judge established connections again when a change narrows what their pods may do")
       ->capture_default_str();
+  app.add_option("--cluster-network-policy", cluster_network_policy,
+                 "Enforce ClusterNetworkPolicy (policy.networking.k8s.io/v1alpha2) with NetworkPolicy; without its "
+                 "CRD weftd asks again every 30 s")
+      ->capture_default_str();
   app.add_flag("--leave", leave, "Withdraw this node from etcd (revoke its lease, delete its subnet) and exit");
   CLI11_PARSE(app, argc, argv);
 
@@ -210,6 +215,7 @@ int RealMain(int argc, char** argv) {
       n.namespaces_file = agent::NetpolNamespacesFile(o);
       n.resync = o.resync;
       n.recheck_established = netpol_flush_conntrack;
+      n.cluster_network_policy = cluster_network_policy;
       n.watch_timeout_seconds = watch_timeout;
       netpol = std::make_unique<policy::NetpolController>(std::move(n), k.endpoint, policy::NewNetpolKernel());
     }

@@ -40,6 +40,17 @@ class HttpKubeApi : public KubeApi {
     return client_.Stream(std::move(req), on_line, stop, idle_timeout);
   }
 
+  Result<sys::HttpResponse> Patch(const std::string& path, const std::string& content_type,
+                                  const std::string& body) override {
+    sys::HttpRequest req;
+    req.method = "PATCH";
+    req.url = path;
+    req.headers.push_back("Content-Type: " + content_type);
+    req.body = body;
+    req.timeout = std::chrono::seconds(30);
+    return client_.Do(std::move(req));
+  }
+
  private:
   KubeClient client_;
 };
@@ -47,6 +58,10 @@ class HttpKubeApi : public KubeApi {
 }  // namespace
 
 std::unique_ptr<KubeApi> NewKubeApi(const KubeEndpoint& endpoint) { return std::make_unique<HttpKubeApi>(endpoint); }
+
+Result<sys::HttpResponse> KubeApi::Patch(const std::string& path, const std::string&, const std::string&) {
+  return Status::Error(Reason::kUnavailable, Domain::kControlPlane, "PATCH " + path + ": not supported here");
+}
 
 const char* EventTypeName(EventType t) {
   switch (t) {
@@ -212,6 +227,20 @@ Status Informer::List(const std::atomic<bool>& stop) {
       handler_.OnListStart();
       continue;
     }
+    if (resp->status == 404 && spec_.may_be_absent && token.empty()) {
+      // Not served (its CRD is not installed): nothing of it exists.
+      handler_.OnListEnd(true);
+      rv_.clear();
+      synced_ = true;
+      absent_ = true;
+      absent_flag_ = true;
+      if (!absent_logged_)
+        WEFT_LOG(kInfo, "resource not served by the API server (404); treated as empty, listed again periodically",
+                 {"what", spec_.what}, {"path", spec_.path},
+                 {"retry_s", std::chrono::duration_cast<std::chrono::seconds>(spec_.absent_retry).count()});
+      absent_logged_ = true;
+      return Status::Ok();
+    }
     if (resp->status != 200) {
       handler_.OnListEnd(false);
       return HttpError("list " + spec_.what, resp->status, resp->body);
@@ -233,12 +262,32 @@ Status Informer::List(const std::atomic<bool>& stop) {
   handler_.OnListEnd(true);
   rv_ = list_rv;
   synced_ = true;
+  if (absent_) WEFT_LOG(kInfo, "resource served again", {"what", spec_.what});
+  absent_ = false;
+  absent_flag_ = false;
+  absent_logged_ = false;
   WEFT_LOG(kInfo, "listed", {"what", spec_.what}, {"items", items}, {"pages", pages}, {"resourceVersion", rv_});
   return Status::Ok();
 }
 
 ListWatchSource::WatchEnd Informer::Watch(const std::atomic<bool>& stop) {
   WatchEnd out;
+  if (absent_) {
+    // Nothing to watch: ask again every absent_retry, quietly, until the
+    // resource is served (anything but a 404); then list it.
+    for (;;) {
+      if (!sleep_(spec_.absent_retry, stop)) {
+        out.end = End::kStopped;
+        return out;
+      }
+      auto probe = api_->Get(spec_.path + "?limit=1");
+      if (probe.ok() && probe->status == 404) continue;
+      out.end = End::kExpired;
+      out.progressed = true;
+      out.why = Status::Error(Reason::kNotFound, Domain::kControlPlane, spec_.what + " may be served now");
+      return out;
+    }
+  }
   bool gone = false;
   Status line_error;
   auto started = std::chrono::steady_clock::now();

@@ -38,6 +38,10 @@ class KubeApi {
   // GET `path` (path + query, e.g. "/api/v1/pods?limit=500"): any HTTP status is a response; transport failure is
   // an error.
   virtual Result<sys::HttpResponse> Get(const std::string& path) = 0;
+  // PATCH `path` with `body` of `content_type` (e.g. application/merge-patch+json); as Get. The default refuses
+  // (sources that only read).
+  virtual Result<sys::HttpResponse> Patch(const std::string& path, const std::string& content_type,
+                                          const std::string& body);
   // A streaming GET (watch): `on_line` gets each complete line; see HttpClient::Stream.
   virtual Result<sys::HttpResponse> Watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
                                      const std::atomic<bool>& stop, std::chrono::milliseconds idle_timeout) = 0;
@@ -53,6 +57,11 @@ struct ResourceSpec {
   std::string field_selector;    // "" = none, e.g. "spec.nodeName=n1"
   int64_t page_size = 500;
   int64_t watch_timeout_seconds = 300;
+  // A resource that may not be served (a CRD not installed): a 404 on the
+  // list is an empty, complete list (logged once, not an error), and the list
+  // is tried again every `absent_retry` instead of watching.
+  bool may_be_absent = false;
+  std::chrono::milliseconds absent_retry{std::chrono::seconds(30)};
 };
 
 enum class EventType { kAdded, kModified, kDeleted };
@@ -94,6 +103,7 @@ class Informer : public ListWatchSource {
   // server that ends every watch at once is not hammered. Returns when `stop` is set. Thread: one dedicated thread.
   void Run(const std::atomic<bool>& stop);
   bool synced() const;  // the first complete list was delivered
+  bool absent() const { return absent_flag_.load(); }  // may_be_absent and the server does not serve it now
 
   // The requests, as sent (unit tests). Query order: list "limit, selectors, continue"; watch "watch=1,
   // allowWatchBookmarks, resourceVersion, timeoutSeconds, selectors".
@@ -117,6 +127,9 @@ class Informer : public ListWatchSource {
   SleepFn sleep_;
   std::string rv_;  // where the next watch resumes
   std::atomic<bool> synced_{false};
+  bool absent_ = false;         // the last list was a 404 of a resource that may be absent
+  bool absent_logged_ = false;
+  std::atomic<bool> absent_flag_{false};
 };
 
 // --- Pure parsing (unit-tested, fuzzed in tests/fuzz/fuzz_kube.cc) --------

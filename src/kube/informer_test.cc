@@ -190,6 +190,31 @@ TEST_F(InformerTest, ExpiredContinueTokenRestartsTheList) {
   EXPECT_TRUE(sleeps_.empty());
 }
 
+// A CRD that is not installed: the 404 is an empty, complete list; the
+// informer probes quietly every absent_retry and lists once it is served.
+TEST_F(InformerTest, AResourceThatMayBeAbsentIsEmptyUntilServed) {
+  spec_.may_be_absent = true;
+  spec_.absent_retry = std::chrono::milliseconds(30000);
+  script_.steps = {GetStatus(404), GetStatus(404), GetStatus(404), Page({}, "7"),  // probes, then served
+                   Page({Obj("a", "8")}, "9"), WatchLines({Ev("ADDED", Obj("b", "10"))})};
+  Run();
+  EXPECT_EQ(script_.requests, (Strings{List(), "GET /api/v1/pods?limit=1", "GET /api/v1/pods?limit=1",
+                                       "GET /api/v1/pods?limit=1", List(), Watch("9"), Watch("10")}));
+  EXPECT_EQ(rec_.calls, (Strings{"REPLACE", "REPLACE ns/a", "ADDED ns/b 10"}));
+  EXPECT_TRUE(synced_);
+  EXPECT_EQ(stats_.errors.load(), 0u);
+  EXPECT_EQ(sleeps_, (Sleeps{30000, 30000, 30000}));
+  // Without may_be_absent a 404 stays an error.
+  script_.requests.clear();
+  script_.stop = false;
+  spec_.may_be_absent = false;
+  script_.steps = {GetStatus(404)};
+  Recorder other;
+  Run(other);
+  EXPECT_FALSE(synced_);
+  EXPECT_EQ(stats_.errors.load(), 1u);
+}
+
 TEST_F(InformerTest, NotSyncedWithoutACompleteList) {
   script_.steps = {Page({Obj("a", "1")}, "10", "x")};  // the second page never comes
   Run();

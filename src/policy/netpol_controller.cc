@@ -3,6 +3,7 @@
 #include <malloc.h>
 
 #include <condition_variable>
+#include <ctime>
 #include <map>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -88,6 +89,16 @@ class SystemNetpolKernel : public NetpolKernel {
   }
 };
 
+// metav1.Time as the API writes it: "2026-11-27T06:00:00Z".
+std::string NowRfc3339() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 int64_t UsSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count();
 }
@@ -105,6 +116,8 @@ struct NetpolController::Impl {
         pods(netpol::DecodePod, &notifier),
         namespaces(netpol::DecodeNamespace, &notifier),
         policies(netpol::DecodePolicy, &notifier),
+        cnps(netpol::DecodeClusterPolicy, &notifier),
+        nodes(netpol::DecodeNodeInfo, &notifier),
         engine(netpol::EngineOptions{opts.node_name, opts.pending_group}) {}
 
   // Feeds what the caches drained into the engine. REQUIRES: engine_mu held.
@@ -114,6 +127,11 @@ struct NetpolController::Impl {
       ++n;
       if (d.object) engine.UpsertNamespace(*d.object);
       else engine.RemoveNamespace(d.key);
+    }
+    for (auto& d : nodes.Drain()) {
+      ++n;
+      if (d.object) engine.UpsertNode(*d.object);
+      else engine.RemoveNode(d.key);
     }
     // Pods before policies: a new policy fills its sets from the pods of
     // the namespaces it can reach, where a new pod is checked against every
@@ -129,7 +147,56 @@ struct NetpolController::Impl {
       if (d.object) engine.UpsertPolicy(*d.object);
       else engine.RemovePolicy(d.key);
     }
+    for (auto& d : cnps.Drain()) {
+      ++n;
+      if (d.object) {
+        engine.UpsertClusterPolicy(*d.object);
+        status_pending.try_emplace(d.key, Clock::now());
+      } else {
+        engine.RemoveClusterPolicy(d.key);
+        status_pending.erase(d.key);
+      }
+    }
     return n;
+  }
+
+  // Writes status.conditions of the ClusterNetworkPolicies whose condition
+  // changed, once their rules are in the kernel. One weftd writes (the
+  // first Node by name); the others write too when the condition is still
+  // missing after cnp_status_grace (that weftd may be down). Every weftd
+  // computes the same condition, so a second writer changes nothing.
+  // REQUIRES: engine_mu held; called after a successful apply.
+  void WriteStatuses() {
+    if (status_pending.empty()) return;
+    bool writer = engine.FirstNodeName().empty() || engine.FirstNodeName() == opts.node_name;
+    auto now = Clock::now();
+    for (auto it = status_pending.begin(); it != status_pending.end();) {
+      auto cur = cnps.Get(it->first);
+      std::string patch = cur ? netpol::ConditionPatch(*cur, NowRfc3339()) : "";
+      if (patch.empty()) {
+        it = status_pending.erase(it);
+        continue;
+      }
+      if (!writer && now - it->second < opts.cnp_status_grace) {
+        ++it;
+        continue;
+      }
+      if (!status_api) status_api = apis();
+      auto r = status_api->Patch(std::string(netpol::kCnpPath) + "/" + it->first + "/status",
+                                 "application/merge-patch+json", patch);
+      if (r.ok() && (r->status == 200 || r->status == 404)) {
+        if (r->status == 200) metrics.cnp_status_writes++;
+        it = status_pending.erase(it);  // the watch brings the written status back
+        continue;
+      }
+      metrics.cnp_status_errors++;
+      WEFT_LOG(kWarn, "cannot write a ClusterNetworkPolicy's status; retrying", {"policy", it->first},
+               {"err", r.ok() ? Status::Error(Reason::kUnavailable, Domain::kControlPlane,
+                                              "HTTP " + std::to_string(r->status), r->body.substr(0, 256))
+                              : r.status()});
+      it->second = now;  // again after the grace period at the latest
+      ++it;
+    }
   }
 
   // Writes the plugin's namespaces file when its content changed.
@@ -236,6 +303,9 @@ struct NetpolController::Impl {
                          engine.desired().sets.at("local6").elements.size();
     metrics.isolated_ingress = engine.local_isolated(true);
     metrics.isolated_egress = engine.local_isolated(false);
+    metrics.cluster_policies = engine.cluster_policy_count();
+    metrics.nodes = engine.node_count();
+    if (kube::Informer* inf = cnp_informer.load()) metrics.cnp_crd_absent = inf->absent();
   }
 
   void ObserveLatency(int64_t us) {
@@ -246,14 +316,19 @@ struct NetpolController::Impl {
     metrics.latency_bucket[i]++;
   }
 
-  std::thread StartInformer(const char* what, const char* path, kube::InformerHandler& h, const std::atomic<bool>& stop) {
-    return std::thread([this, &stop, what, path, &h] {
+  std::thread StartInformer(const char* what, const char* path, kube::InformerHandler& h, const std::atomic<bool>& stop,
+                            bool may_be_absent = false) {
+    return std::thread([this, &stop, what, path, &h, may_be_absent] {
       kube::ResourceSpec spec;
       spec.what = what;
       spec.path = path;
       spec.watch_timeout_seconds = opts.watch_timeout_seconds;
+      spec.may_be_absent = may_be_absent;
+      spec.absent_retry = opts.cnp_absent_retry;
       kube::Informer inf(apis(), spec, h, stats);
+      if (may_be_absent) cnp_informer = &inf;
       inf.Run(stop);
+      if (may_be_absent) cnp_informer = nullptr;
     });
   }
 
@@ -261,7 +336,8 @@ struct NetpolController::Impl {
   // open what a policy closes. Returns the notifier's last value seen.
   uint64_t WaitForLists(const std::atomic<bool>& stop) {
     uint64_t seen = 0;
-    while (!stop.load() && !(pods.synced() && namespaces.synced() && policies.synced()))
+    while (!stop.load() && !(pods.synced() && namespaces.synced() && policies.synced() &&
+                             (!opts.cluster_network_policy || (cnps.synced() && nodes.synced()))))
       seen = notifier.Wait(seen, std::chrono::milliseconds(500), stop);
     if (!stop.load()) WEFT_LOG(kInfo, "network policy: lists complete");
     return seen;
@@ -296,6 +372,7 @@ struct NetpolController::Impl {
     } else {
       loop.retry_at = Clock::time_point::max();
       Synced(loop, applied, changes, woke);
+      WriteStatuses();
     }
     UpdateGauges();
   }
@@ -343,6 +420,11 @@ struct NetpolController::Impl {
   kube::Cache<netpol::Pod> pods;
   kube::Cache<netpol::Namespace> namespaces;
   kube::Cache<netpol::Policy> policies;
+  kube::Cache<netpol::ClusterPolicy> cnps;
+  kube::Cache<netpol::NodeInfo> nodes;
+  std::atomic<kube::Informer*> cnp_informer{nullptr};
+  std::map<std::string, Clock::time_point> status_pending;  // CNP name -> since when its condition may be due
+  std::unique_ptr<kube::KubeApi> status_api;               // the sync thread's
   std::mutex engine_mu;
   netpol::Engine engine;
   std::string namespaces_written;
@@ -368,6 +450,10 @@ void NetpolController::Run(const std::atomic<bool>& stop) {
   threads.push_back(s.StartInformer("namespaces", "/api/v1/namespaces", s.namespaces, stop));
   threads.push_back(s.StartInformer("networkpolicies", "/apis/networking.k8s.io/v1/networkpolicies", s.policies, stop));
   threads.push_back(s.StartInformer("pods", "/api/v1/pods", s.pods, stop));
+  if (s.opts.cluster_network_policy) {
+    threads.push_back(s.StartInformer("nodes", "/api/v1/nodes", s.nodes, stop));
+    threads.push_back(s.StartInformer("clusternetworkpolicies", netpol::kCnpPath, s.cnps, stop, true));
+  }
   threads.emplace_back([&s, &stop] { s.RecheckLoop(stop); });
 
   uint64_t seen = s.WaitForLists(stop);
@@ -441,6 +527,13 @@ std::string RenderNetpolMetrics(const NetpolMetrics& m) {
   out += "weft_netpol_dropped_packets_total{direction=\"ingress\"} " + std::to_string(m.dropped_ingress.load()) + "\n";
   out += "weft_netpol_dropped_packets_total{direction=\"egress\"} " + std::to_string(m.dropped_egress.load()) + "\n";
   gauge("weft_netpol_ready", "1 once the first complete lists were enforced.", m.ready.load() ? 1 : 0);
+  gauge("weft_cnp_policies", "ClusterNetworkPolicies known (both tiers).", m.cluster_policies.load());
+  gauge("weft_cnp_nodes", "Nodes known (the addresses of nodes peers).", m.nodes.load());
+  gauge("weft_cnp_crd_absent", "1 while the API server does not serve clusternetworkpolicies (CRD not installed).",
+        m.cnp_crd_absent.load() ? 1 : 0);
+  gauge("weft_cnp_status_writes_total", "status.conditions written to ClusterNetworkPolicies.",
+        m.cnp_status_writes.load(), "counter");
+  gauge("weft_cnp_status_errors_total", "Failed status writes (retried).", m.cnp_status_errors.load(), "counter");
   return out;
 }
 

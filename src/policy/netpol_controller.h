@@ -60,6 +60,13 @@ struct NetpolOptions {
   std::chrono::milliseconds batch{std::chrono::milliseconds(10)};  // events coalesced this long
   bool recheck_established = true;  // mark established connections of tightened addresses for a recheck
   int64_t watch_timeout_seconds = 300;
+  // ClusterNetworkPolicy (docs/clusternetworkpolicy.md): watched with Nodes;
+  // a cluster without the CRD is asked again every cnp_absent_retry.
+  bool cluster_network_policy = true;
+  std::chrono::milliseconds cnp_absent_retry{std::chrono::seconds(30)};
+  // status.conditions: written by the weftd of the first Node by name, and
+  // by any weftd when a needed write is still missing after this long.
+  std::chrono::milliseconds cnp_status_grace{std::chrono::seconds(10)};
 };
 
 // Read by the metrics endpoint.
@@ -83,6 +90,12 @@ struct NetpolMetrics {
   std::atomic<uint64_t> dropped_ingress{0};
   std::atomic<uint64_t> dropped_egress{0};
   std::atomic<bool> ready{false};
+  // ClusterNetworkPolicy.
+  std::atomic<uint64_t> cluster_policies{0};
+  std::atomic<uint64_t> nodes{0};
+  std::atomic<bool> cnp_crd_absent{false};
+  std::atomic<uint64_t> cnp_status_writes{0};
+  std::atomic<uint64_t> cnp_status_errors{0};
 };
 std::string RenderNetpolMetrics(const NetpolMetrics& m);
 

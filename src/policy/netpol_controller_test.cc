@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "kube/informer.h"
@@ -37,10 +38,33 @@ class FakeCluster {
     std::lock_guard lock(mu_);
     failing_ = path;
   }
+  // The collection is not served (a CRD not installed) until Serve().
+  void Absent(const std::string& path) {
+    std::lock_guard lock(mu_);
+    absent_.insert(path);
+  }
+  void Serve(const std::string& path) {
+    std::lock_guard lock(mu_);
+    absent_.erase(path);
+  }
+  Result<sys::HttpResponse> Patch(const std::string& path, const std::string& type, const std::string& body) {
+    std::lock_guard lock(mu_);
+    patches.push_back(path + " " + type + " " + body);
+    return sys::HttpResponse{200, "{}"};
+  }
+  std::vector<std::string> Patches() {
+    std::lock_guard lock(mu_);
+    return patches;
+  }
+  size_t gets_absent = 0;
   Result<sys::HttpResponse> Get(const std::string& path) {
     std::lock_guard lock(mu_);
     std::string p = path.substr(0, path.find('?'));
     if (p == failing_) return sys::HttpResponse{500, R"({"kind":"Status","code":500})"};
+    if (absent_.count(p)) {
+      gets_absent++;
+      return sys::HttpResponse{404, R"({"kind":"Status","code":404,"reason":"NotFound"})"};
+    }
     json list = {{"kind", "List"}, {"metadata", {{"resourceVersion", std::to_string(rv_)}}}, {"items", items_[p]}};
     return sys::HttpResponse{200, list.dump()};
   }
@@ -69,6 +93,8 @@ class FakeCluster {
   std::condition_variable cv_;
   uint64_t rv_ = 100;
   std::string failing_;
+  std::set<std::string> absent_;
+  std::vector<std::string> patches;
   std::map<std::string, std::vector<json>> items_;
   std::map<std::string, std::deque<std::string>> lines_;
 };
@@ -80,6 +106,9 @@ class FakeApi : public kube::KubeApi {
   Result<sys::HttpResponse> Watch(const std::string& path, const std::function<bool(std::string_view)>& on_line,
                              const std::atomic<bool>& stop, std::chrono::milliseconds) override {
     return c_->Watch(path, on_line, stop);
+  }
+  Result<sys::HttpResponse> Patch(const std::string& path, const std::string& type, const std::string& body) override {
+    return c_->Patch(path, type, body);
   }
 
  private:
@@ -134,6 +163,7 @@ class FakeKernel : public NetpolKernel {
 constexpr char kPods[] = "/api/v1/pods";
 constexpr char kNamespaces[] = "/api/v1/namespaces";
 constexpr char kPolicies[] = "/apis/networking.k8s.io/v1/networkpolicies";
+constexpr char kCnps[] = "/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies";
 
 json PodJson(const std::string& ns, const std::string& name, const std::string& node, const std::string& ip,
              const std::string& label) {
@@ -150,6 +180,7 @@ class NetpolControllerTest : public ::testing::Test {
  protected:
   void Start(std::chrono::milliseconds resync = std::chrono::seconds(30)) {
     NetpolOptions o;
+    o.cnp_absent_retry = std::chrono::milliseconds(50);
     o.node_name = "n1";
     o.namespaces_file = "/nonexistent/netpol-namespaces";
     o.resync = resync;
@@ -240,6 +271,45 @@ TEST_F(NetpolControllerTest, FullReplaceFromCompleteListsThenDeltas) {
   }
   std::lock_guard lock(log_.mu);
   EXPECT_EQ(log_.namespaces.find("\nx\n"), std::string::npos);
+}
+
+// ClusterNetworkPolicy: without the CRD weftd enforces NetworkPolicy as
+// before; once the CRD is served its policies are listed, enforced, and
+// their status written (this weftd is on the first Node by name).
+TEST_F(NetpolControllerTest, ClusterNetworkPoliciesFromAMissingCrdToEnforcedWithStatus) {
+  cluster_.Absent(kCnps);
+  cluster_.Put(kNamespaces, {{"metadata", {{"name", "x"}, {"labels", {{"t", "1"}}}}}});
+  cluster_.Put("/api/v1/nodes", {{"metadata", {{"name", "n1"}}}, {"status", {{"addresses", {{{"type", "InternalIP"}, {"address", "192.168.0.1"}}}}}}});
+  cluster_.Put(kPods, PodJson("x", "a", "n1", "10.0.1.1", "a"));
+  Start();
+  std::string first = WaitScripts(1);
+  EXPECT_EQ(first.find("jump in-"), std::string::npos) << first;  // nothing isolates yet
+  EXPECT_TRUE(ctl_->metrics().ready.load());
+  json cnp = {{"metadata", {{"name", "deny-meta"}, {"generation", 1}}},
+              {"spec", {{"tier", "Admin"}, {"priority", 0}, {"subject", {{"namespaces", json::object()}}},
+                        {"egress", {{{"action", "Deny"}, {"to", {{{"networks", {"169.254.169.254/32"}}}}}}}}}}};
+  cluster_.Put(kCnps, cnp);
+  cluster_.Serve(kCnps);
+  std::string delta = WaitScripts(2);
+  EXPECT_NE(delta.find("Admin:deny-meta egress 0 Deny"), std::string::npos) << delta;
+  EXPECT_NE(delta.find("169.254.169.254"), std::string::npos) << delta;
+  std::vector<std::string> patches;
+  for (int i = 0; i < 300 && patches.empty(); ++i) {
+    patches = cluster_.Patches();
+    if (patches.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(patches.size(), 1u);
+  EXPECT_EQ(patches[0].find(std::string(kCnps) + "/deny-meta/status application/merge-patch+json "), 0u) << patches[0];
+  EXPECT_NE(patches[0].find(R"("reason":"Accepted")"), std::string::npos) << patches[0];
+  EXPECT_NE(patches[0].find(R"("observedGeneration":1)"), std::string::npos) << patches[0];
+  EXPECT_EQ(ctl_->metrics().cluster_policies.load(), 1u);
+  EXPECT_FALSE(ctl_->metrics().cnp_crd_absent.load());
+  {
+    std::lock_guard lock(log_.mu);
+    EXPECT_NE(log_.namespaces.find("\nx\n"), std::string::npos) << log_.namespaces;  // pods start pending
+  }
+  EXPECT_NE(ctl_->DescribeJson().find("Admin:deny-meta"), std::string::npos);
+  EXPECT_NE(RenderNetpolMetrics(ctl_->metrics()).find("weft_cnp_status_writes_total 1"), std::string::npos);
 }
 
 TEST_F(NetpolControllerTest, AFailedApplyIsRetriedAsAFullReplace) {

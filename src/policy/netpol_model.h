@@ -132,6 +132,9 @@ class Engine {
   size_t policy_count() const { return policies_.size(); }
   size_t cluster_policy_count() const { return cnps_.size(); }
   size_t node_count() const { return nodes_.size(); }
+  // The first Node by name ("" when none is known): its weftd writes the
+  // ClusterNetworkPolicies' status.
+  std::string FirstNodeName() const { return nodes_.empty() ? "" : nodes_.begin()->first; }
   size_t pod_count() const { return pods_.size(); }
   size_t local_isolated(bool ingress) const;
   std::vector<PodPolicyView> LocalPods() const;

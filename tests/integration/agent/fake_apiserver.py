@@ -99,13 +99,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 # ---------------------------------------------------------------- resources
 
 class Resource:
-    def __init__(self, plural, kind, group, namespaced, fields, status):
+    def __init__(self, plural, kind, group, namespaced, fields, status, version="v1", crd=False):
         self.plural, self.kind, self.group = plural, kind, group
         self.namespaced = namespaced
         self.fields = fields          # selectable fields besides metadata.*
         self.status = status          # has a /status subresource
-        self.api_version = group + "/v1" if group else "v1"
-        self.prefix = "/apis/%s/v1" % group if group else "/api/v1"
+        self.version = version
+        self.crd = crd                # served only while its CRD is installed (/_test/crds)
+        self.api_version = group + "/" + version if group else "v1"
+        self.prefix = "/apis/%s/%s" % (group, version) if group else "/api/v1"
 
 
 RESOURCES = {r.plural: r for r in [
@@ -115,7 +117,13 @@ RESOURCES = {r.plural: r for r in [
         "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
         "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"}, True),
     Resource("networkpolicies", "NetworkPolicy", "networking.k8s.io", True, set(), False),
+    # sigs.k8s.io/network-policy-api v0.3.0's CRD (deploy/crd/clusternetworkpolicies.yaml): cluster-scoped,
+    # a status subresource; the stand-in serves its v1alpha2 only (the real CRD serves v1beta1 too).
+    Resource("clusternetworkpolicies", "ClusterNetworkPolicy", "policy.networking.k8s.io", False, set(), True,
+             version="v1alpha2", crd=True),
 ]}
+# Resources whose generation counts spec changes (the built-in NetworkPolicy, and every CRD).
+GENERATION = {"networkpolicies", "clusternetworkpolicies"}
 KINDS = {r.kind: r for r in RESOURCES.values()}
 SYSTEM_NAMESPACES = ["default", "kube-node-lease", "kube-public", "kube-system"]
 
@@ -540,6 +548,32 @@ def validate_np(spec, errs):
                                         '`cidr`' % (pp, k, ex))
 
 
+def validate_cnp(spec, errs):
+    """The CRD's structural schema, its top level only (tier, priority,
+    subject); rules are stored as sent."""
+    tier = spec.get("tier")
+    if tier is None:
+        errs.append("spec.tier: Required value")
+    elif tier not in ("Admin", "Baseline"):
+        errs.append('spec.tier: Unsupported value: "%s": supported values: "Admin", "Baseline"' % tier)
+    prio = spec.get("priority")
+    if prio is None:
+        errs.append("spec.priority: Required value")
+    elif not isinstance(prio, int) or isinstance(prio, bool):
+        errs.append('spec.priority: Invalid value: "%s": spec.priority in body must be of type integer' % type(prio).__name__)
+    elif prio < 0:
+        errs.append("spec.priority: Invalid value: %d: spec.priority in body should be greater than or equal to 0" % prio)
+    elif prio > 1000:
+        errs.append("spec.priority: Invalid value: %d: spec.priority in body should be less than or equal to 1000" % prio)
+    subject = spec.get("subject")
+    if subject is None:
+        errs.append("spec.subject: Required value")
+    elif isinstance(subject, dict) and len(subject) < 1:
+        errs.append("spec.subject: Invalid value: 0: spec.subject in body should have at least 1 properties")
+    elif isinstance(subject, dict) and len(subject) > 1:
+        errs.append("spec.subject: Invalid value: %d: spec.subject in body should have at most 1 properties" % len(subject))
+
+
 def validate_object(res, obj):
     meta = obj["metadata"]
     name = meta.get("name", "")
@@ -557,6 +591,8 @@ def validate_object(res, obj):
     spec = obj.get("spec") or {}
     if res.plural == "networkpolicies":
         validate_np(spec, errs)
+    if res.plural == "clusternetworkpolicies":
+        validate_cnp(spec, errs)
     elif res.plural == "pods":
         containers = spec.get("containers") or []
         if not containers:
@@ -732,6 +768,7 @@ class Store:
         self.page_cap = page_cap
         self.expire_after_pages = 0
         self.expire_resource = ""
+        self.crds = set()        # installed CRDs (plural names), /_test/crds
         for ns in SYSTEM_NAMESPACES:
             self.create(RESOURCES["namespaces"], None, {"metadata": {"name": ns}})
 
@@ -854,7 +891,7 @@ class Store:
                 raise ApiError(409, "AlreadyExists", '%s "%s" already exists' % (qualified(res), name), name, res)
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = now()
-            if res.plural == "networkpolicies" or (raw and "generation" in meta):
+            if res.plural in GENERATION or (raw and "generation" in meta):
                 meta["generation"] = 1
             return self.commit(res, key, obj)
 
@@ -914,7 +951,7 @@ class Store:
                 validate_object(res, new)
                 if res.plural == "pods":
                     check_pod_update(old, new, name)
-            if res.plural == "networkpolicies" and new.get("spec") != old.get("spec"):
+            if res.plural in GENERATION and new.get("spec") != old.get("spec"):
                 new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
             if new == old:
                 return old  # a no-op write: no new RV, no event
@@ -1089,7 +1126,8 @@ class Watcher:
 def parse_api_path(path):
     """(Resource, namespace or None, name or None, subresource or None), or
     None when the path names no resource we serve."""
-    for group, prefix in (("", "/api/v1/"), ("networking.k8s.io", "/apis/networking.k8s.io/v1/")):
+    for group, prefix in (("", "/api/v1/"), ("networking.k8s.io", "/apis/networking.k8s.io/v1/"),
+                          ("policy.networking.k8s.io", "/apis/policy.networking.k8s.io/v1alpha2/")):
         if path.startswith(prefix):
             break
     else:
@@ -1120,8 +1158,9 @@ def discovery(group):
             "verbs": DISCOVERY_VERBS} for r in RESOURCES.values() if r.group == group]
     res += [{"name": r.plural + "/status", "singularName": "", "namespaced": r.namespaced, "kind": r.kind,
              "verbs": ["get", "patch", "update"]} for r in RESOURCES.values() if r.group == group and r.status]
+    version = next((r.version for r in RESOURCES.values() if r.group == group), "v1")
     return {"kind": "APIResourceList", "apiVersion": "v1",
-            "groupVersion": group + "/v1" if group else "v1", "resources": res}
+            "groupVersion": group + "/" + version if group else "v1", "resources": res}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -1193,13 +1232,22 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json(200, {"kind": "APIVersions", "versions": ["v1"],
                                             "serverAddressByClientCIDRs": []})
             if method == "GET" and path in ("/apis", "/apis/"):
-                return self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": [{
-                    "name": "networking.k8s.io",
-                    "versions": [{"groupVersion": "networking.k8s.io/v1", "version": "v1"}],
-                    "preferredVersion": {"groupVersion": "networking.k8s.io/v1", "version": "v1"}}]})
+                groups = [{"name": "networking.k8s.io",
+                           "versions": [{"groupVersion": "networking.k8s.io/v1", "version": "v1"}],
+                           "preferredVersion": {"groupVersion": "networking.k8s.io/v1", "version": "v1"}}]
+                for r in RESOURCES.values():
+                    if r.crd and r.plural in self.store.crds:
+                        gv = {"groupVersion": r.api_version, "version": r.version}
+                        groups.append({"name": r.group, "versions": [gv], "preferredVersion": gv})
+                return self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
             if method == "GET" and path.rstrip("/") in ("/api/v1", "/apis/networking.k8s.io/v1"):
                 return self.send_json(200, discovery("" if path.startswith("/api/") else "networking.k8s.io"))
+            if (method == "GET" and path.rstrip("/") == RESOURCES["clusternetworkpolicies"].prefix
+                    and "clusternetworkpolicies" in self.store.crds):
+                return self.send_json(200, discovery("policy.networking.k8s.io"))
             target = parse_api_path(path)
+            if target is not None and target[0].crd and target[0].plural not in self.store.crds:
+                target = None  # its CRD is not installed: the real server does not know the path
             if target is None:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             return self.api(method, target, q, raw, ctype)
@@ -1406,6 +1454,16 @@ class Handler(BaseHTTPRequestHandler):
                     raise ApiError(400, "BadRequest", "unknown kind %r" % body.get("kind"))
                 return self.send_json(200, st.create(res, (body.get("metadata") or {}).get("namespace"),
                                                      body, raw=True))
+            elif path == "/_test/crds" and method == "POST":
+                # {"install": ["clusternetworkpolicies"]} / {"remove": [...]}: as creating or deleting the
+                # CRD on a real server (removing it deletes its objects, silently for the stand-in's watchers).
+                for plural in body.get("install", []):
+                    if plural not in RESOURCES or not RESOURCES[plural].crd:
+                        raise ApiError(400, "BadRequest", "no CRD %r" % plural)
+                    st.crds.add(plural)
+                for plural in body.get("remove", []):
+                    st.crds.discard(plural)
+                    st.objects.get(plural, {}).clear()
             elif path == "/_test/defaults" and method == "POST":
                 st.defaults = bool(body.get("enabled", True))
             elif path == "/_test/pages" and method == "POST":
@@ -1477,7 +1535,7 @@ def tls_context(cert, key):
 def save_state(store, path):
     with store.lock:
         state = {"rv": store.rv, "objects": store.objects, "token": store.token, "defaults": store.defaults,
-                 "page_cap": store.page_cap}
+                 "page_cap": store.page_cap, "crds": sorted(store.crds)}
         with open(path + ".tmp", "w") as f:
             json.dump(state, f)
         os.replace(path + ".tmp", path)
@@ -1492,6 +1550,7 @@ def load_state(store, path):
             store.objects[plural] = objs
         store.history = []
         store.token, store.defaults, store.page_cap = state["token"], state["defaults"], state["page_cap"]
+        store.crds = set(state.get("crds", []))
 
 
 def main():

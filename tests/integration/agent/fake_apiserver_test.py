@@ -504,6 +504,52 @@ class FakeApiServerTest(unittest.TestCase):
         self.assertIn("PATCH /api/v1/nodes/n1 application/merge-patch+json -> 200", log)
         self.assertTrue(any(l.startswith("GET /api/v1/nodes?watch=1") and l.endswith("-> 200") for l in log))
 
+    def test_cluster_network_policies_follow_their_crd(self):
+        cnp_path = "/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies"
+        cnp = {"apiVersion": "policy.networking.k8s.io/v1alpha2", "kind": "ClusterNetworkPolicy",
+               "metadata": {"name": "deny-meta"},
+               "spec": {"tier": "Admin", "priority": 0, "subject": {"namespaces": {}},
+                        "egress": [{"action": "Deny", "to": [{"networks": ["169.254.169.254/32"]}]}]}}
+        # No CRD: the path is unknown, as on a real server.
+        code, body = self.req("GET", cnp_path)
+        self.assertEqual(code, 404)
+        self.assertEqual(body["reason"], "NotFound")
+        groups = [g["name"] for g in self.ok("GET", "/apis")["groups"]]
+        self.assertNotIn("policy.networking.k8s.io", groups)
+        self.ok("POST", "/_test/crds", {"install": ["clusternetworkpolicies"]})
+        groups = [g["name"] for g in self.ok("GET", "/apis")["groups"]]
+        self.assertIn("policy.networking.k8s.io", groups)
+        lst = self.ok("GET", cnp_path)
+        self.assertEqual((lst["kind"], lst["apiVersion"], lst["items"]),
+                         ("ClusterNetworkPolicyList", "policy.networking.k8s.io/v1alpha2", []))
+        w = self.watch(cnp_path + "?watch=1&resourceVersion=" + lst["metadata"]["resourceVersion"])
+        made = self.ok("POST", cnp_path, cnp)
+        self.assertEqual(made["metadata"]["generation"], 1)
+        self.assertNotIn("namespace", made["metadata"])
+        # The schema's top level is checked.
+        bad = json.loads(json.dumps(cnp))
+        bad["metadata"]["name"], bad["spec"]["tier"], bad["spec"]["priority"] = "bad", "Middle", 1001
+        code, body = self.req("POST", cnp_path, bad)
+        self.assertEqual(code, 422)
+        self.assertIn('spec.tier: Unsupported value: "Middle"', body["message"])
+        self.assertIn("less than or equal to 1000", body["message"])
+        # status: a merge patch on /status leaves spec and generation alone; a spec change bumps generation.
+        cond = {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "m", "observedGeneration": 1,
+                "lastTransitionTime": "2026-11-27T06:00:00Z"}
+        st = self.ok("PATCH", cnp_path + "/deny-meta/status", {"status": {"conditions": [cond]}},
+                     "application/merge-patch+json")
+        self.assertEqual(st["status"]["conditions"], [cond])
+        self.assertEqual(st["metadata"]["generation"], 1)
+        up = self.ok("PATCH", cnp_path + "/deny-meta", {"spec": {"priority": 5}}, "application/merge-patch+json")
+        self.assertEqual(up["metadata"]["generation"], 2)
+        self.assertEqual(up["status"]["conditions"], [cond])
+        self.assertEqual([e["type"] for e in w.events(3)], ["ADDED", "MODIFIED", "MODIFIED"])
+        # A strategic merge patch is refused, as for every CRD.
+        self.assertEqual(self.req("PATCH", cnp_path + "/deny-meta", {"spec": {}},
+                                  "application/strategic-merge-patch+json")[0], 415)
+        self.ok("POST", "/_test/crds", {"remove": ["clusternetworkpolicies"]})
+        self.assertEqual(self.req("GET", cnp_path)[0], 404)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -169,6 +169,8 @@ std::string FakeApiServer::PathFor(const std::string& kind, const std::string& n
     p = ns.empty() ? "/api/v1/pods" : "/api/v1/namespaces/" + ns + "/pods";
   } else if (kind == "NetworkPolicy") {
     p = "/apis/networking.k8s.io/v1" + (ns.empty() ? std::string() : "/namespaces/" + ns) + "/networkpolicies";
+  } else if (kind == "ClusterNetworkPolicy") {
+    p = "/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies";
   } else {
     throw std::runtime_error("FakeApiServer: no such kind " + kind);
   }
@@ -197,7 +199,10 @@ nlohmann::json FakeApiServer::Apply(nlohmann::json obj) {
     ns = meta.value("namespace", "default");
     meta["namespace"] = ns;
   }
-  if (!obj.contains("apiVersion")) obj["apiVersion"] = kind == "NetworkPolicy" ? "networking.k8s.io/v1" : "v1";
+  if (!obj.contains("apiVersion"))
+    obj["apiVersion"] = kind == "NetworkPolicy"          ? "networking.k8s.io/v1"
+                        : kind == "ClusterNetworkPolicy" ? "policy.networking.k8s.io/v1alpha2"
+                                                         : "v1";
   meta.erase("resourceVersion");
   const std::string what = kind + " " + (ns.empty() ? "" : ns + "/") + name;
   std::string out;
@@ -247,6 +252,7 @@ void FakeApiServer::Control(const std::string& path, const nlohmann::json& body)
 }
 
 void FakeApiServer::Bookmark() { Control("/_test/bookmark"); }
+void FakeApiServer::InstallCrd(const std::string& plural) { Control("/_test/crds", {{"install", {plural}}}); }
 void FakeApiServer::Expire() { Control("/_test/expire"); }
 void FakeApiServer::CutWatches() { Control("/_test/partial"); }
 void FakeApiServer::SetDefaulting(bool on) { Control("/_test/defaults", {{"enabled", on}}); }

@@ -49,7 +49,8 @@ class FakeApiServer {
 
   // The object, or null when it does not exist.
   nlohmann::json Get(const std::string& kind, const std::string& ns, const std::string& name);
-  // Create-or-replace any object (Node, Namespace, Pod, NetworkPolicy) by
+  // Create-or-replace any object (Node, Namespace, Pod, NetworkPolicy,
+  // ClusterNetworkPolicy) by
   // its kind/metadata, as a client would: POST, and PUT when it exists;
   // then, when the object carries a status field the server did not take
   // (a Pod's status is reset on create, and no update writes any status),
@@ -67,6 +68,9 @@ class FakeApiServer {
 
   // A BOOKMARK at the current resourceVersion to every watch that allows them.
   void Bookmark();
+  // The server serves a CRD's resource from now on, as after creating the
+  // CRD ("clusternetworkpolicies": ClusterNetworkPolicy, v1alpha2).
+  void InstallCrd(const std::string& plural);
   // Compaction: older continue tokens and watch RVs get 410; open watches
   // get ERROR 410.
   void Expire();

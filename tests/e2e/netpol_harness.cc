@@ -189,6 +189,8 @@ std::string NetpolCluster::Setup() {
   Cmd({"mkdir", "-p", root_});
   ul_ = std::make_unique<Underlay>(options_.underlay);
   api_ = std::make_unique<FakeApiServer>(*ul_, root_);
+  // ClusterNetworkPolicy's CRD, as deploy/crd installs it on a real cluster.
+  api_->InstallCrd("clusternetworkpolicies");
   std::vector<std::string> namespaces;
   for (const auto& key : options_.pods) {
     std::string ns = key.substr(0, key.find('/'));
@@ -275,6 +277,7 @@ void NetpolCluster::RemoveExtraPods() {
 
 json NetpolCluster::ApplyPolicy(const json& policy) {
   json p = policy;
+  if (p.value("kind", "") == "ClusterNetworkPolicy") return api_->Apply(p);  // DeletePolicies deletes them all
   if (!p.contains("apiVersion")) p["apiVersion"] = "networking.k8s.io/v1";
   if (!p.contains("kind")) p["kind"] = "NetworkPolicy";
   std::pair<std::string, std::string> id{p["metadata"]["namespace"], p["metadata"]["name"]};
@@ -296,6 +299,13 @@ void NetpolCluster::DeletePolicies() {
     try {
       for (const auto& item : json::parse(out).value("items", json::array()))
         api_->Delete("NetworkPolicy", item["metadata"]["namespace"], item["metadata"]["name"]);
+    } catch (...) {
+    }
+  }
+  if (api_->Request("GET", FakeApiServer::PathFor("ClusterNetworkPolicy", ""), nullptr, &out) == 200) {
+    try {
+      for (const auto& item : json::parse(out).value("items", json::array()))
+        api_->Delete("ClusterNetworkPolicy", "", item["metadata"]["name"]);
     } catch (...) {
     }
   }

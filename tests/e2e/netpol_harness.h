@@ -158,7 +158,9 @@ class NetpolCluster {
   void PostPod(NetpolPod& p, nlohmann::json labels = nullptr, nlohmann::json ports = nullptr);
   void RemoveExtraPods();
 
-  // Policies applied through ApplyPolicy are deleted by DeletePolicies.
+  // Policies applied through ApplyPolicy are deleted by DeletePolicies (a
+  // "kind": "ClusterNetworkPolicy" goes to its own API; DeletePolicies deletes
+  // every ClusterNetworkPolicy).
   nlohmann::json ApplyPolicy(const nlohmann::json& policy);
   void DeletePolicy(const std::string& ns, const std::string& name);
   void DeletePolicies();

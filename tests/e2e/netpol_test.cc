@@ -868,7 +868,8 @@ constexpr int kStreamMs = 2400;  // ~200 ms before the POST, ~2.2 s after
 // only pods labelled b (from any namespace) — a change that narrows what
 // x/a may receive, so weftd on n1 flushes x/a's conntrack entries (unless
 // told not to). `cleanups` gets what the case's TearDown must stop.
-EstablishedOutcome EstablishedFlows(NetpolCluster& c, std::vector<std::function<void()>>& cleanups) {
+EstablishedOutcome EstablishedFlows(NetpolCluster& c, std::vector<std::function<void()>>& cleanups,
+                                    const json& policy = nullptr) {
   EstablishedOutcome o;
   const std::string xa = c.pod("x/a").ip();
   const std::string echo_log = c.root() + "/echo-x-a.log";
@@ -892,7 +893,7 @@ EstablishedOutcome EstablishedFlows(NetpolCluster& c, std::vector<std::function<
   }
   o.flushed_before = c.node(0).Metric("weft_netpol_conntrack_rechecked_addresses_total");
   o.posted = MonotonicMs();
-  c.ApplyPolicy(R"({"metadata": {"namespace": "x", "name": "ingress-only-from-b"},
+  c.ApplyPolicy(!policy.is_null() ? policy : R"({"metadata": {"namespace": "x", "name": "ingress-only-from-b"},
                     "spec": {"podSelector": {}, "policyTypes": ["Ingress"],
                              "ingress": [{"from": [{"namespaceSelector": {},
                                                     "podSelector": {"matchLabels": {"pod": "b"}}}]}]}})"_json);
@@ -1072,6 +1073,151 @@ TEST_F(NetpolTest, InvalidPacketsAreDroppedForIsolatedPods) {
     }
   }
   std::cerr << "[netpol] " << all;
+}
+
+
+// --- ClusterNetworkPolicy: the Admin and Baseline tiers around NetworkPolicy
+// (issue 23; docs/clusternetworkpolicy.md). Pods: x/a n1, x/b n2, x/c n1,
+// y/a n2, y/b n1, y/c n2, z/a n1, z/b n2, z/c n1.
+
+json Cnp(const std::string& name, const std::string& tier, int priority, json subject, const std::string& dir,
+         json rules) {
+  return {{"apiVersion", "policy.networking.k8s.io/v1alpha2"},
+          {"kind", "ClusterNetworkPolicy"},
+          {"metadata", {{"name", name}}},
+          {"spec", {{"tier", tier}, {"priority", priority}, {"subject", std::move(subject)}, {dir, std::move(rules)}}}};
+}
+const json kSubjectX = R"({"namespaces": {"matchLabels": {"ns": "x"}}})"_json;
+
+void PrintMatrix(NetpolCluster& c, const std::string& name, const Reachability& want) {
+  std::string notes;
+  auto obs = c.ProbeMatrix({Tcp(80)}, &notes);
+  std::istringstream table(obs[0].Table(&want));
+  std::cout << "CNP-MATRIX case=" << name << " port=TCP/80 (rows from, columns to; . allowed, X denied)\n";
+  for (std::string line; std::getline(table, line);) std::cout << "CNP-MATRIX " << line << "\n";
+}
+
+TEST_F(NetpolTest, CnpAdminDenyBeatsANetworkPolicyAllow) {
+  Apply(R"({"metadata": {"namespace": "x", "name": "allow-all"},
+            "spec": {"podSelector": {}, "ingress": [{"from": [{"namespaceSelector": {}}]}]}})"_json);
+  ASSERT_TRUE(Matrix("NP allows every namespace into x", AllPorts(R())));
+  auto posted = Clock::now();
+  Apply(Cnp("deny-y-to-x", "Admin", 10, kSubjectX, "ingress",
+            R"([{"name": "no-y", "action": "Deny", "from": [{"namespaces": {"matchLabels": {"ns": "y"}}}]}])"_json));
+  Reachability r = R();
+  r.ExpectPeer({"y", ""}, {"x", ""}, false);
+  ASSERT_TRUE(Matrix("admin Deny y -> x over the NP allow", AllPorts(r)));
+  std::cout << "CNP-LATENCY case=AdminDeny post_to_matrix_ms="
+            << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - posted).count() << "\n";
+  PrintMatrix(*c_, "AdminDenyBeatsANetworkPolicyAllow", r);
+  // The status says it is enforced.
+  json obj;
+  ASSERT_TRUE(WaitFor([&] {
+    obj = c_->api().Get("ClusterNetworkPolicy", "", "deny-y-to-x");
+    return obj.contains("status") && obj["status"].contains("conditions");
+  }, 5000, 50)) << obj.dump();
+  EXPECT_EQ(obj["status"]["conditions"][0]["type"], "Accepted");
+  EXPECT_EQ(obj["status"]["conditions"][0]["status"], "True");
+  EXPECT_EQ(obj["status"]["conditions"][0]["observedGeneration"], 1);
+}
+
+TEST_F(NetpolTest, CnpAdminPassDefersToNetworkPolicy) {
+  Apply(Cnp("pass-y", "Admin", 1, kSubjectX, "ingress",
+            R"([{"action": "Pass", "from": [{"namespaces": {"matchLabels": {"ns": "y"}}}]}])"_json));
+  Apply(Cnp("deny-rest", "Admin", 2, kSubjectX, "ingress", R"([{"action": "Deny", "from": [{"namespaces": {}}]}])"_json));
+  Reachability deny = R();
+  deny.ExpectPeer({}, {"x", ""}, false);
+  deny.ExpectPeer({"y", ""}, {"x", ""}, true);  // passed, and nothing below denies
+  ASSERT_TRUE(Matrix("y passed, everyone else denied into x", AllPorts(deny)));
+  // An NP in x that admits only z: y's pass now meets the NP, which denies it.
+  Apply(R"({"metadata": {"namespace": "x", "name": "only-z"},
+            "spec": {"podSelector": {}, "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"ns": "z"}}}]}]}})"_json);
+  Reachability r = R();
+  r.ExpectPeer({}, {"x", ""}, false);  // x and z: admin Deny (above the NP); y: passed, the NP denies
+  ASSERT_TRUE(Matrix("y passed to an NP that does not admit it", AllPorts(r)));
+  Apply(R"({"metadata": {"namespace": "x", "name": "only-z"},
+            "spec": {"podSelector": {}, "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}]}]}})"_json);
+  ASSERT_TRUE(Matrix("y passed to an NP that admits it", AllPorts(deny)));
+}
+
+TEST_F(NetpolTest, CnpBaselineDenyAppliesWhereNoNetworkPolicySelects) {
+  Apply(Cnp("base-deny", "Baseline", 1, kSubjectX, "ingress", R"([{"action": "Deny", "from": [{"namespaces": {}}]}])"_json));
+  Reachability r = R();
+  r.ExpectPeer({}, {"x", ""}, false);
+  ASSERT_TRUE(Matrix("baseline deny into x", AllPorts(r)));
+  Apply(R"({"metadata": {"namespace": "x", "name": "a-from-y"},
+            "spec": {"podSelector": {"matchLabels": {"pod": "a"}},
+                     "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}]}]}})"_json);
+  r.ExpectPeer({"y", ""}, {"x", "a"}, true);  // the NP decides for x/a; x/b, x/c keep the baseline
+  ASSERT_TRUE(Matrix("an NP relaxes the baseline for x/a", AllPorts(r)));
+  PrintMatrix(*c_, "BaselineDenyRelaxedByNetworkPolicy", r);
+}
+
+TEST_F(NetpolTest, CnpPriorityDecides) {
+  Apply(Cnp("deny-y", "Admin", 10, kSubjectX, "ingress",
+            R"([{"action": "Deny", "from": [{"namespaces": {"matchLabels": {"ns": "y"}}}]}])"_json));
+  Apply(Cnp("accept-ya", "Admin", 5, kSubjectX, "ingress",
+            R"([{"action": "Accept", "from": [{"pods": {"namespaceSelector": {"matchLabels": {"ns": "y"}},
+                                                        "podSelector": {"matchLabels": {"pod": "a"}}}}]}])"_json));
+  Reachability r = R();
+  r.ExpectPeer({"y", ""}, {"x", ""}, false);
+  r.ExpectPeer({"y", "a"}, {"x", ""}, true);
+  ASSERT_TRUE(Matrix("accept y/a (5) before deny y (10)", AllPorts(r)));
+  Apply(Cnp("accept-ya", "Admin", 20, kSubjectX, "ingress",
+            R"([{"action": "Accept", "from": [{"pods": {"namespaceSelector": {"matchLabels": {"ns": "y"}},
+                                                        "podSelector": {"matchLabels": {"pod": "a"}}}}]}])"_json));
+  r.ExpectPeer({"y", "a"}, {"x", ""}, false);
+  ASSERT_TRUE(Matrix("the accept moved to 20: deny y (10) first", AllPorts(r)));
+}
+
+TEST_F(NetpolTest, CnpEgressNetworksCoverPodTraffic) {
+  Apply(Cnp("x-not-to-n2", "Admin", 1, kSubjectX, "egress",
+            R"([{"action": "Deny", "to": [{"networks": ["10.245.2.0/24"]}]}])"_json));
+  Reachability r = R();
+  for (const char* from : {"x/a", "x/b", "x/c"})
+    for (const char* to : {"x/b", "y/a", "y/c", "z/b"}) r.Expect(from, to, false);  // n2's pods
+  ASSERT_TRUE(Matrix("x denied egress to n2's pod CIDR", AllPorts(r)));
+}
+
+TEST_F(NetpolTest, CnpNamedPortResolvedPerPod) {
+  Apply(Cnp("no-81-into-x", "Admin", 1, kSubjectX, "ingress",
+            R"([{"action": "Deny", "from": [{"namespaces": {}}], "protocols": [{"destinationNamedPort": "serve-81-tcp"}]}])"_json));
+  Reachability r81 = R();
+  r81.ExpectPeer({}, {"x", ""}, false);
+  ASSERT_TRUE(Matrix("TCP/81 (serve-81-tcp) denied into x, the rest open",
+                     {{Tcp(80), R()}, {Tcp(81), r81}, {Udp(80), R()}}));
+}
+
+TEST_F(NetpolTest, CnpNewPodIsIsolatedBeforeItsPodObjectExists) {
+  Apply(Cnp("deny-into-x", "Admin", 1, kSubjectX, "ingress", R"([{"action": "Deny", "from": [{"namespaces": {}}]}])"_json));
+  Reachability deny = R();
+  deny.ExpectPeer({}, {"x", ""}, false);
+  ASSERT_TRUE(Matrix("admin deny into x", {{Tcp(80), deny}}));
+  NetpolPod& xd = c_->AddPod("x", "d", 0, nullptr, /*post=*/false);  // on n1
+  ASSERT_EQ(xd.pod->add_error, "");
+  std::vector<Probe> before;
+  for (const auto& k : c_->pod_keys()) before.push_back({&Ns(k), k, Tcp(80).Target(xd.ip()), false});
+  for (int round = 0; round < 3; ++round)
+    ASSERT_TRUE(Probes("before x/d's Pod object, round " + std::to_string(round), before, 0));
+  c_->PostPod(xd);
+  ASSERT_TRUE(Probes("after x/d's Pod object: still denied by the admin tier", before));
+}
+
+TEST_F(NetpolTest, CnpAdminDenyCutsEstablishedFlows) {
+  json cnp = Cnp("x-only-from-b", "Admin", 1, kSubjectX, "ingress",
+                 R"([{"action": "Accept", "from": [{"pods": {"namespaceSelector": {}, "podSelector": {"matchLabels": {"pod": "b"}}}}]},
+                     {"action": "Deny", "from": [{"namespaces": {}}]}])"_json);
+  EstablishedOutcome o = EstablishedFlows(*c_, cleanups_, cnp);
+  ASSERT_FALSE(o.denied.empty() || o.allowed.empty()) << "the flows did not run";
+  PrintFlows("cnp", o);
+  EXPECT_GE(o.new_denied_ms, 0) << "a new connection y/a -> x/a was never refused: the policy is not in force";
+  for (const auto& f : o.denied) {
+    const long long cut = f.last - o.posted;
+    EXPECT_TRUE(f.reported && f.first > 0 && f.first < o.posted && cut < 1000)
+        << "an established flow the admin Deny denies was not cut within 1 s: " << f.Describe(o.posted) << "\n"
+        << o.conntrack;
+  }
+  ExpectAllowedFlowsGoOn(o);
 }
 
 }  // namespace

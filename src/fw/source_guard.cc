@@ -31,6 +31,9 @@ std::string Objects(GuardMode mode) {
   }
   s += "  set allow4 { type ifname . ipv4_addr; flags interval; }\n";
   s += "  set allow6 { type ifname . ipv6_addr; flags interval; }\n";
+  // The ports that have elements in allow4/allow6: a DEL asks this set
+  // (one lookup) instead of dumping both allow sets.
+  s += "  set optouts { type ifname; }\n";
   return s;
 }
 
@@ -260,7 +263,16 @@ Status SetAllowedSources(GuardMode mode, const std::string& port, const std::vec
     }
   }
   for (const auto& w : want) changes.push_back({sys::NftChange::kAddElement, w});
+  // The marker DEL looks up, in the same transaction as the opt-out itself.
+  changes.push_back({want.empty() ? sys::NftChange::kDestroyElement : sys::NftChange::kAddElement,
+                     {kOptOutSet, mine, "", "", 0}});
   return sys::NftApply(GuardFamily(mode), kGuardTable, changes).Prefix("allowed sources of " + port);
+}
+
+Status ClearAllowedSourcesIfAny(GuardMode mode, const std::string& port) {
+  WEFT_ASSIGN_OR_RETURN(bool any, sys::NftElementExists(GuardFamily(mode), kGuardTable, kOptOutSet, IfnameField(port)));
+  if (!any) return Status::Ok();
+  return SetAllowedSources(mode, port, {});
 }
 
 Result<size_t> PruneGuard(const std::function<Result<std::vector<std::string>>()>& list_links) {
@@ -270,7 +282,7 @@ Result<size_t> PruneGuard(const std::function<Result<std::vector<std::string>>()
   };
   std::vector<Have> have;
   for (GuardMode mode : {GuardMode::kRouted, GuardMode::kBridge}) {
-    std::vector<const char*> sets = {"allow4", "allow6"};
+    std::vector<const char*> sets = {"allow4", "allow6", kOptOutSet};
     if (mode == GuardMode::kBridge) sets.insert(sets.end(), {"mac", "addr4", "addr6", "nd6"});
     for (const char* set : sets) {
       WEFT_ASSIGN_OR_RETURN(auto elems, sys::NftElements(GuardFamily(mode), kGuardTable, set));

@@ -85,8 +85,14 @@ Result<size_t> PruneGuard(const std::function<Result<std::vector<std::string>>()
 std::vector<sys::NftElement> AllowElements(const std::string& port, const std::vector<IpPrefix>& prefixes);
 // Makes `port`'s opt-out exactly `prefixes` in the mode's table (other
 // ports' elements are neither read into the change nor touched): one dump of
-// each allow set, one transaction.
+// each allow set, one transaction, which also adds `port` to the table's
+// `optouts` set (or removes it when `prefixes` is empty).
 Status SetAllowedSources(GuardMode mode, const std::string& port, const std::vector<IpPrefix>& prefixes);
+// DEL's form: removes `port`'s opt-out from the mode's table when the
+// table's `optouts` set names the port (one lookup; nothing more on the
+// nodes where nobody opted out, which is nearly all).
+inline constexpr char kOptOutSet[] = "optouts";
+Status ClearAllowedSourcesIfAny(GuardMode mode, const std::string& port);
 // Removes `port`'s opt-out from both tables (teardown: a later pod that gets
 // the same interface name starts without it). Absent tables are no error.
 Status ClearAllowedSources(const std::string& port);

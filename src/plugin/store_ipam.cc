@@ -1,6 +1,7 @@
 #include "plugin/store_ipam.h"
 
 #include "plugin/bridge.h"
+#include "plugin/node_firewall.h"
 #include "plugin/teardown.h"
 
 namespace weft::plugin {
@@ -72,7 +73,7 @@ Status StoreIpam::MarkReady(const ipam::PodRecord& rec) {
 
 void StoreIpam::Rollback(sys::Netlink& host, const AddRequest& req, bool delete_link) {
   checkpoint_.reset();
-  TeardownTarget t{req.container_id, req.ifname, std::nullopt, req.host_ifname, delete_link};
+  TeardownTarget t{req.container_id, req.ifname, std::nullopt, req.host_ifname, delete_link, GuardModeOf(cfg_)};
   auto row = store_.Find(req.container_id, req.ifname);
   if (row.ok()) t.row = *row;
   (void)Teardown(host, store_, cfg_.masquerade_backend, cfg_.data_dir, delegated_, call_, t);

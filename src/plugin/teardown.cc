@@ -95,16 +95,21 @@ Status Teardown(sys::Netlink& host, ipam::Store& store, FwBackend backend, const
     }
   }
   if (t.row && (t.row->ip_v4 || t.row->ip_v6)) {
-    // A bridge port's source-guard binding (none on a routed-only node: the
-    // bridge table is absent, one netlink round trip says so). Destroyed
-    // before the link, so a reused name never inherits it.
-    std::optional<IpAddress> v4, v6;
-    if (t.row->ip_v4) v4 = t.row->ip_v4->addr();
-    if (t.row->ip_v6) v6 = t.row->ip_v6->addr();
-    WEFT_RETURN_IF_ERROR(fw::UnbindPort(t.host_ifname, PodMac(t.host_ifname), v4, v6, &guard_socket));
-    // Its opt-out, if anyone set one (two set dumps per table, empty on
-    // nearly every node).
-    WEFT_RETURN_IF_ERROR(fw::ClearAllowedSources(t.host_ifname));
+    // A bridge port's source-guard binding: one transaction, in bridge mode
+    // only (a routed port has none). Destroyed before the link, so a reused
+    // name never inherits it.
+    const bool bridge = !t.guard_mode || *t.guard_mode == fw::GuardMode::kBridge;
+    if (bridge) {
+      std::optional<IpAddress> v4, v6;
+      if (t.row->ip_v4) v4 = t.row->ip_v4->addr();
+      if (t.row->ip_v6) v6 = t.row->ip_v6->addr();
+      WEFT_RETURN_IF_ERROR(fw::UnbindPort(t.host_ifname, PodMac(t.host_ifname), v4, v6, &guard_socket));
+    }
+    // Its opt-out, if anyone set one: one lookup in the mode's `optouts`
+    // set, and the set dumps only for a port that has one.
+    for (fw::GuardMode mode : {fw::GuardMode::kRouted, fw::GuardMode::kBridge})
+      if (!t.guard_mode || *t.guard_mode == mode)
+        WEFT_RETURN_IF_ERROR(fw::ClearAllowedSourcesIfAny(mode, t.host_ifname));
   }
   if (t.delete_link) {
     // The kernel takes ~15 ms to unregister a veth (RCU grace periods):

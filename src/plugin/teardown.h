@@ -26,6 +26,7 @@
 
 #include "base/status.h"
 #include "fw/hostport.h"
+#include "fw/source_guard.h"
 #include "ipam/store.h"
 #include "plugin/config.h"
 #include "plugin/ipam_delegate.h"
@@ -61,6 +62,10 @@ struct TeardownTarget {
   // False only in ADD's rollback before the veth was created: a link with
   // the deterministic name that ADD did not create is not ours to delete.
   bool delete_link = true;
+  // The source guard table the attachment's port is in (the config's mode):
+  // only that one is touched. Unset (the reboot reclaim, which has no
+  // config) touches both.
+  std::optional<fw::GuardMode> guard_mode;
 };
 
 // Runs steps 1-5 above. `delegated` is the delegated IPAM plugin (nullptr

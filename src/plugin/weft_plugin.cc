@@ -119,7 +119,10 @@ Status WeftPlugin::CmdDel(const cni::CmdArgs& args) {
   // ADD writes the row before the link and every teardown deletes the link
   // before the row, so without a row there is nothing of ours in the kernel;
   // the derived name is still tried (DEL must be idempotent, and it is cheap).
-  TeardownTarget target{cid, ifname, rec, rec ? rec->host_ifname : HostVethName(cid, ifname)};
+  // DEL's config names the port's mode: only that guard table is touched
+  // (GC, whose attachments may be of other configs, touches both).
+  TeardownTarget target{cid, ifname, rec, rec ? rec->host_ifname : HostVethName(cid, ifname), true,
+                        GuardModeOf(cfg)};
   WEFT_ASSIGN_OR_RETURN(sys::Netlink host, sys::Netlink::Open());
   WEFT_RETURN_IF_ERROR(TeardownFor(host, store, cfg, DelegateFor(cfg, args), CallFor(args), target));
   timer.Mark("teardown");  // the kernel's veth deletion is most of it

@@ -218,6 +218,41 @@ Result<bool> NftTableExists(NftFamily family, const std::string& table) {
   }
 }
 
+Result<bool> NftElementExists(NftFamily family, const std::string& table, const std::string& set,
+                              const std::string& key) {
+  WEFT_ASSIGN_OR_RETURN(UniqueFd fd, Connect());
+  Msg m(NftType(NFT_MSG_GETSETELEM), NLM_F_REQUEST | NLM_F_ACK, 1, static_cast<uint8_t>(family));
+  m.Str(NFTA_SET_ELEM_LIST_TABLE, table);
+  m.Str(NFTA_SET_ELEM_LIST_SET, set);
+  size_t list = m.Begin(NFTA_SET_ELEM_LIST_ELEMENTS);
+  size_t el = m.Begin(NFTA_LIST_ELEM);
+  m.Data(NFTA_SET_ELEM_KEY, key);
+  m.End(el);
+  m.End(list);
+  const std::string what = "get an element of nftables set " + table + "/" + set;
+  WEFT_RETURN_IF_ERROR(Send(fd.get(), m.Done(), what));
+  // The element (a NEWSETELEM message), then the ack; or only an error.
+  bool found = false;
+  char buf[8192];
+  while (true) {
+    ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return NftError(what, errno);
+    }
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, static_cast<size_t>(n)); h = NLMSG_NEXT(h, n)) {
+      if (h->nlmsg_type != NLMSG_ERROR) {
+        found = true;
+        continue;
+      }
+      const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
+      if (e->error == 0) return found;
+      if (e->error == -ENOENT) return false;
+      return NftError(what, -e->error);
+    }
+  }
+}
+
 namespace {
 
 Result<std::vector<NftElement>> DumpElements(NftFamily family, const std::string& table, const std::string& set) {

@@ -54,6 +54,12 @@ Status NftApply(NftFamily family, const std::string& table, const std::vector<Nf
 // Whether `table` exists.
 Result<bool> NftTableExists(NftFamily family, const std::string& table);
 
+// Whether `table`/`set` holds an element with exactly `key` (a plain,
+// non-interval set): one request, no dump. A missing table, set or element
+// is false.
+Result<bool> NftElementExists(NftFamily family, const std::string& table, const std::string& set,
+                              const std::string& key);
+
 // Every element of `table`/`set`. A missing table or set yields an empty
 // list. A dump a concurrent commit interrupts is read again
 // (RetryInterruptedNftDump).

@@ -216,7 +216,12 @@ TEST_F(GuardTest, OptOutAdmitsOnlyTheNamedPrefixesOfThatPod) {
   EXPECT_EQ(Received(vpn, "10.99.1.7", c, false, true), 0);       // outside the prefix
   EXPECT_EQ(Received(vpn, other.v4, c, false, true), 0);          // another pod's address
   EXPECT_EQ(Received(other, "10.99.0.7", c, false, true), 0);     // the prefix, from another pod
+  std::string marked;
+  node_->Exec({"nft", "list", "set", "inet", "weft-guard", "optouts"}, &marked);
+  EXPECT_NE(marked.find(vpn.host_if), std::string::npos) << marked;
   ASSERT_TRUE(set(vpn.host_if, {}).ok());
+  node_->Exec({"nft", "list", "set", "inet", "weft-guard", "optouts"}, &marked);
+  EXPECT_EQ(marked.find(vpn.host_if), std::string::npos) << marked;
   EXPECT_EQ(Received(vpn, "10.99.0.7", c, false, true), 0);
   EXPECT_EQ(Received(vpn, vpn.v4, c, false, true), 5);
   // DEL takes a pod's opt-out with it.
@@ -224,6 +229,11 @@ TEST_F(GuardTest, OptOutAdmitsOnlyTheNamedPrefixesOfThatPod) {
   ASSERT_EQ(Del("va", Routed()).exit_code, 0);
   std::string left;
   node_->Exec({"nft", "list", "set", "inet", "weft-guard", "allow4"}, &left);
+  EXPECT_EQ(left.find(vpn.host_if), std::string::npos) << left;
+  // DEL looked the port up in `optouts` (its only work when nobody opted
+  // out), and took it out of there too.
+  node_->Exec({"nft", "list", "set", "inet", "weft-guard", "optouts"}, &left);
+  EXPECT_NE(left.find("set optouts"), std::string::npos) << left;
   EXPECT_EQ(left.find(vpn.host_if), std::string::npos) << left;
 }
 

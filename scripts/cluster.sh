@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# A real Kubernetes control plane on this machine, without Docker, for trying
-# and testing Weft against the real API server (docs/cluster.md).
+# A real Kubernetes on this machine, without Docker, for trying and testing
+# Weft against the real API server, kubelet and kube-proxy (docs/cluster.md).
 #
-#   scripts/cluster.sh up [--dual-stack]   start it; exits 0 once healthy, last line KUBECONFIG=<path>
+#   scripts/cluster.sh up [--nodes N] [--dual-stack] [--proxy-mode nftables|iptables]
+#                                          start it (default 2 nodes, nftables); exits 0 once every
+#                                          node is Ready, last line KUBECONFIG=<path>
 #   scripts/cluster.sh down                stop and remove everything `up` made (also after a crash
 #                                          or a kill -9 of `up`)
 #   scripts/cluster.sh status              what runs (exit 0 all of it, 1 part of it, 3 nothing)
@@ -18,10 +20,12 @@
 #                                          process and start it again as it was
 #
 # Binaries: build-k8s/bin (scripts/k8s-build.sh; `up` builds them when one is
-# missing). So far the control plane alone: etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler, in a network namespace of their own
-# named <prefix>-cp, where <prefix> is new for every run (wk + 4 hex digits).
-# Nodes come in later steps (issue 21).
+# missing). The control plane: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, in a network namespace of their own named <prefix>-cp, where
+# <prefix> is new for every run (wk + 4 hex digits). Node N: network namespace
+# <prefix>-nN and a mount namespace of its own (<state>/ns/nN.mnt), with
+# containerd, kubelet and kube-proxy; its cgroup root /<prefix>-nN. Weft is
+# installed from deploy/ (its image imported into each node's containerd).
 #
 # The machine's root network namespace is never touched: every link is made
 # inside the run's namespaces, and every address is one of theirs
@@ -39,11 +43,20 @@ STATE=${WEFT_CLUSTER_STATE:-$repo/build-k8s/cluster}
 API_IP=192.0.2.1
 API_PORT=6443
 API=https://$API_IP:$API_PORT
+# The nodes' IPv6 network on the bridge (with --dual-stack), documentation range.
+NODE_NET6=2001:db8:2::
+# Images, tagged as upstream names them (kubelet's IfNotPresent never pulls).
+PAUSE_IMAGE=registry.k8s.io/pause:3.10.2
+AGNHOST_IMAGE=registry.k8s.io/e2e-test-images/agnhost:2.63.0
+# weftd's image: built as WEFT_IMAGE_LOCAL, loaded into each node's containerd
+# under the name deploy/weftd.yaml uses.
+WEFT_IMAGE_LOCAL=localhost/weft/weftd:cluster
+WEFT_IMAGE_NAME=docker.io/weft/weftd:0.1.0
 
 log() { echo "cluster.sh: [$(( SECONDS ))s] $*" >&2; }
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 need_root() { [[ $(id -u) == 0 ]] || die "needs root (network namespaces)"; }
 
@@ -63,7 +76,10 @@ start() {
     local pidf=$STATE/pids/$name.pid
     rm -f "$pidf"
     printf '%s\0' "$ns" "$@" > "$STATE/pids/$name.cmd"   # for `restart`
-    ip netns exec "$ns" setsid sh -c 'echo $$ > "$0"; exec "$@"' "$pidf" "$@" \
+    local -a enter=(ip netns exec "$ns")
+    # "@nodeN": node N's network and mount namespaces.
+    [[ $ns == @node* ]] && enter=(nsenter --net="/run/netns/$PREFIX-n${ns#@node}" --mount="$STATE/ns/n${ns#@node}.mnt")
+    "${enter[@]}" setsid sh -c 'echo $$ > "$0"; exec "$@"' "$pidf" "$@" \
         </dev/null >>"$STATE/logs/$name.log" 2>&1 9>&- &
     local i
     for (( i = 0; i < 100; i++ )); do [[ -s $pidf ]] && return 0; sleep 0.05; done
@@ -187,11 +203,16 @@ load_env() {
 }
 
 cmd_up() {
-    local dual=0
+    local dual=0 nodes=2 proxy_mode=nftables
     while (( $# )); do
         case $1 in
             --dual-stack) dual=1 ;;
-            --nodes|--proxy-mode) die "$1: no nodes yet (only the control plane; issue 21 step 2)" ;;
+            --nodes)
+                [[ ${2:-} =~ ^[0-9]+$ ]] && (( $2 <= 9 )) || die "--nodes N: N in 0..9 (got '${2:-}')"
+                nodes=$2; shift ;;
+            --proxy-mode)
+                [[ ${2:-} == nftables || ${2:-} == iptables ]] || die "--proxy-mode: nftables or iptables (got '${2:-}')"
+                proxy_mode=$2; shift ;;
             *) usage ;;
         esac
         shift
@@ -207,7 +228,7 @@ cmd_up() {
     fi
 
     local b
-    for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy pause agnhost; do
         [[ -x $BIN/$b ]] && continue
         log "$BIN/$b is missing: building Kubernetes (scripts/k8s-build.sh; a cold build takes tens of minutes)"
         WEFT_K8S_BIN=$BIN "$repo/scripts/k8s-build.sh"
@@ -237,8 +258,12 @@ CLUSTER_CIDR=$CLUSTER_CIDR
 SVC_CIDR=$SVC_CIDR
 SVC_CIDR4=$SVC_CIDR4
 DUAL_STACK=$dual
+NODES=$nodes
+PROXY_MODE=$proxy_mode
+NODE_NET6=$NODE_NET6
 KUBECONFIG=$STATE/admin.kubeconfig
 EOF
+    DUAL_STACK=$dual PROXY_MODE=$proxy_mode
     log "run $PREFIX: control plane in netns $CP_NS, state in $STATE"
 
     # The control plane's namespace: loopback and a bridge for the nodes'
@@ -248,6 +273,7 @@ EOF
     ip -n "$CP_NS" link set lo up
     ip -n "$CP_NS" link add br0 type bridge
     ip -n "$CP_NS" addr add "$API_IP/24" dev br0
+    (( dual )) && ip -n "$CP_NS" addr add "${NODE_NET6}1/64" dev br0 nodad
     ip -n "$CP_NS" link set br0 up
 
     make_pki
@@ -296,6 +322,7 @@ EOF
         --requestheader-username-headers X-Remote-User --requestheader-group-headers X-Remote-Group \
         --requestheader-extra-headers-prefix X-Remote-Extra- \
         --proxy-client-cert-file "$p/front-proxy-client.crt" --proxy-client-key-file "$p/front-proxy-client.key" \
+        --kubelet-preferred-address-types InternalIP,Hostname \
         --allow-privileged=true --profiling=false --v=1
     wait_for kube-apiserver 120 kube-apiserver api_ok
     log "kube-apiserver ready at $API"
@@ -323,48 +350,399 @@ EOF
     # The controllers have their RBAC and the default namespaces exist.
     wait_for "namespace default" 60 kube-apiserver kctl get namespace default
     log "control plane healthy ($(kctl version -o json 2>/dev/null | jq -r .serverVersion.gitVersion))"
+    (( nodes > 0 )) && up_nodes "$nodes"
     echo "KUBECONFIG=$STATE/admin.kubeconfig"
+}
+
+# up_nodes N: N nodes, Weft installed from deploy/ by its DaemonSet, every node Ready.
+up_nodes() {
+    local nodes=$1 n
+    # kube-apiserver's own client identity for kubelets (logs, exec): kubeadm
+    # binds its group to cluster-admin; so do we.
+    kctl create clusterrolebinding kubeadm:cluster-admins --clusterrole cluster-admin \
+        --group kubeadm:cluster-admins >/dev/null
+    cert kube-proxy "/CN=system:kube-proxy" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=clientAuth"
+    kubeconfig kube-proxy kube-proxy
+    log "images: build-k8s/images, pause and agnhost, weftd (deploy/build-image.sh --prebuilt)"
+    prepare_images
+    for (( n = 1; n <= nodes; n++ )); do make_node "$n"; done
+    for (( n = 1; n <= nodes; n++ )); do start_node_daemons "$n"; done
+    log "$nodes node(s): containerd, kubelet, kube-proxy started; waiting for them to register"
+    local end=$(( SECONDS + 120 ))
+    until (( $(kctl get nodes -o name 2>/dev/null | wc -l) >= nodes )); do
+        (( SECONDS < end )) || { tail -n 20 "$STATE/logs/kubelet-n1.log" >&2; die "nodes did not register in 120s"; }
+        for (( n = 1; n <= nodes; n++ )); do
+            alive "kubelet-n$n" || { tail -n 30 "$STATE/logs/kubelet-n$n.log" >&2; die "kubelet of node $n exited"; }
+        done
+        sleep 1
+    done
+    # Not Ready yet: no CNI configuration (recorded for the tests). Weft, as an
+    # operator installs it.
+    local cond
+    for (( n = 1; n <= nodes; n++ )); do
+        end=$(( SECONDS + 60 ))
+        until cond=$(kctl get node "$PREFIX-n$n" -o jsonpath='{range .status.conditions[?(@.type=="Ready")]}{.status} {.reason}: {.message}{end}' 2>/dev/null) &&
+              [[ $cond == *cni* ]]; do
+            (( SECONDS < end )) || die "node $PREFIX-n$n: no Ready condition naming the CNI config after 60s ($cond)"
+            sleep 0.5
+        done
+        echo "$cond" > "$STATE/nodes/n$n/ready-before-weft"
+    done
+    log "nodes registered, NotReady: ${cond#False }; kubectl apply -f deploy/weftd.yaml"
+    kctl apply -f "$repo/deploy/weftd.yaml" >/dev/null
+    end=$(( SECONDS + 240 ))
+    until kctl wait --for=condition=Ready node --all --timeout=5s >/dev/null 2>&1; do
+        if (( SECONDS >= end )); then
+            kctl get nodes -o wide >&2; kctl -n kube-system get pods -o wide >&2
+            die "nodes not Ready after 240s (logs: $STATE/logs/kubelet-n*.log; kubectl -n kube-system logs ds/weftd)"
+        fi
+        sleep 2
+    done
+    log "$nodes node(s) Ready"
 }
 
 kctl() { in_ns "$CP_NS" "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
 
-# Stops every process of the run and removes its namespaces and its state dir.
+# --- nodes -------------------------------------------------------------------
+
+# The cgroup hierarchies a node's cgroup root is made in (kubelet's cgroupfs
+# driver wants the root in every v1 one it uses; runc also makes each
+# container's cgroup in the hybrid layout's v2 tree, "unified").
+cgroup_hierarchies() {
+    local c
+    for c in cpu cpuacct cpuset memory devices freezer blkio pids hugetlb net_cls perf_event systemd unified; do
+        [[ -d /sys/fs/cgroup/$c ]] && mountpoint -q "/sys/fs/cgroup/$c" && echo "$c"
+    done
+    return 0
+}
+
+# Values kubelet wants for machine-wide sysctls (setupKernelTunables). Inside a
+# node's mount namespace a file holding the value is bind-mounted over each, so
+# kubelet reads what it wants and writes nothing; the machine's stay as they are.
+KUBELET_SYSCTLS=(vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1
+                 kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000)
+
+# node_exec N CMD...: CMD in node N's network and mount namespaces.
+node_exec() {
+    local n=$1; shift
+    nsenter --net="/run/netns/$PREFIX-n$n" --mount="$STATE/ns/n$n.mnt" "$@"
+}
+
+node_ctr() { local n=$1; shift; node_exec "$n" ctr --address /run/containerd/containerd.sock -n k8s.io "$@"; }
+
+# make_node N: node N's namespaces, cgroup root, certificates and configuration.
+# Every name is recorded in the state dir before it is made (`down` after a crash).
+make_node() {
+    local n=$1 name=n$1 node=$PREFIX-n$1 nd=$STATE/nodes/n$1 ip=192.0.2.$(( 10 + $1 ))
+    cmd_node_ns "$name" "$n" >/dev/null
+    in_ns "$node" sysctl -qw net.ipv4.ip_forward=1
+    if (( DUAL_STACK )); then
+        in_ns "$node" sysctl -qw net.ipv6.conf.all.forwarding=1
+        ip -n "$node" addr add "$NODE_NET6$(( 10 + n ))/64" dev eth0 nodad
+        ip -n "$node" route add default via "${NODE_NET6}1"
+    fi
+
+    # The node's file system: its own /etc/cni, /opt, /var/lib, /var/log and
+    # /run (a tmpfs), so hostPath volumes land in the node's own directories.
+    mkdir -p "$nd"/{etc-cni/net.d,opt/cni/bin,var-lib/kubelet,var-lib/containerd,var-lib/weft,var-lib/weftd,var-log/pods,var-log/containers,sysctl}
+    # The loopback CNI plugin, which containerd 1.6 calls for every sandbox's
+    # lo (a real node has it from the kubernetes-cni / containernetworking-plugins package).
+    cp /usr/lib/cni/loopback "$nd/opt/cni/bin/loopback"
+    local kv f
+    for kv in "${KUBELET_SYSCTLS[@]}"; do
+        f=${kv%%=*}; echo "${kv#*=}" > "$nd/sysctl/${f//\//.}"
+    done
+
+    # The cgroup root: /<prefix>-nN in every hierarchy; kubelet's pods beneath.
+    echo "$node" >> "$STATE/cgroups"
+    local c
+    for c in $(cgroup_hierarchies); do
+        mkdir -p "/sys/fs/cgroup/$c/$node"
+        if [[ $c == cpuset ]]; then
+            cat /sys/fs/cgroup/cpuset/cpuset.cpus > "/sys/fs/cgroup/cpuset/$node/cpuset.cpus"
+            cat /sys/fs/cgroup/cpuset/cpuset.mems > "/sys/fs/cgroup/cpuset/$node/cpuset.mems"
+        fi
+    done
+
+    # The mount namespace, kept by a bind mount of its nsfs file on a private mount.
+    if ! mountpoint -q "$STATE/ns"; then
+        mkdir -p "$STATE/ns"
+        echo "$STATE/ns" >> "$STATE/mounts"
+        mount --bind "$STATE/ns" "$STATE/ns"
+        mount --make-private "$STATE/ns"
+    fi
+    : > "$STATE/ns/$name.mnt"
+    echo "$STATE/ns/$name.mnt" >> "$STATE/mounts"
+    local binds=""
+    for kv in "${KUBELET_SYSCTLS[@]}"; do
+        f=${kv%%=*}
+        binds+="mount --bind '$nd/sysctl/${f//\//.}' /proc/sys/$f; "
+    done
+    unshare --mount="$STATE/ns/$name.mnt" --propagation slave sh -ec "
+        mount -t tmpfs -o mode=755,size=256m tmpfs-$node /run
+        mkdir -p /run/netns /run/containerd
+        : > /run/xtables.lock
+        mount --bind '$nd/etc-cni' /etc/cni
+        mount --bind '$nd/opt' /opt
+        mount --bind '$nd/var-lib' /var/lib
+        mount --bind '$nd/var-log' /var/log
+        $binds
+        mount --make-rshared /"
+
+    # Identities: kubelet's client (Node authorizer) and serving certificates.
+    cert "node-$name" "/O=system:nodes/CN=system:node:$node" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=clientAuth"
+    cert "kubelet-$name" "/CN=$node" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=IP:$ip,DNS:$node"
+    kubeconfig "kubelet-$name" "node-$name"
+
+    cat > "$nd/containerd.toml" <<EOF
+version = 2
+root = "/var/lib/containerd"
+state = "/run/containerd"
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.internal.v1.tracing", "io.containerd.tracing.processor.v1.otlp"]
+[grpc]
+  address = "/run/containerd/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  enable_selinux = false
+  disable_apparmor = true
+  # This machine withholds CAP_SYS_RESOURCE even from root: runc cannot lower
+  # a container's oom_score_adj below containerd's own (kubelet asks -998 for
+  # a sandbox; "nsexec: failed to update /proc/self/oom_score_adj: Permission
+  # denied"), so containerd raises it to its own, as it does rootless.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/opt/cni/bin"
+    conf_dir = "/etc/cni/net.d"
+EOF
+    local p=$STATE/pki
+    cat > "$nd/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# cgroup v1 here (docs/cluster.md); the node's own cgroup root, cgroupfs driver.
+failCgroupV1: false
+cgroupDriver: cgroupfs
+cgroupRoot: /$node
+cgroupsPerQOS: true
+failSwapOn: false
+containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+address: $ip
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+tlsCertFile: $p/kubelet-$name.crt
+tlsPrivateKeyFile: $p/kubelet-$name.key
+rotateCertificates: false
+serverTLSBootstrap: false
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $p/ca.crt}
+authorization: {mode: Webhook}
+clusterDomain: cluster.local
+clusterDNS: [${SVC_CIDR4%.0/*}.10]
+resolvConf: ""
+# Every kubelet sees the whole machine's disks and memory: eviction off.
+evictionHard: {memory.available: "0%", nodefs.available: "0%", nodefs.inodesFree: "0%", imagefs.available: "0%"}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+protectKernelDefaults: false
+serializeImagePulls: false
+maxPods: 110
+EOF
+    cat > "$nd/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: $PROXY_MODE
+hostnameOverride: $node
+clientConnection: {kubeconfig: $STATE/kube-proxy.kubeconfig}
+clusterCIDR: $CLUSTER_CIDR
+bindAddress: 0.0.0.0
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+# 0: kube-proxy leaves nf_conntrack_max and the hashsize (machine-wide) alone,
+# and the per-namespace conntrack timeouts as they are.
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+EOF
+}
+
+# start_node_daemons N: containerd, the images, kubelet and kube-proxy of node N.
+start_node_daemons() {
+    local n=$1 name=n$1 node=$PREFIX-n$1 nd=$STATE/nodes/n$1 ip=192.0.2.$(( 10 + $1 ))
+    start "containerd-$name" "@node$n" containerd --config "$nd/containerd.toml" --log-level warn
+    local i
+    for (( i = 0; i < 150; i++ )); do
+        node_ctr "$n" version >/dev/null 2>&1 && break
+        alive "containerd-$name" || break
+        sleep 0.2
+    done
+    node_ctr "$n" version >/dev/null 2>&1 ||
+        { tail -n 20 "$STATE/logs/containerd-$name.log" >&2; die "containerd of $node does not answer"; }
+    local t
+    for t in "${IMAGE_TARS[@]}"; do
+        node_ctr "$n" images import "$t" >/dev/null || die "importing $t into $node failed"
+    done
+    # The manifest names weft/weftd:0.1.0 (docker.io/weft/weftd:0.1.0 to the
+    # runtime): the image is loaded under that name, as docs/deploy.md says.
+    node_ctr "$n" images tag --force "$WEFT_IMAGE_LOCAL" "$WEFT_IMAGE_NAME" >/dev/null
+    local node_ips=$ip
+    (( DUAL_STACK )) && node_ips+=",$NODE_NET6$(( 10 + n ))"
+    start "kubelet-$name" "@node$n" "$BIN/kubelet" --config "$nd/kubelet.yaml" \
+        --kubeconfig "$STATE/kubelet-$name.kubeconfig" --hostname-override "$node" \
+        --node-ip "$node_ips" --v=1
+    start "kube-proxy-$name" "@node$n" "$BIN/kube-proxy" --config "$nd/kube-proxy.yaml" --v=1
+}
+
+# podman_image_tar TAG TAR CONTEXT_FILE ENTRYPOINT: a FROM scratch image of one
+# static binary, saved as TAR (for pause and agnhost when build-k8s/images has none).
+podman_image_tar() {
+    local tag=$1 tar=$2 file=$3 ctx
+    ctx=$(mktemp -d)
+    cp "$file" "$ctx/$(basename "$file")"
+    printf 'FROM scratch\nCOPY %s /%s\nENTRYPOINT ["/%s"]\n' "$(basename "$file")" "$(basename "$file")" \
+        "$(basename "$file")" > "$ctx/Containerfile"
+    podman build -q -t "$tag" -f "$ctx/Containerfile" "$ctx" >/dev/null
+    podman save -q -o "$tar.tmp" "$tag" && mv "$tar.tmp" "$tar"
+    podman rmi -f "$tag" >/dev/null 2>&1 || true
+    rm -rf "$ctx"
+}
+
+# prepare_images: the tarballs every node imports. build-k8s/images/*.tar
+# (scripts/k8s-images.sh: pause, agnhost, ... tagged as upstream); pause and
+# agnhost made here from the built binaries when that dir has none; and the
+# weftd image (deploy/build-image.sh --prebuilt build).
+prepare_images() {
+    IMAGE_TARS=()
+    local t have="" own=$repo/build-k8s/images-min
+    for t in "$repo"/build-k8s/images/*.tar; do
+        [[ -e $t ]] || continue
+        IMAGE_TARS+=("$t")
+        have+=" $(tar -xOf "$t" manifest.json index.json 2>/dev/null | tr -d '\n')"
+    done
+    mkdir -p "$own"
+    if [[ $have != *"$PAUSE_IMAGE"* ]]; then
+        [[ -s $own/pause.tar && $own/pause.tar -nt $BIN/pause ]] ||
+            podman_image_tar "$PAUSE_IMAGE" "$own/pause.tar" "$BIN/pause"
+        IMAGE_TARS+=("$own/pause.tar")
+    fi
+    if [[ $have != *"$AGNHOST_IMAGE"* ]]; then
+        [[ -s $own/agnhost.tar && $own/agnhost.tar -nt $BIN/agnhost ]] ||
+            podman_image_tar "$AGNHOST_IMAGE" "$own/agnhost.tar" "$BIN/agnhost"
+        IMAGE_TARS+=("$own/agnhost.tar")
+    fi
+    local build=${WEFT_BUILD:-$repo/build}
+    if [[ ! -x $build/cmd/weftd/weftd || ! -x $build/cmd/weft/weft ]]; then
+        log "building weftd and the plugin into $build"
+        WEFT_BUILD_DIR=$build "$repo/scripts/build.sh" weftd weft >/dev/null
+    fi
+    WEFT_IMAGE=$WEFT_IMAGE_LOCAL "$repo/deploy/build-image.sh" --prebuilt "$build" >&2 ||
+        die "deploy/build-image.sh --prebuilt $build failed"
+    podman save -q -o "$STATE/weftd-image.tar" "$WEFT_IMAGE_LOCAL" || die "podman save $WEFT_IMAGE_LOCAL failed"
+    IMAGE_TARS+=("$STATE/weftd-image.tar")
+}
+
+
+# run_pids: every process of the run that a namespace or cgroup shows: those in
+# one of its network namespaces, in a node's mount namespace (kubelet,
+# containerd, its shims) and in a node's cgroups (the pods' processes, which
+# live in network namespaces containerd made).
+run_pids() {
+    local ns f ino c node
+    for ns in "${namespaces[@]}"; do
+        [[ -e /run/netns/$ns ]] && ip netns pids "$ns" 2>/dev/null
+    done
+    local inos=()
+    for f in "$STATE"/ns/*.mnt; do
+        [[ -e $f ]] && mountpoint -q "$f" && ino=$(stat -L -c %i "$f" 2>/dev/null) && inos+=("mnt:[$ino]")
+    done
+    if (( ${#inos[@]} )); then
+        for f in /proc/[0-9]*/ns/mnt; do
+            ino=$(readlink "$f" 2>/dev/null) || continue
+            [[ " ${inos[*]} " == *" $ino "* ]] && { f=${f#/proc/}; echo "${f%%/*}"; }
+        done
+    fi
+    for node in "${cgroups[@]}"; do
+        for c in $(cgroup_hierarchies); do
+            [[ -d /sys/fs/cgroup/$c/$node ]] || continue
+            find "/sys/fs/cgroup/$c/$node" -name cgroup.procs -exec cat {} + 2>/dev/null
+        done
+    done
+    return 0
+}
+
+# Stops every process of the run and removes its namespaces, mounts, cgroups
+# and its state dir.
 do_down() {
     load_env || true
     local f pid ns
+    local namespaces=() cgroups=() mounts=()
+    [[ -r $STATE/netns ]] && mapfile -t namespaces < "$STATE/netns"
+    [[ -r $STATE/cgroups ]] && mapfile -t cgroups < "$STATE/cgroups"
+    [[ -r $STATE/mounts ]] && mapfile -t mounts < "$STATE/mounts"
     # Every process that recorded itself, then every process left in one of the
-    # run's namespaces (one whose pid file was never written is found there).
+    # run's namespaces or cgroups (one whose pid file was never written is found there).
     for f in "$STATE"/pids/*.pid; do
         [[ -e $f ]] || continue
         if alive "$(basename "$f" .pid)"; then kill -TERM "$(cat "$f")" 2>/dev/null || true; fi
     done
-    local namespaces=()
-    [[ -r $STATE/netns ]] && mapfile -t namespaces < "$STATE/netns"
-    for ns in "${namespaces[@]}"; do
-        [[ -e /run/netns/$ns ]] || continue
-        for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -TERM "$pid" 2>/dev/null || true; done
-    done
+    for pid in $(run_pids); do kill -TERM "$pid" 2>/dev/null || true; done
     local end=$(( SECONDS + 15 )) left
     while :; do
         left=""
         for f in "$STATE"/pids/*.pid; do
             [[ -e $f ]] && alive "$(basename "$f" .pid)" && left+=" $(cat "$f")"
         done
-        for ns in "${namespaces[@]}"; do
-            [[ -e /run/netns/$ns ]] && left+=" $(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')"
-        done
+        left+=" $(run_pids | tr '\n' ' ')"
         [[ -z ${left// } ]] && break
         if (( SECONDS >= end )); then
             log "still running after 15s, SIGKILL:$left"
             for pid in $left; do kill -KILL "$pid" 2>/dev/null || true; done
             sleep 0.5
+            left=$(run_pids | tr '\n' ' ')
+            [[ -z ${left// } ]] || { sleep 2; for pid in $(run_pids); do kill -KILL "$pid" 2>/dev/null || true; done; }
             break
         fi
         sleep 0.2
     done
+    # The nodes' mount namespaces (their files, then the private mount holding
+    # them): with no process left in them, they and every mount inside are gone.
+    local i
+    for (( i = ${#mounts[@]} - 1; i >= 0; i-- )); do
+        mountpoint -q "${mounts[i]}" && { umount "${mounts[i]}" || umount -l "${mounts[i]}" || log "cannot unmount ${mounts[i]}"; }
+    done
     for ns in "${namespaces[@]}"; do
         [[ -e /run/netns/$ns ]] || continue
         ip netns del "$ns" || log "cannot delete netns $ns"
+    done
+    # The nodes' cgroups, deepest first (a cgroup empties a moment after its last process exits).
+    local node c d
+    for node in "${cgroups[@]}"; do
+        [[ $node == wk* && $node != */* ]] || continue
+        for c in $(cgroup_hierarchies); do
+            [[ -d /sys/fs/cgroup/$c/$node ]] || continue
+            for (( i = 0; i < 20; i++ )); do
+                while read -r d; do rmdir "$d" 2>/dev/null; done < <(find "/sys/fs/cgroup/$c/$node" -depth -type d)
+                [[ -d /sys/fs/cgroup/$c/$node ]] || break
+                sleep 0.25
+            done
+            [[ -d /sys/fs/cgroup/$c/$node ]] && log "cannot remove cgroup /sys/fs/cgroup/$c/$node"
+        done
     done
     rm -rf "$STATE"
 }
@@ -386,7 +764,9 @@ cmd_status() {
     if ! load_env; then echo "no cluster (state dir $STATE)"; return 3; fi
     local n=0 up=0 c pid
     echo "run $PREFIX, state $STATE"
-    for c in etcd kube-apiserver kube-controller-manager kube-scheduler; do
+    local comps=(etcd kube-apiserver kube-controller-manager kube-scheduler) i
+    for (( i = 1; i <= ${NODES:-0}; i++ )); do comps+=("containerd-n$i" "kubelet-n$i" "kube-proxy-n$i"); done
+    for c in "${comps[@]}"; do
         n=$(( n + 1 ))
         pid=$(cat "$STATE/pids/$c.pid" 2>/dev/null || echo -)
         if alive "$c"; then up=$(( up + 1 )); echo "  $c: running (pid $pid)"; else echo "  $c: not running"; fi
@@ -397,6 +777,7 @@ cmd_status() {
     done < <(cat "$STATE/netns" 2>/dev/null)
     if (( up == n )) && api_ok; then
         echo "  API $API ready; KUBECONFIG=$STATE/admin.kubeconfig (reachable inside $CP_NS)"
+        (( ${NODES:-0} > 0 )) && kctl get nodes -o wide 2>/dev/null | sed 's/^/  /'
         return 0
     fi
     (( up == 0 )) && return 3

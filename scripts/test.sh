@@ -9,7 +9,8 @@
 #        real runtimes, benchmark quick mode;
 #    1b. a real control plane (scripts/k8s-build.sh: Kubernetes from the Go
 #        module proxy, tens of minutes the first time on a machine, about a
-#        minute after): weftd against kube-apiserver, the stand-in's fidelity;
+#        minute after): weftd against kube-apiserver, the stand-in's fidelity,
+#        2 real nodes with Weft from deploy/ (tests/k8s/cluster_nodes_test.sh);
 #     2. ./build-san (clang, ASan+UBSan, crash points compiled in; built in
 #        the background at idle priority while phase 1 runs): the unit,
 #        plugin and reliability suites;
@@ -144,14 +145,17 @@ phase "1. integration (network namespaces), the virtual cluster, real runtimes, 
 
 # A real control plane (issue 21, docs/cluster.md): Kubernetes built from the
 # Go module proxy (tests/k8s; Go's caches under $HOME keep it warm), weftd
-# against kube-apiserver with deploy/'s RBAC, and the stand-in API server
-# compared with it call by call. Not when ctest arguments pick suites.
+# against kube-apiserver with deploy/'s RBAC, the stand-in API server
+# compared with it call by call, and 2 real nodes (containerd, kubelet,
+# kube-proxy) with Weft installed from deploy/. Not when ctest arguments pick suites.
 if [ $# -eq 0 ]; then
-  phase "1b. a real control plane: the Kubernetes build, weftd against kube-apiserver, the stand-in's fidelity"
+  phase "1b. a real Kubernetes: the build, weftd against kube-apiserver, the stand-in's fidelity, 2 real nodes"
   if bash scripts/k8s-build.sh; then
     WEFTD="$PWD/$BUILD_DIR/cmd/weftd/weftd" bash tests/k8s/weftd_apiserver_test.sh ||
       FAILED+=("phase 1b: weftd against kube-apiserver")
     python3 tests/k8s/fidelity_test.py || FAILED+=("phase 1b: the stand-in's fidelity")
+    WEFT_BUILD="$PWD/$BUILD_DIR" bash tests/k8s/cluster_nodes_test.sh ||
+      FAILED+=("phase 1b: real nodes (containerd, kubelet, kube-proxy) with Weft from deploy/")
   else
     FAILED+=("phase 1b: the Kubernetes build (scripts/k8s-build.sh)")
   fi

@@ -65,9 +65,9 @@ poll() {
 }
 
 "$C" down >/dev/null 2>&1 || true
-up_args=() cidr_flag=()
+up_args=(--nodes 0) cidr_flag=()
 if [[ ${DUAL_STACK:-0} == 1 ]]; then
-    up_args=(--dual-stack)
+    up_args+=(--dual-stack)
     cidr_flag=(--cluster-cidr 10.244.0.0/16,fd00:10:244::/56)
 fi
 up_out=$("$C" up "${up_args[@]}" 2>"$WEFT_CLUSTER_STATE.up.log")

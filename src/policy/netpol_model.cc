@@ -848,6 +848,13 @@ std::vector<PodPolicyView> Engine::LocalPods() const {
   return out;
 }
 
+std::vector<const Policy*> Engine::PoliciesIn(const std::string& ns) const {
+  std::vector<const Policy*> out;
+  if (auto it = policies_by_ns_.find(ns); it != policies_by_ns_.end())
+    for (const auto& key : it->second) out.push_back(&policies_.at(key).policy);
+  return out;
+}
+
 std::string PodPolicyViewsJson(const std::vector<PodPolicyView>& pods) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& v : pods)

@@ -138,6 +138,11 @@ class Engine {
   size_t pod_count() const { return pods_.size(); }
   size_t local_isolated(bool ingress) const;
   std::vector<PodPolicyView> LocalPods() const;
+  // The objects the model is compiled from, for explain (policy/explain.h).
+  const std::unordered_map<std::string, Pod>& pods() const { return pods_; }
+  const std::unordered_map<std::string, Namespace>& namespaces() const { return namespaces_; }
+  // The policies of namespace `ns`, in key order.
+  std::vector<const Policy*> PoliciesIn(const std::string& ns) const;
 
  private:
   // A set of peers, shared by every rule (of any policy) whose peers are the

@@ -3,6 +3,7 @@
 #include <malloc.h>
 #include <sys/socket.h>
 
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "agent/conflist.h"
@@ -53,7 +54,7 @@ void Agent::RequestStop() {
   store_.Notify();
 }
 
-HttpAnswer Agent::Serve(const std::string& path) {
+HttpAnswer Agent::Serve(const std::string& path, const StatusServer::Query& query) {
   if (path == "/metrics") {
     std::string body = RenderMetrics(metrics_, cp_->stats(), opts_.control_plane_name, cp_->auth_health(),
                                      opts_.auth_failure_timeout);
@@ -66,6 +67,21 @@ HttpAnswer Agent::Serve(const std::string& path) {
     return {200, "text/plain; version=0.0.4; charset=utf-8", body};
   }
   if (path == "/netpol" && netpol_) return {200, "application/json", netpol_->DescribeJson()};
+  if (path == "/netpol/explain" && netpol_) {
+    if (!netpol_->metrics().ready.load())
+      return {503, "text/plain", "not ready: network policy not yet enforced from complete lists\n"};
+    // ?src=&dst=[&port=80/tcp][&family=4|6]: 200 with the explanation, 400
+    // for bad input, 404 for a pod weftd does not know (docs/weftd.md).
+    auto arg = [&](const char* k) {
+      auto it = query.find(k);
+      return it == query.end() ? std::string() : it->second;
+    };
+    auto q = policy::netpol::ParseExplainQuery(arg("src"), arg("dst"), arg("port"), arg("family"));
+    auto body = q.ok() ? netpol_->ExplainJson(*q) : Result<std::string>(q.status());
+    if (body.ok()) return {200, "application/json", *body};
+    int code = body.status().reason() == Reason::kNotFound ? 404 : 400;
+    return {code, "application/json", nlohmann::json({{"error", body.status().msg()}}).dump() + "\n"};
+  }
   if (path == "/netpol/ruleset" && netpol_) {
     // Before the first complete lists the model is partial: not a ruleset
     // anyone should compare with or apply.
@@ -376,8 +392,9 @@ Status Agent::Run() {
 
   std::unique_ptr<StatusServer> server;
   if (!opts_.metrics_addr.empty()) {
-    WEFT_ASSIGN_OR_RETURN(server, StatusServer::Start(opts_.metrics_addr, [this](const std::string& p) {
-                            return Serve(p);
+    WEFT_ASSIGN_OR_RETURN(server, StatusServer::Start(opts_.metrics_addr, [this](const std::string& p,
+                                                                                   const StatusServer::Query& q) {
+                            return Serve(p, q);
                           }));
   }
   metrics_.heartbeat_unix_ms = NowMs();

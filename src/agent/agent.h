@@ -86,7 +86,7 @@ class Agent {
   Status WriteNodeConflist(const State& st, int pod_mtu, const std::vector<IpPrefix>& cluster);
   // `full`: read the kernel rather than trust what the last pass applied.
   Status Reconcile(State& st, const overlay::PeerMap& peers, bool full);
-  HttpAnswer Serve(const std::string& path);
+  HttpAnswer Serve(const std::string& path, const StatusServer::Query& query = {});
 
   AgentOptions opts_;
   std::unique_ptr<ControlPlane> cp_;

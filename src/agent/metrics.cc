@@ -135,7 +135,8 @@ Result<std::unique_ptr<StatusServer>> StatusServer::Start(const std::string& add
     ::fcntl(sock, F_SETFD, FD_CLOEXEC);
   });
   svr.Get(".*", [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
-    HttpAnswer a = handler(req.path);
+    StatusServer::Query query(req.params.begin(), req.params.end());
+    HttpAnswer a = handler(req.path, query);
     res.status = a.code;
     res.set_content(a.body, a.content_type.c_str());
   });

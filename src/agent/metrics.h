@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -53,7 +54,9 @@ struct HttpAnswer {
 
 class StatusServer {
  public:
-  using Handler = std::function<HttpAnswer(const std::string& path)>;
+  // `query`: the request's query parameters, decoded ("/netpol/explain?src=x%2Fa" gives {"src", "x/a"}).
+  using Query = std::multimap<std::string, std::string>;
+  using Handler = std::function<HttpAnswer(const std::string& path, const Query& query)>;
   struct Options {
     int threads = 8;  // connections served at once; more wait for a free worker
     std::chrono::milliseconds read_timeout{std::chrono::seconds(2)};   // per read of a request

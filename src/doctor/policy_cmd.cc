@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "doctor/policy.h"
+#include "doctor/policy_explain.h"
 #include "doctor/weftd.h"
 #include "sys/http.h"
 
@@ -64,10 +65,12 @@ class PolicyCommand : public runtime::ctl::Command {
     sub->add_option("--max-elements", max_elements_, "Set elements shown per set (text output)")
         ->check(CLI::Range(0, 1000000))
         ->capture_default_str();
+    explain_.Register(*sub);
     return sub;
   }
 
   int Run(Context& ctx) override {
+    if (explain_.parsed()) return explain_.Run(ctx);
     if (!pod_.empty() && !IsPodName(pod_))
       return Error(ctx, runtime::ctl::kExitUsage, "POD must be namespace/name, not \"" + pod_ + "\"");
     if (Status st = sys::InitHttp(); !st.ok()) return Error(ctx, runtime::ctl::kExitFailed, st.msg(), st.details());
@@ -161,6 +164,7 @@ class PolicyCommand : public runtime::ctl::Command {
     return code;
   }
 
+  PolicyExplainCommand explain_;
   std::string pod_;
   std::string addr_ = kDefaultWeftdAddr;
   size_t max_elements_ = 16;

@@ -473,6 +473,12 @@ std::string NetpolController::DescribeJson() {
   return netpol::PodPolicyViewsJson(impl_->engine.LocalPods());
 }
 
+Result<std::string> NetpolController::ExplainJson(const netpol::ExplainQuery& q) {
+  std::lock_guard lock(impl_->engine_mu);
+  WEFT_ASSIGN_OR_RETURN(auto e, netpol::Explain(impl_->engine, q));
+  return netpol::ExplanationJson(e);
+}
+
 std::string NetpolController::DesiredRuleset() {
   std::lock_guard lock(impl_->engine_mu);
   return impl_->engine.RenderFull();

@@ -23,6 +23,7 @@
 #include "base/list_watch.h"
 #include "base/status.h"
 #include "kube/kube_endpoint.h"
+#include "policy/explain.h"
 #include "policy/netpol_model.h"
 
 namespace weft::kube {
@@ -114,6 +115,9 @@ class NetpolController {
   ControlPlaneStats& stats();
   // What the policies say about the local pods (weftctl policy, /netpol).
   std::string DescribeJson();
+  // `weftctl policy explain`: the explanation's JSON (policy/explain.h)
+  // from the engine's current objects; its errors as Explain's.
+  Result<std::string> ExplainJson(const netpol::ExplainQuery& q);
   // The ruleset weftd wants in the kernel (doctor compares).
   std::string DesiredRuleset();
   // Refreshes dropped_ingress/egress from the kernel's counters.

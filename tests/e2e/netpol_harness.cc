@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+
+#include "sys/http.h"
 
 namespace weft::testing::netpol {
 namespace {
@@ -402,6 +405,8 @@ std::string NetpolCluster::CheckMatrix(const std::vector<Expectation>& want, int
     bool match = notes.empty();
     for (size_t i = 0; i < active.size(); ++i) match = match && obs[i] == active[i]->reach;
     if (match) {
+      last_probed_.clear();
+      for (size_t i = 0; i < active.size(); ++i) last_probed_.push_back({active[i]->port, obs[i]});
       if (took) *took = std::chrono::duration_cast<std::chrono::milliseconds>(round - start);
       return "";
     }
@@ -507,6 +512,129 @@ std::string NetpolCluster::Diagnostics() {
     auto lines = SplitLines(api_->Log());
     for (size_t i = lines.size() > 80 ? lines.size() - 80 : 0; i < lines.size(); ++i) o << lines[i] << "\n";
   }
+  return o.str();
+}
+
+}  // namespace weft::testing::netpol
+
+namespace weft::testing::netpol {
+namespace {
+
+std::string ExplainPort(const PortSpec& p) {
+  const char* proto = p.proto == L4::kTcp ? "tcp" : p.proto == L4::kUdp ? "udp" : "sctp";
+  return std::to_string(p.port) + "/" + proto;
+}
+
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '/') out += "%2F";
+    else if (c == ':') out += "%3A";
+    else out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+int NetpolCluster::WeftctlExplain(int i, const std::vector<std::string>& args, std::string* out, std::string* err) {
+  std::vector<std::string> argv = {"ip", "netns", "exec", node(i).ns.name(), BinaryPath("weftctl"), "policy", "explain"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return Cmd(argv, out, err);
+}
+
+std::string NetpolCluster::CheckExplain() {
+  if (Status st = sys::InitHttp(); !st.ok()) return "explain: " + st.ToString() + "\n";
+  std::vector<int> nodes;
+  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i)
+    if (nodes_[i]->weftd) nodes.push_back(i);
+  if (nodes.empty()) return "";  // nobody to ask (a case stopped every weftd)
+  struct Ask {
+    size_t port;
+    std::string from, to;
+    bool probed;
+    int node;
+    bool allowed = false;
+    std::string answer;  // reason, or the error
+  };
+  std::vector<Ask> asks;
+  size_t n = 0;
+  for (size_t p = 0; p < last_probed_.size(); ++p)
+    for (const auto& from : keys_)
+      for (const auto& to : keys_)
+        asks.push_back({p, from, to, last_probed_[p].reach.Get(from, to), nodes[n++ % nodes.size()]});
+  auto run = [&](std::vector<Ask*> batch) {
+    for (int node_i : nodes) {
+      Status st = InNetns(node(node_i).ns, [&]() -> Status {
+        sys::HttpClient http;
+        for (Ask* a : batch) {
+          if (a->node != node_i) continue;
+          sys::HttpRequest req;
+          req.url = "http://127.0.0.1:9641/netpol/explain?src=" + Escape(pod(a->from).ip()) +
+                    "&dst=" + Escape(pod(a->to).ip()) + "&port=" + Escape(ExplainPort(last_probed_[a->port].port));
+          req.timeout = std::chrono::seconds(5);
+          auto r = http.Do(req);
+          if (!r.ok()) {
+            a->answer = "GET failed: " + r.status().ToString();
+            continue;
+          }
+          auto j = nlohmann::json::parse(r->body, nullptr, false);
+          if (r->status != 200 || !j.is_object()) {
+            a->answer = "HTTP " + std::to_string(r->status) + ": " + r->body;
+            continue;
+          }
+          a->allowed = j.value("allowed", false);
+          a->answer = j.value("reason", "");
+        }
+        return Status::Ok();
+      });
+      if (!st.ok()) return "explain: cannot enter " + node(node_i).name + ": " + st.ToString() + "\n";
+    }
+    return std::string();
+  };
+  auto disagreeing = [&] {
+    std::vector<Ask*> out;
+    for (auto& a : asks)
+      if (a.allowed != a.probed || a.answer.rfind("GET failed", 0) == 0 || a.answer.rfind("HTTP ", 0) == 0)
+        out.push_back(&a);
+    return out;
+  };
+  std::vector<Ask*> all;
+  for (auto& a : asks) all.push_back(&a);
+  if (auto e = run(all); !e.empty()) return e;
+  auto bad = disagreeing();
+  if (!bad.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    if (auto e = run(bad); !e.empty()) return e;
+    bad = disagreeing();
+  }
+  std::ostringstream o;
+  for (const Ask* a : bad)
+    o << "explain disagrees with the datapath: " << a->from << " -> " << a->to << " "
+      << last_probed_[a->port].port.Name() << ": probed " << (a->probed ? "allowed" : "denied") << ", weftd on "
+      << node(a->node).name << " says " << (a->allowed ? "allowed" : "denied") << " (" << a->answer << ")\n";
+  size_t weftctl_runs = 0;
+  // The command itself, by pod name: one allowed and one denied cell per port.
+  for (size_t p = 0; p < last_probed_.size(); ++p) {
+    for (bool want : {true, false}) {
+      const Ask* pick = nullptr;
+      for (const auto& a : asks)
+        if (a.port == p && a.from != a.to && a.probed == want && pod(a.from).object.is_object() &&
+            pod(a.to).object.is_object()) {
+          pick = &a;
+          if (want == false || (a.from[0] != a.to[0])) break;  // prefer a cross-namespace allowed cell
+        }
+      if (!pick) continue;
+      std::string out, err;
+      ++weftctl_runs;
+      int code = WeftctlExplain(pick->node, {pick->from, pick->to, ExplainPort(last_probed_[p].port)}, &out, &err);
+      if (code != (want ? 0 : 1))
+        o << "weftctl policy explain " << pick->from << " " << pick->to << " " << ExplainPort(last_probed_[p].port)
+          << " exited " << code << ", want " << (want ? 0 : 1) << ":\n" << out << err;
+    }
+  }
+  std::cerr << "[netpol] explain: " << asks.size() - bad.size() << " of " << asks.size()
+            << " cells agree with the probed matrix; weftctl policy explain run " << weftctl_runs << " times\n";
   return o.str();
 }
 

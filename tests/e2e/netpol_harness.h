@@ -183,6 +183,17 @@ class NetpolCluster {
   // `took`: from the call to the start of the matching round.
   std::string CheckMatrix(const std::vector<Expectation>& want, int deadline_ms = kDeadlineMs,
                           std::chrono::milliseconds* took = nullptr, int probe_timeout_ms = kProbeTimeoutMs);
+  // After a CheckMatrix that matched: weftd's `explain` must agree with the
+  // matrices that round probed. Every cell (every port) is asked of weftd
+  // (GET /netpol/explain by address, as the datapath sees the packet;
+  // alternately n1's and n2's weftd, skipping a stopped one), and `weftctl
+  // policy explain` runs by pod name for one allowed and one denied cell of
+  // each port (its exit code 0/1 must match). "" when all agree, else each
+  // disagreement with weftd's reason. A cell that disagrees is asked again
+  // after 500 ms (the other node's model may trail by a batch).
+  std::string CheckExplain();
+  // `weftctl policy explain ARGS...` inside node `i`: its exit code, stdout and stderr.
+  int WeftctlExplain(int i, const std::vector<std::string>& args, std::string* out, std::string* err = nullptr);
   // The same for probes outside the matrix.
   std::string CheckProbes(const std::vector<Probe>& want, int deadline_ms = kDeadlineMs);
   // Probes `target` from `from` until the result is `want`; the time from
@@ -217,6 +228,7 @@ class NetpolCluster {
   std::vector<std::pair<std::string, std::string>> policies_;  // (ns, name)
   std::vector<std::string> relabelled_namespaces_;
   bool sctp_ = false;
+  std::vector<Expectation> last_probed_;  // what CheckMatrix's matching round observed
 };
 
 // The binary run inside pods.

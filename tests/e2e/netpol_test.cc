@@ -91,6 +91,8 @@ class NetpolTest : public ::testing::Test {
   ::testing::AssertionResult Matrix(const std::string& step, const std::vector<Expectation>& want,
                                     int deadline_ms = NetpolCluster::kDeadlineMs) {
     std::string err = c_->CheckMatrix(want, deadline_ms);
+    // Every probed cell, as `weftctl policy explain` sees it (issue 22 §3).
+    if (err.empty()) err = c_->CheckExplain();
     if (err.empty()) return ::testing::AssertionSuccess();
     return ::testing::AssertionFailure() << "step \"" << step << "\": " << err;
   }

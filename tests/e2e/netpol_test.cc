@@ -137,6 +137,44 @@ TEST_F(NetpolTest, DefaultDenyIngress) {
   ASSERT_TRUE(Matrix("deny all ingress into x", AllPorts(r)));
 }
 
+// `weftctl policy explain` in words, by pod name and by address, as an
+// operator runs it on a node (its output is what docs/networkpolicy.md
+// shows); every matrix step of the suite checks its verdicts in bulk.
+TEST_F(NetpolTest, ExplainNamesTheIsolatingPolicyAndTheAdmittingRule) {
+  Apply(R"({"metadata": {"namespace": "x", "name": "deny-ingress"},
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress"]}})"_json);
+  Apply(R"({"metadata": {"namespace": "x", "name": "allow-b"},
+            "spec": {"podSelector": {"matchLabels": {"pod": "a"}},
+                     "ingress": [{"from": [{"podSelector": {"matchLabels": {"pod": "b"}}}],
+                                  "ports": [{"port": 80}]}]}})"_json);
+  Reachability r80 = R(), rest = R();
+  r80.ExpectPeer({}, {"x", ""}, false);
+  r80.Expect("x/b", "x/a", true);
+  rest.ExpectPeer({}, {"x", ""}, false);
+  ASSERT_TRUE(Matrix("x/b -> x/a on TCP 80 only", {{Tcp(80), r80}, {Tcp(81), rest}, {Udp(80), rest}}));
+  std::string out, err;
+  int code = c_->WeftctlExplain(0, {"x/b", "x/a", "80"}, &out, &err);
+  std::cout << "$ weftctl policy explain x/b x/a 80\n" << out << err << "(exit " << code << ")\n";
+  EXPECT_EQ(code, 0) << out << err;
+  EXPECT_NE(out.find(": ALLOWED\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("isolated by x/allow-b, x/deny-ingress"), std::string::npos) << out;
+  EXPECT_NE(out.find("allowed by x/allow-b ingress 0 (TCP 80)"), std::string::npos) << out;
+  code = c_->WeftctlExplain(1, {"y/a", Ip("x/a"), "80/tcp"}, &out, &err);
+  std::cout << "$ weftctl policy explain y/a " << Ip("x/a") << " 80/tcp\n" << out << err << "(exit " << code << ")\n";
+  EXPECT_EQ(code, 1) << out << err;
+  EXPECT_NE(out.find(": DENIED\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("why: the ingress of x/a is isolated by x/allow-b, x/deny-ingress and no rule of them admits "
+                     "TCP 80"),
+            std::string::npos)
+      << out;
+  // Bad input, an unknown pod: their own codes and a message.
+  EXPECT_EQ(c_->WeftctlExplain(0, {"x/b", "x/a", "http"}, &out, &err), 2) << err;
+  EXPECT_NE(err.find("port \"http\" is not PORT or PORT/PROTO"), std::string::npos) << err;
+  EXPECT_EQ(c_->WeftctlExplain(0, {"x/nope", "x/a"}, &out, &err), 3) << err;
+  EXPECT_NE(err.find("pod x/nope is not known to weftd"), std::string::npos) << err;
+  EXPECT_EQ(c_->WeftctlExplain(0, {"x/b", "x/a", "--weftd-addr", "127.0.0.1:1"}, &out, &err), 4) << err;
+}
+
 TEST_F(NetpolTest, DefaultDenyAll) {
   Apply(R"({"metadata": {"namespace": "x", "name": "deny-all"},
             "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}})"_json);

@@ -16,8 +16,9 @@
 #                                          via the control plane (which has no way out); removed by `down`
 #   scripts/cluster.sh run NAME NS CMD...  CMD detached in netns NS, its log in <state>/logs/NAME.log;
 #                                          stopped by `down`
-#   scripts/cluster.sh restart NAME        stop a component (etcd, kube-apiserver, ...) or a `run`
-#                                          process and start it again as it was
+#   scripts/cluster.sh restart NAME        stop a component (etcd, kube-apiserver, kubelet-n1, ...)
+#                                          or a `run` process and start it again as it was
+#   scripts/cluster.sh e2e [ARGS...]       the upstream sig-network e2e (scripts/k8s-e2e.sh)
 #
 # Binaries: build-k8s/bin (scripts/k8s-build.sh; `up` builds them when one is
 # missing). The control plane: etcd, kube-apiserver, kube-controller-manager,
@@ -56,7 +57,7 @@ WEFT_IMAGE_NAME=docker.io/weft/weftd:0.1.0
 log() { echo "cluster.sh: [$(( SECONDS ))s] $*" >&2; }
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 need_root() { [[ $(id -u) == 0 ]] || die "needs root (network namespaces)"; }
 
@@ -633,7 +634,7 @@ prepare_images() {
     for t in "$repo"/build-k8s/images/*.tar; do
         [[ -e $t ]] || continue
         IMAGE_TARS+=("$t")
-        have+=" $(tar -xOf "$t" manifest.json index.json 2>/dev/null | tr -d '\n')"
+        have+=" $( (tar -xOf "$t" manifest.json 2>/dev/null || true) | tr -d '\n')"
     done
     mkdir -p "$own"
     if [[ $have != *"$PAUSE_IMAGE"* ]]; then

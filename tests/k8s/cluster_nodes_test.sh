@@ -8,9 +8,11 @@
 # scheduler on both nodes, attached by kubelet through containerd's CRI and
 # Weft; pod to pod on one node and across nodes (HTTP and UDP, IPv4, and IPv6
 # with DUAL_STACK=1); a ClusterIP and a NodePort Service through kube-proxy; a
-# hostPort; weftd's rolling restart (`kubectl rollout restart ds/weftd`) with a
-# pod-to-pod keep-alive connection across nodes in use all along: it must
-# survive, the longest gap between answers is printed. Then `kubectl get nodes
+# hostPort; a NetworkPolicy judged after kube-proxy's DNAT; weftd's rolling
+# update to a new image tag (`kubectl set image`) with a pod-to-pod keep-alive
+# connection across nodes in use all along (it must survive; the longest gap
+# between answers is printed) and a refused pod trying a new connection every
+# 100 ms (never accepted: no pod left without policy). Then `kubectl get nodes
 # -o wide` and `get pods -A -o wide`, and `down`, which must leave no netns,
 # mount, cgroup or process of the run.
 #
@@ -51,7 +53,7 @@ PREFIX=""
 cleanup() {
     local rc=$?
     if [[ -n ${KEEP:-} ]]; then say "KEEP set: cluster left up (WEFT_CLUSTER_STATE=$WEFT_CLUSTER_STATE scripts/cluster.sh down)"; return; fi
-    [[ -n ${client_pid:-} ]] && kill "$client_pid" 2>/dev/null
+    [[ -n ${client_pid:-} ]] && kill "$client_pid" "$prober_pid" 2>/dev/null
     "$C" down >/dev/null 2>&1 || say "cluster.sh down failed"
     exit $rc
 }
@@ -222,24 +224,51 @@ check "kube-proxy runs in $PROXY_MODE mode (its rules are in the node's netns)" 
     "if [[ $PROXY_MODE == nftables ]]; then ip netns exec $N1 nft list table ip kube-proxy >/dev/null; \
      else ip netns exec $N1 iptables-save -t nat | grep -q KUBE-SERVICES; fi"
 
-# --- weftd's rolling restart with a connection in use ------------------------
-# A keep-alive HTTP connection from pod c1 (its netns, entered from the host)
-# to s2 on the other node, one request every 50 ms over the same socket.
-cid=$(k get pod c1 -o jsonpath='{.status.containerStatuses[0].containerID}')
-cid=${cid#containerd://}
-cpid=$(nsenter --net="/run/netns/$N1" --mount="$STATE/ns/n1.mnt" ctr --address /run/containerd/containerd.sock \
-    -n k8s.io tasks ls 2>/dev/null | awk -v id="$cid" '$1 == id {print $2}')
-if [[ -z $cpid ]]; then
-    bad "c1's process found (container $cid)"
+# --- NetworkPolicy after kube-proxy's DNAT --------------------------------------
+# Ingress to app=srv only from app=client (c1): h2 is refused, directly and
+# through the ClusterIP (the policy judges the backend after the DNAT).
+k apply -f - >/dev/null <<EOF
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: srv-from-client}
+spec:
+  podSelector: {matchLabels: {app: srv}}
+  policyTypes: [Ingress]
+  ingress: [{from: [{podSelector: {matchLabels: {app: client}}}]}]
+EOF
+H2=$(ip4 h2)
+poll 20 bash -c "[[ -z \$(ip netns exec $N2 curl -sg --max-time 3 'http://$H2:8080/dial?request=hostname&protocol=http&host=$S2&port=8080&tries=1' | jq -r '.responses // [] | join(\",\")') ]]"
+got=$(dial "$H2" "$S2" 8080 http n2 | answers)
+check "NetworkPolicy: h2 -> s2 refused (answers '$got')" test -z "$got"
+got=$(dial "$H2" "$CIP" 80 http n2 | answers)
+got+=$(dial "$H2" "$CIP" 80 http n2 | answers)
+check "NetworkPolicy: h2 -> ClusterIP $CIP refused after kube-proxy's DNAT (answers '$got')" test -z "$got"
+got=$(dial "$C1" "$S2" 8080 http n1 | answers)
+check "NetworkPolicy: c1 -> s2 still allowed (answers '$got')" test "$got" = s2
+
+# --- weftd's rolling update to a new image tag, with traffic and policy --------
+# pid_of POD NODE: the host pid of POD's container (to enter its netns).
+pid_of() {
+    local cid
+    cid=$(k get pod "$1" -o jsonpath='{.status.containerStatuses[0].containerID}')
+    cid=${cid#containerd://}
+    nsenter --net="/run/netns/$PREFIX-$2" --mount="$STATE/ns/$2.mnt" ctr --address /run/containerd/containerd.sock \
+        -n k8s.io tasks ls 2>/dev/null | awk -v id="$cid" '$1 == id {print $2}'
+}
+cpid=$(pid_of c1 n1) hpid=$(pid_of h2 n2)
+if [[ -z $cpid || -z $hpid ]]; then
+    bad "c1's and h2's processes found ('$cpid', '$hpid')"
 else
+    # A keep-alive HTTP connection from pod c1 (its netns, entered from the
+    # host) to s2 on the other node, one request every 50 ms over the same socket.
     nsenter -t "$cpid" -n python3 - "$S2" "$STATE/keepalive" <<'EOF' &
-import socket, sys, time, json
+import json, os, socket, sys, time
 host, out = sys.argv[1], sys.argv[2]
 s = socket.create_connection((host, 8080), timeout=5)
 req = ("GET /hostname HTTP/1.1\r\nHost: %s\r\nConnection: keep-alive\r\n\r\n" % host).encode()
 n = errors = 0; last = time.monotonic(); gap = 0.0; err = ""
 deadline = time.monotonic() + 600
-while time.monotonic() < deadline:
+while time.monotonic() < deadline and not os.path.exists(out + ".stop"):
     try:
         s.sendall(req); buf = b""
         while b"\r\n\r\n" not in buf or not buf.endswith(b"s2"):
@@ -250,33 +279,60 @@ while time.monotonic() < deadline:
     except OSError as e:
         errors += 1; err = str(e); break
     json.dump({"requests": n, "errors": errors, "max_gap_ms": round(gap * 1000), "error": err}, open(out + ".tmp", "w"))
-    import os; os.replace(out + ".tmp", out)
-    if os.path.exists(out + ".stop"): break
+    os.replace(out + ".tmp", out)
     time.sleep(0.05)
 EOF
     client_pid=$!
+    # From h2 (refused by the policy), a new connection to s2 every 100 ms:
+    # any one accepted while weftd is replaced is a pod left without policy.
+    nsenter -t "$hpid" -n python3 - "$S2" "$STATE/denied" <<'EOF' &
+import json, os, socket, sys, time
+host, out = sys.argv[1], sys.argv[2]
+tries = accepted = 0
+while not os.path.exists(out + ".stop"):
+    tries += 1
+    try:
+        socket.create_connection((host, 8080), timeout=0.3).close(); accepted += 1
+    except OSError:
+        pass
+    json.dump({"tries": tries, "accepted": accepted}, open(out + ".tmp", "w"))
+    os.replace(out + ".tmp", out)
+    time.sleep(0.1)
+EOF
+    prober_pid=$!
     poll 10 test -s "$STATE/keepalive"
     before=$(jq .requests "$STATE/keepalive" 2>/dev/null)
+    # The new tag: the same image loaded under weft/weftd:0.1.1 on every node
+    # (as an operator loads a new release), then the DaemonSet's image changed.
+    for n in n1 n2; do
+        nsenter --net="/run/netns/$PREFIX-$n" --mount="$STATE/ns/$n.mnt" ctr --address /run/containerd/containerd.sock \
+            -n k8s.io images tag --force docker.io/weft/weftd:0.1.0 docker.io/weft/weftd:0.1.1 >/dev/null
+    done
     old_pods=$(k -n kube-system get pods -l app=weftd -o jsonpath='{.items[*].metadata.name}')
     t_roll=$SECONDS
-    k -n kube-system rollout restart ds/weftd >/dev/null
+    k -n kube-system set image ds/weftd weftd=weft/weftd:0.1.1 install-plugin=weft/weftd:0.1.1 >/dev/null
     if k -n kube-system rollout status ds/weftd --timeout=180s >/dev/null; then
-        ok "weftd rolled (rollout restart) on both nodes in $(( SECONDS - t_roll ))s"
+        ok "weftd rolled to weft/weftd:0.1.1 on both nodes in $(( SECONDS - t_roll ))s"
     else
-        bad "weftd rollout restart"
+        bad "weftd rolling update to weft/weftd:0.1.1"
     fi
     new_pods=$(k -n kube-system get pods -l app=weftd -o jsonpath='{.items[*].metadata.name}')
-    check "every weftd pod replaced ($old_pods -> $new_pods)" bash -c \
-        "for p in $old_pods; do [[ ' $new_pods ' != *\" \$p \"* ]] || exit 1; done"
+    images=$(k -n kube-system get pods -l app=weftd -o jsonpath='{.items[*].spec.containers[0].image}')
+    check "every weftd pod replaced ($old_pods -> $new_pods), running $images" bash -c \
+        "for p in $old_pods; do [[ ' $new_pods ' != *\" \$p \"* ]] || exit 1; done; [[ '$images' == 'weft/weftd:0.1.1 weft/weftd:0.1.1' ]]"
     sleep 2
-    touch "$STATE/keepalive.stop"
-    wait "$client_pid"; client_pid=""
-    ka=$(cat "$STATE/keepalive")
-    check "the established c1 -> s2 connection survived weftd's restart on both nodes ($ka, $before requests before)" \
+    touch "$STATE/keepalive.stop" "$STATE/denied.stop"
+    wait "$client_pid" "$prober_pid"; client_pid=""
+    ka=$(cat "$STATE/keepalive") dn=$(cat "$STATE/denied")
+    check "the established c1 -> s2 connection survived weftd's rolling update on both nodes ($ka, $before requests before)" \
         jq -e '.errors == 0 and .requests > 20' <<<"$ka" >/dev/null
-    say "keep-alive across weftd's rollout: $ka"
+    check "no pod left without policy during the update: h2 -> s2 never accepted ($dn)" \
+        jq -e '.accepted == 0 and .tries > 20' <<<"$dn" >/dev/null
+    say "across weftd's rolling update: keep-alive $ka; refused prober $dn"
     got=$(dial "$C1" "$S2" 8080 http n1 | answers)
-    check "a new connection c1 -> s2 after the rollout answers '$got'" test "$got" = s2
+    check "a new connection c1 -> s2 after the update answers '$got'" test "$got" = s2
+    got=$(dial "$H2" "$S2" 8080 http n2 | answers)
+    check "h2 -> s2 still refused after the update (answers '$got')" test -z "$got"
 fi
 
 # --- RBAC: the real authorizer said yes to everything weftd asked ---------------

@@ -46,7 +46,22 @@ void RenderSide(std::string& out, const json& side, const std::string& who, bool
     out += Str(side, "note") + "\n";
     return;
   }
+  // ClusterNetworkPolicy's tiers (older weftd: absent).
+  std::string tiers = JoinComma(side.value("tierPolicies", json::array()));
+  std::string decided = Str(side, "decidedBy");
+  if (!tiers.empty()) {
+    out += "cluster policies " + tiers + "\n" + pad;
+    if (!decided.empty() && decided.find(" Pass") == std::string::npos) {
+      out += "decided by " + decided + "\n";
+      return;
+    }
+    if (!decided.empty()) out += "passed on by " + decided + "\n" + pad;
+  }
   if (!Bool(side, "isolated")) {
+    if (!tiers.empty()) {
+      out += std::string("no NetworkPolicy isolates it for ") + dir + "; no cluster policy rule denies it\n";
+      return;
+    }
     out += std::string("not isolated: no policy selects it for ") + dir + ", all " +
            (dir == "ingress" ? "incoming" : "outgoing") + " traffic is allowed\n";
     return;

@@ -119,6 +119,72 @@ bool RefAdmits(const PortRef& ref, Proto proto, uint16_t port, const Pod* dst) {
   return port >= ref.port && port <= end;
 }
 
+// Whether `rule` (of a policy of `policy_ns`) matches the connection; the
+// match with the ports it covers. `covers`: it answers the question (the
+// port asked, or every port when none was).
+struct Hit {
+  std::string ports;
+  bool all_ports = false;
+  bool covers = false;
+};
+std::optional<Hit> RuleMatches(const Engine& engine, const std::string& policy_ns, const Rule& rule,
+                               const Resolved& other, const Pod* dst_pod, const ExplainQuery& q) {
+  bool peer_ok = rule.any_peer;
+  for (const auto& peer : rule.peers)
+    if (!peer_ok) peer_ok = PeerMatches(engine, policy_ns, peer, other);
+  if (!peer_ok) return std::nullopt;
+  Hit h;
+  if (rule.any_port) {
+    h.ports = "any port";
+    h.all_ports = h.covers = true;
+    return h;
+  }
+  if (q.port) {
+    for (const auto& ref : rule.ports)
+      if (RefAdmits(ref, q.proto, *q.port, dst_pod)) {
+        h.ports = RefText(ref, dst_pod);
+        h.covers = true;
+        return h;
+      }
+    return std::nullopt;
+  }
+  // Without a port: the rule matches some ports, never all of them.
+  for (const auto& ref : rule.ports)
+    if (ref.proto_valid && (ref.name.empty() || (dst_pod && dst_pod->ResolvePort(ref.name, ref.proto))))
+      h.ports += (h.ports.empty() ? "" : ", ") + RefText(ref, dst_pod);
+  if (h.ports.empty()) return std::nullopt;
+  return h;
+}
+
+// The first matching rule of the tier's policies selecting `pod`, as the
+// chain evaluates them. Returns the action taken (nullopt: none matched);
+// `what` names the rule.
+std::optional<Action> TierDecides(const Engine& engine, Tier tier, bool ingress, const Pod& pod, const Resolved& other,
+                                  const Pod* dst_pod, const ExplainQuery& q, ExplainSide* side, std::string* what) {
+  std::optional<Action> decided;
+  for (const auto& tv : engine.TierPolicies(tier)) {
+    if (!engine.TierSelects(*tv.policy, pod)) continue;
+    const auto& rules = ingress ? tv.policy->ingress : tv.policy->egress;
+    const auto& match = ingress ? tv.rules->ingress : tv.rules->egress;
+    if (rules.empty()) continue;  // no chain rules in this direction
+    side->tier_policies.push_back(std::string(TierName(tier)) + ":" + tv.policy->name);
+    for (size_t r = 0; r < rules.size() && r < match.size() && !decided; ++r) {
+      auto hit = RuleMatches(engine, "", match[r], other, dst_pod, q);
+      if (!hit) continue;
+      std::string name = std::string(TierName(tier)) + ":" + tv.policy->name.substr(0, 80) +
+                         (ingress ? " ingress " : " egress ") + std::to_string(r) + " " + ActionName(rules[r].action);
+      if (!hit->covers) {
+        // Some ports only (a question about every port): a Deny means not
+        // every port passes; an Accept or Pass leaves the rest to what follows.
+        if (rules[r].action != Action::kDeny) continue;
+      }
+      decided = rules[r].action;
+      *what = name + (hit->all_ports ? "" : " (" + hit->ports + ")");
+    }
+  }
+  return decided;
+}
+
 // One direction judged by the policies of `self` (source for egress,
 // destination for ingress); `other` is the peer, `dst` the destination.
 ExplainSide Judge(const Engine& engine, bool ingress, const Resolved& self, const Resolved& other,
@@ -144,43 +210,44 @@ ExplainSide Judge(const Engine& engine, bool ingress, const Resolved& self, cons
     side.policies.push_back(pol->key());
     const auto& rules = ingress ? pol->ingress : pol->egress;
     for (size_t i = 0; i < rules.size(); ++i) {
-      const Rule& rule = rules[i];
-      bool peer_ok = rule.any_peer;
-      for (const auto& peer : rule.peers)
-        if (!peer_ok) peer_ok = PeerMatches(engine, pol->ns, peer, other);
-      if (!peer_ok) continue;
+      auto hit = RuleMatches(engine, pol->ns, rules[i], other, dst_pod, q);
+      if (!hit) continue;
       AdmittingRule a;
       a.policy = pol->key();
       a.index = i;
       a.what = pol->key() + (ingress ? " ingress " : " egress ") + std::to_string(i);
-      if (rule.any_port) {
-        a.ports = "any port";
-        a.all_ports = true;
-        side.admitted_by.push_back(std::move(a));
-        continue;
-      }
-      if (q.port) {
-        std::vector<std::string> hits;
-        for (const auto& ref : rule.ports)
-          if (RefAdmits(ref, q.proto, *q.port, dst_pod)) hits.push_back(RefText(ref, dst_pod));
-        if (hits.empty()) continue;
-        a.ports = hits.front();
-      } else {
-        // Without a port: the rule admits some ports, never all of them.
-        std::vector<std::string> refs;
-        for (const auto& ref : rule.ports)
-          if (ref.proto_valid && (ref.name.empty() || (dst_pod && dst_pod->ResolvePort(ref.name, ref.proto))))
-            refs.push_back(RefText(ref, dst_pod));
-        if (refs.empty()) continue;
-        for (const auto& r : refs) a.ports += (a.ports.empty() ? "" : ", ") + r;
-      }
+      a.ports = hit->ports;
+      a.all_ports = hit->all_ports;
       side.admitted_by.push_back(std::move(a));
     }
   }
-  if (!side.isolated) return side;
-  side.allowed = false;
-  for (const auto& a : side.admitted_by)
-    if (q.port || a.all_ports) side.allowed = true;
+  // The Admin tier first.
+  std::string what;
+  auto admin = TierDecides(engine, Tier::kAdmin, ingress, pod, other, dst_pod, q, &side, &what);
+  if (admin && *admin != Action::kPass) {
+    side.decided_by = what;
+    side.allowed = *admin == Action::kAccept;
+    return side;
+  }
+  if (side.isolated) {
+    side.allowed = false;
+    for (const auto& a : side.admitted_by)
+      if (q.port || a.all_ports) side.allowed = true;
+    if (admin) side.decided_by = what;  // the Pass that led here
+    // Listed for the record: Baseline never applies to a pod NetworkPolicy isolates.
+    for (const auto& tv : engine.TierPolicies(Tier::kBaseline))
+      if (engine.TierSelects(*tv.policy, pod) && !(ingress ? tv.policy->ingress : tv.policy->egress).empty())
+        side.tier_policies.push_back(std::string("Baseline:") + tv.policy->name + " (not reached)");
+    return side;
+  }
+  std::string bwhat;
+  auto base = TierDecides(engine, Tier::kBaseline, ingress, pod, other, dst_pod, q, &side, &bwhat);
+  if (base) {
+    side.decided_by = bwhat;
+    side.allowed = *base != Action::kDeny;
+  } else if (admin) {
+    side.decided_by = what;
+  }
   return side;
 }
 
@@ -275,21 +342,30 @@ Result<Explanation> Explain(const Engine& engine, const ExplainQuery& q) {
   }
   e.allowed = e.egress.allowed && e.ingress.allowed;
   auto why = [&](const ExplainSide& s, const std::string& who) {
-    return (s.direction == "egress" ? "the egress of " : "the ingress of ") + who + " is isolated by " +
-           JoinComma(s.policies) + " and no rule of " + (s.policies.size() == 1 ? "it" : "them") + " admits " +
-           (q.port ? what : "every port");
+    std::string dir = (s.direction == "egress" ? "the egress of " : "the ingress of ") + who;
+    if (!s.decided_by.empty() && s.decided_by.find(" Deny") != std::string::npos) return dir + " is denied by " + s.decided_by;
+    return dir + " is isolated by " + JoinComma(s.policies) + " and no rule of " +
+           (s.policies.size() == 1 ? "it" : "them") + " admits " + (q.port ? what : "every port");
   };
   if (!e.egress.allowed) e.reason = why(e.egress, Name(e.src));
   if (!e.ingress.allowed) e.reason += (e.reason.empty() ? "" : "; ") + why(e.ingress, Name(e.dst));
   if (e.allowed) {
     std::vector<std::string> by;
-    for (const auto* s : {&e.egress, &e.ingress})
+    for (const auto* s : {&e.egress, &e.ingress}) {
+      if (!s->decided_by.empty() && s->decided_by.find(" Pass") == std::string::npos) {
+        by.push_back(s->decided_by);
+        continue;
+      }
       for (const auto& a : s->admitted_by)
-        if (q.port || a.all_ports) {
+        if (s->isolated && (q.port || a.all_ports)) {
           by.push_back(a.what);
           break;
         }
-    e.reason = by.empty() ? "neither side is isolated" : "admitted by " + JoinComma(by);
+    }
+    bool tiers = !e.egress.tier_policies.empty() || !e.ingress.tier_policies.empty();
+    e.reason = !by.empty() ? "admitted by " + JoinComma(by)
+               : tiers     ? "no rule of the cluster policies selecting the pods denies it"
+                           : "neither side is isolated";
     if (!e.egress.isolated && e.ingress.isolated) e.reason += " (the source is not isolated for egress)";
     if (e.egress.isolated && !e.ingress.isolated) e.reason += " (the destination is not isolated for ingress)";
   }
@@ -313,6 +389,8 @@ std::string ExplanationJson(const Explanation& e) {
     json o = {{"direction", s.direction}, {"judged", s.judged}, {"isolated", s.isolated},
               {"policies", s.policies}, {"admittedBy", rules}, {"allowed", s.allowed}};
     if (!s.pod.empty()) o["pod"] = s.pod;
+    if (!s.tier_policies.empty()) o["tierPolicies"] = s.tier_policies;
+    if (!s.decided_by.empty()) o["decidedBy"] = s.decided_by;
     if (!s.note.empty()) o["note"] = s.note;
     return o;
   };

@@ -10,7 +10,11 @@
 // policies, and which rules of those policies admit the connection (named
 // "ns/name ingress N" exactly as the nft rules' comments name them). The
 // semantics are the engine's (netpol_model.h): the e2e suite checks every
-// verdict against the probed datapath.
+// verdict against the probed datapath. ClusterNetworkPolicy's tiers are
+// evaluated as the chains order them: Admin (priority, then name; first
+// matching rule: Accept, Deny, or Pass to NetworkPolicy), the pod's
+// NetworkPolicies, Baseline when no NetworkPolicy isolates the pod, then
+// allow.
 
 #include <cstdint>
 #include <optional>
@@ -63,6 +67,12 @@ struct ExplainSide {
   bool isolated = false;
   std::vector<std::string> policies;   // ns/name of the policies isolating the pod in this direction
   std::vector<AdmittingRule> admitted_by;
+  // ClusterNetworkPolicy (the Admin tier before NetworkPolicy, Baseline
+  // after it): the tier policies selecting the pod ("Admin:name"), and the
+  // tier rule that decided, named as its nft comment names it
+  // ("Admin:deny-y ingress 0 Deny"); "" when NetworkPolicy or the default did.
+  std::vector<std::string> tier_policies;
+  std::string decided_by;
   bool allowed = true;
 };
 

@@ -197,6 +197,54 @@ TEST_F(ExplainTest, BadInputAndUnknownPods) {
   EXPECT_EQ(Explain(engine_, *q).status().reason(), Reason::kNotFound);
 }
 
+ClusterPolicy Cnp(const std::string& name, const std::string& tier, int prio, const std::string& dir,
+                  const std::string& rules) {
+  auto p = DecodeClusterPolicy(json::parse(R"({"metadata":{"name":")" + name + R"("},"spec":{"tier":")" + tier +
+                                           R"(","priority":)" + std::to_string(prio) +
+                                           R"(,"subject":{"namespaces":{"matchLabels":{"ns":"x"}}},")" + dir +
+                                           R"(":)" + rules + "}}"));
+  EXPECT_TRUE(p.has_value());
+  return *p;
+}
+
+TEST_F(ExplainTest, AdminDenyBeatsANetworkPolicyAllowAndIsNamed) {
+  engine_.UpsertPolicy(P(R"({"metadata":{"namespace":"x","name":"all"},"spec":{"podSelector":{},"ingress":[{}]}})"));
+  engine_.UpsertClusterPolicy(Cnp("deny-y", "Admin", 10, "ingress",
+                                  R"([{"action":"Deny","from":[{"namespaces":{"matchLabels":{"ns":"y"}}}]}])"));
+  Explanation e = Ask("y/a", "x/a", "80");
+  EXPECT_FALSE(e.allowed);
+  EXPECT_EQ(e.ingress.decided_by, "Admin:deny-y ingress 0 Deny");
+  EXPECT_EQ(e.ingress.tier_policies, std::vector<std::string>{"Admin:deny-y"});
+  EXPECT_EQ(e.reason, "the ingress of x/a is denied by Admin:deny-y ingress 0 Deny");
+  EXPECT_TRUE(Ask("x/b", "x/a", "80").allowed);  // not from y: the NetworkPolicy decides
+  // A higher-precedence Accept (lower priority number) wins.
+  engine_.UpsertClusterPolicy(Cnp("accept-ya", "Admin", 5, "ingress",
+                                  R"([{"action":"Accept","from":[{"pods":{"namespaceSelector":{},"podSelector":{"matchLabels":{"pod":"a"}}}}]}])"));
+  e = Ask("y/a", "x/a", "80");
+  EXPECT_TRUE(e.allowed);
+  EXPECT_EQ(e.ingress.decided_by, "Admin:accept-ya ingress 0 Accept");
+  EXPECT_EQ(e.reason, "admitted by Admin:accept-ya ingress 0 Accept (the source is not isolated for egress)");
+}
+
+TEST_F(ExplainTest, AdminPassDefersToNetworkPolicyAndBaselineOnlyWhereNoneIsolates) {
+  engine_.UpsertClusterPolicy(Cnp("pass-y", "Admin", 1, "ingress",
+                                  R"([{"action":"Pass","from":[{"namespaces":{"matchLabels":{"ns":"y"}}}]}])"));
+  engine_.UpsertClusterPolicy(Cnp("base-deny", "Baseline", 1, "ingress", R"([{"action":"Deny","from":[{"namespaces":{}}]}])"));
+  // No NetworkPolicy: Pass reaches Baseline, which denies.
+  Explanation e = Ask("y/a", "x/a", "80");
+  EXPECT_FALSE(e.allowed);
+  EXPECT_EQ(e.ingress.decided_by, "Baseline:base-deny ingress 0 Deny");
+  // A NetworkPolicy isolating x/a and admitting y: Baseline is not reached.
+  engine_.UpsertPolicy(P(R"({"metadata":{"namespace":"x","name":"from-y"},"spec":{"podSelector":{},
+    "ingress":[{"from":[{"namespaceSelector":{"matchLabels":{"ns":"y"}}}]}]}})"));
+  e = Ask("y/a", "x/a", "80");
+  EXPECT_TRUE(e.allowed);
+  EXPECT_EQ(e.ingress.admitted_by.at(0).what, "x/from-y ingress 0");
+  EXPECT_FALSE(Ask("x/b", "x/a", "80").allowed);  // isolated, not admitted; Baseline never reached
+  // Egress has no tier rules: untouched.
+  EXPECT_TRUE(Ask("x/a", "y/a", "80").allowed);
+}
+
 TEST_F(ExplainTest, JsonCarriesVerdictSidesAndRules) {
   engine_.UpsertPolicy(P(R"({"metadata":{"namespace":"x","name":"allow"},"spec":{"podSelector":{},
     "ingress":[{"ports":[{"port":80}]}]}})"));

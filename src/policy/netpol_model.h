@@ -143,6 +143,21 @@ class Engine {
   const std::unordered_map<std::string, Namespace>& namespaces() const { return namespaces_; }
   // The policies of namespace `ns`, in key order.
   std::vector<const Policy*> PoliciesIn(const std::string& ns) const;
+  // The enforced ClusterNetworkPolicies of `tier` in precedence order, each
+  // with its rules as the chains match them (`rules`: nodes peers resolved).
+  struct TierView {
+    const ClusterPolicy* policy;
+    const Policy* rules;
+  };
+  std::vector<TierView> TierPolicies(Tier tier) const {
+    std::vector<TierView> out;
+    for (const auto& [prio, name] : tier == Tier::kAdmin ? admin_order_ : baseline_order_) {
+      const CnpState& st = cnps_.at(name);
+      out.push_back({&st.policy, &st.sets.policy});
+    }
+    return out;
+  }
+  bool TierSelects(const ClusterPolicy& p, const Pod& pod) const { return SubjectSelects(p, pod); }
 
  private:
   // A set of peers, shared by every rule (of any policy) whose peers are the

@@ -848,5 +848,6 @@ case ${1:-} in
         start "$name" "$ns" "$@" ;;
     env) load_env || die "no cluster"; cat "$STATE/cluster.env" ;;
     e2e) shift; exec "$repo/scripts/k8s-e2e.sh" "$@" ;;   # the upstream e2e suite (docs/cluster.md)
+    conformance) shift; exec "$repo/scripts/k8s-conformance.sh" "$@" ;;   # ClusterNetworkPolicy's suite (docs/clusternetworkpolicy.md)
     *) usage ;;
 esac

@@ -54,6 +54,14 @@ if [[ ${WEFT_K8S_E2E:-1} != 0 ]]; then
         -o "$out/e2e-network.test" ./e2e)
 fi
 
+# The ClusterNetworkPolicy conformance suite (sigs.k8s.io/network-policy-api's
+# conformance package, pinned in tests/k8s/cnpconformance, a module of its own):
+# scripts/k8s-conformance.sh runs it. WEFT_K8S_CNP=0 leaves it out.
+if [[ ${WEFT_K8S_CNP:-1} != 0 ]]; then
+    (cd "$mod/cnpconformance" && CGO_ENABLED=0 "${nice[@]}" go test -c -mod=readonly -trimpath \
+        -o "$out/cnp-conformance.test" sigs.k8s.io/network-policy-api/conformance)
+fi
+
 # pause: upstream's build/pause/linux/pause.c, static, as its Makefile does.
 src=$(cd "$mod" && go list -mod=readonly -m -f '{{.Dir}}' k8s.io/kubernetes)/build/pause/linux/pause.c
 if [[ ! -x $out/pause || $src -nt $out/pause ]]; then

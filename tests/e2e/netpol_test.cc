@@ -1159,6 +1159,7 @@ TEST_F(NetpolTest, CnpAdminDenyBeatsANetworkPolicyAllow) {
   EXPECT_EQ(obj["status"]["conditions"][0]["type"], "Accepted");
   EXPECT_EQ(obj["status"]["conditions"][0]["status"], "True");
   EXPECT_EQ(obj["status"]["conditions"][0]["observedGeneration"], 1);
+  std::cout << "CNP-STATUS " << obj["status"]["conditions"].dump() << "\n";
 }
 
 TEST_F(NetpolTest, CnpAdminPassDefersToNetworkPolicy) {
@@ -1178,6 +1179,17 @@ TEST_F(NetpolTest, CnpAdminPassDefersToNetworkPolicy) {
   Apply(R"({"metadata": {"namespace": "x", "name": "only-z"},
             "spec": {"podSelector": {}, "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"ns": "y"}}}]}]}})"_json);
   ASSERT_TRUE(Matrix("y passed to an NP that admits it", AllPorts(deny)));
+  PrintMatrix(*c_, "AdminPassDefersToNetworkPolicy", deny);
+  // x/a's chains on n1, as the kernel has them (docs/clusternetworkpolicy.md quotes them).
+  std::string table;
+  c_->node(0).ns.Exec({"nft", "list", "table", "inet", "weft-netpol"}, &table);
+  bool in = false;
+  std::istringstream lines(table);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("\tchain ") == 0 || line.find("chain ") != std::string::npos) in = false;
+    if (line.find("chain in-") != std::string::npos || line.find("chain tin-") != std::string::npos) in = true;
+    if (in) std::cout << "CNP-RULESET " << line << "\n";
+  }
 }
 
 TEST_F(NetpolTest, CnpBaselineDenyAppliesWhereNoNetworkPolicySelects) {

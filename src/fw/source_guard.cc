@@ -45,6 +45,10 @@ std::vector<std::pair<std::string, std::vector<std::string>>> Chains(GuardMode m
         {"prerouting", {hook_rule}},
         {"pod",
          {
+             // A pod is no router for its node: on a node that accepts
+             // router advertisements on new interfaces (accept_ra=2), one
+             // from a pod would give the node a default route via the pod.
+             "icmpv6 type { nd-router-advert, nd-redirect } counter name \"spoofed6\" drop",
              // Strict reverse path: the source is routed out of the interface
              // the packet came in on (link-local sources: the lookup is made
              // on that interface, where fe80::/64 is).

@@ -24,6 +24,12 @@ TEST(SourceGuard, RoutedIsOneReversePathCheckAndNoPerPodState) {
             std::string::npos)
       << s;
   EXPECT_NE(s.find("add rule inet weft-guard pod fib saddr . iif oif exists return"), std::string::npos) << s;
+  // Router advertisements and redirects are judged before the reverse path,
+  // which their link-local source passes.
+  EXPECT_LT(s.find("add rule inet weft-guard pod icmpv6 type { nd-router-advert, nd-redirect } counter name "
+                   "\"spoofed6\" drop"),
+            s.find("fib saddr . iif oif exists return"))
+      << s;
   EXPECT_NE(s.find("counter name \"spoofed6\" drop"), std::string::npos) << s;
   // The chains are emptied before they are refilled, in the same script.
   EXPECT_LT(s.find("flush chain inet weft-guard pod"), s.find("add rule inet weft-guard pod"));

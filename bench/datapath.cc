@@ -39,6 +39,10 @@ struct Topology {
   // weft with its source guard removed from the node after the pods were
   // added (issue 22: the guard's cost, measured beside the same config).
   bool guard_off = false;
+  // weft VXLAN with the overlay filter (table inet weft-overlay, issue 22
+  // §2) removed after the pods were added, the weftds stopped first so no
+  // resync puts it back: the filter's cost beside the same topology.
+  bool filter_off = false;
   // weft on two nodes: the second node and its pod, etcd and the weftds
   // (stopped before the namespaces go), scratch dirs.
   std::unique_ptr<Node> node2;
@@ -285,6 +289,19 @@ Status DropGuard(const Node& node) {
   return Status::Ok();
 }
 
+// Removes the overlay filter from `node` (its weftd already stopped).
+Status DropOverlayFilter(const Node& node) {
+  sys::ExecRequest req;
+  req.path = "/usr/sbin/nft";
+  req.argv = {"nft", "delete", "table", "inet", "weft-overlay"};
+  req.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  req.netns_fd = node.ns.fd();
+  WEFT_ASSIGN_OR_RETURN(auto r, sys::Exec(req));
+  if (r.exit_code != 0)
+    return Status::Error(Reason::kFailed, Domain::kFirewall, node.name + ": cannot remove the overlay filter: " + r.err);
+  return Status::Ok();
+}
+
 // Two nodes joined by the same veth underlay as the "underlay" baseline
 // (192.0.2.1/24 and .2/24 on up0), etcd on node a's underlay address, weftd
 // on both with `backend`, and one pod on each node attached by the real weft
@@ -362,12 +379,19 @@ Status SetupWeft(Topology& t, const DatapathOptions& opt, const Runner& runner, 
     WEFT_RETURN_IF_ERROR(DropGuard(*t.node));
     WEFT_RETURN_IF_ERROR(DropGuard(*t.node2));
   }
+  if (t.filter_off) {
+    for (auto& d : t.daemons) d.Stop(SIGTERM, 2000);
+    t.daemons.clear();
+    WEFT_RETURN_IF_ERROR(DropOverlayFilter(*t.node));
+    WEFT_RETURN_IF_ERROR(DropOverlayFilter(*t.node2));
+  }
   return Status::Ok();
 }
 
 Status Setup(Topology& t, const DatapathOptions& opt, const Runner& runner, int idx) {
   const std::string p = opt.prefix + "-d" + std::to_string(idx);
-  if (t.key == "weft-vxlan" || t.key == "weft-vxlan-noguard") return SetupWeft(t, opt, runner, p, "vxlan");
+  if (t.key == "weft-vxlan" || t.key == "weft-vxlan-noguard" || t.key == "weft-vxlan-nofilter")
+    return SetupWeft(t, opt, runner, p, "vxlan");
   if (t.key == "weft-host-gw" || t.key == "weft-host-gw-noguard") return SetupWeft(t, opt, runner, p, "host-gw");
   if (t.key == "veth") {
     t.netns = {p + "a", p + "b"};
@@ -454,6 +478,8 @@ json RunDatapath(const DatapathOptions& opt, const Runner& runner, const std::ve
   add("weft-vxlan", "two nodes: weft VXLAN (weftd)", "vxlan");
   add("weft-vxlan-noguard", "two nodes: weft VXLAN (weftd), source guard off", "weft-vxlan");
   topo.back().guard_off = true;
+  add("weft-vxlan-nofilter", "two nodes: weft VXLAN, overlay filter off (weftd stopped)", "weft-vxlan");
+  topo.back().filter_off = true;
   add("weft-host-gw", "two nodes: weft host-gw (weftd)", "underlay");
   add("weft-host-gw-noguard", "two nodes: weft host-gw (weftd), source guard off", "weft-host-gw");
   topo.back().guard_off = true;

@@ -13,6 +13,8 @@
 #include "base/strings.h"
 #include "fw/masquerade.h"
 #include "fw/source_guard.h"
+#include "fw/tool.h"
+#include "overlay/filter.h"
 #include "overlay/datapath.h"
 #include "overlay/families.h"
 #include "overlay/reconcile.h"
@@ -20,6 +22,8 @@
 #include "plugin/reclaim.h"
 #include "sys/files.h"
 #include "sys/netlink.h"
+#include "sys/nft_query.h"
+#include "sys/nft_set.h"
 #include "sys/sysctl.h"
 
 namespace weft::agent {
@@ -28,6 +32,16 @@ namespace {
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// The overlay filter's counters (not installed: zeros).
+overlay::OverlayFilterCounters ReadOverlayCounters() {
+  overlay::OverlayFilterCounters c;
+  auto exists = sys::NftTableExists(sys::NftFamily::kInet, overlay::kOverlayTable);
+  if (!exists.ok() || !*exists) return c;
+  auto r = fw::RunTool("nft", {"-j", "list", "counters", "table", "inet", overlay::kOverlayTable}, "");
+  if (r.ok() && r->exit_code == 0) (void)overlay::ParseOverlayFilterCounters(r->out, &c);
+  return c;
 }
 
 }  // namespace
@@ -64,6 +78,7 @@ HttpAnswer Agent::Serve(const std::string& path, const StatusServer::Query& quer
     }
     // The plugin's source guard (fw/source_guard.h): read from the kernel.
     if (auto guard = fw::ReadGuardCounters(); guard.ok()) body += fw::RenderGuardMetrics(*guard);
+    if (opts_.backend != overlay::Backend::kHostGw) body += overlay::RenderOverlayFilterMetrics(ReadOverlayCounters());
     return {200, "text/plain; version=0.0.4; charset=utf-8", body};
   }
   if (path == "/netpol" && netpol_) return {200, "application/json", netpol_->DescribeJson()};
@@ -149,7 +164,22 @@ Status Agent::EnsureForwarding(const State& st) {
   return Status::Ok();
 }
 
+Status Agent::EnsureOverlayFilter() {
+  const std::string marker = overlay::OverlayFilterMarker(opts_.vxlan_port);
+  WEFT_ASSIGN_OR_RETURN(auto comments, sys::NftRuleComments(sys::NftFamily::kInet, overlay::kOverlayTable, "input"));
+  if (comments.size() == 1 && comments[0] == marker) return Status::Ok();
+  // Creates what is missing and replaces the two chains' rules in one
+  // transaction; the sets and their elements stay (nothing opens meanwhile).
+  WEFT_ASSIGN_OR_RETURN(auto r, fw::RunTool("nft", {"-f", "-"}, overlay::RenderOverlayFilter(opts_.vxlan_port)));
+  if (r.exit_code != 0)
+    return fw::ToolError(std::string("nft: install the overlay filter inet ") + overlay::kOverlayTable, r);
+  WEFT_LOG(kInfo, "installed the overlay filter", {"table", std::string("inet ") + overlay::kOverlayTable},
+           {"port", opts_.vxlan_port});
+  return Status::Ok();
+}
+
 Status Agent::EnsureVxlanDevice(State& st, int* vxlan_index, int* pod_mtu) {
+  WEFT_RETURN_IF_ERROR(EnsureOverlayFilter());
   overlay::VxlanSpec spec;
   spec.name = opts_.vxlan_device;
   spec.vni = opts_.vxlan_vni;

@@ -81,6 +81,9 @@ class Agent {
   // SetUpNode's steps.
   Status EnsureForwarding(const State& st);
   Status EnsureVxlanDevice(State& st, int* vxlan_index, int* pod_mtu);
+  // The overlay filter's table (overlay/filter.h), installed unless its
+  // marker is in place; before the VXLAN device, so it never runs unfiltered.
+  Status EnsureOverlayFilter();
   std::vector<IpPrefix> EffectiveClusterCidrs();
   Status EnsureNodeMasquerade(State& st, const std::vector<IpPrefix>& cluster);
   Status WriteNodeConflist(const State& st, int pod_mtu, const std::vector<IpPrefix>& cluster);

@@ -117,6 +117,20 @@ void DiagnosePeers(const Snapshot& s, const PeerView& v, std::vector<Finding>* o
                     "FDB entry on " + LinkName(s, n.index) + " " + n.mac + " dst " + n.dst.ToString() +
                         " belongs to no live peer",
                     true, "delete the entry"});
+  // The overlay filter's admissions (table inet weft-overlay).
+  auto admission = [](const overlay::FilterEntry& e) {
+    return e.peer.ToString() + (e.pods ? " . " + e.pods->ToString() : std::string());
+  };
+  for (const auto& e : plan.filter_adds)
+    out->push_back({Kind::kPeerMissing, admission(e),
+                    "missing overlay filter admission for " + node(idx.ForHost(e.peer)) + ": " + admission(e) +
+                        (e.pods ? " (VXLAN from it carrying that CIDR's sources is dropped)"
+                                : " (VXLAN from it is dropped)"),
+                    true, fix});
+  for (const auto& e : plan.filter_deletes)
+    out->push_back({Kind::kPeerStale, admission(e),
+                    "overlay filter admission " + admission(e) + " belongs to no live peer (VXLAN from it is accepted)",
+                    true, "delete the element"});
 }
 
 void DiagnoseNetpol(const NetpolView& v, std::vector<Finding>* out) {
@@ -367,6 +381,13 @@ std::vector<Finding> Diagnose(const Snapshot& s) {
   DiagnoseOrphanVeths(s, &out);
   DiagnoseStaleHostRoutes(s, &out);
   DiagnoseRulesets(s, &out);
+  if (s.vxlan_device && !s.overlay_filter)
+    out.push_back({Kind::kRulesetMismatch, "overlay filter (table inet weft-overlay)",
+                   "overlay filter (table inet weft-overlay) is missing: any host that reaches the VXLAN port can "
+                   "deliver packets with any pod source to this node's pods",
+                   false,
+                   "weftd installs it before its VXLAN device and again at every resync (--resync-period): "
+                   "restart weftd or wait for the resync"});
   if (s.peers) DiagnosePeers(s, *s.peers, &out);
   if (s.netpol) DiagnoseNetpol(*s.netpol, &out);
   return out;

@@ -79,6 +79,10 @@ struct Snapshot {
   std::vector<RulesetView> rulesets;
   std::optional<PeerView> peers;
   std::optional<NetpolView> netpol;
+  // weftd's VXLAN device (a vxlan link named weft.*) is here, and whether the
+  // overlay filter's hook rule (table inet weft-overlay) is in front of it.
+  bool vxlan_device = false;
+  bool overlay_filter = false;
   std::vector<std::string> notes;            // checks skipped and why
   std::vector<std::string> warnings;         // checks skipped that should have run
   int64_t stuck_after_s = 60;                // `adding` older than this is stuck

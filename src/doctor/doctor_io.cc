@@ -18,6 +18,7 @@
 #include "kube/kube_endpoint.h"
 #include "overlay/datapath.h"
 #include "overlay/families.h"
+#include "overlay/filter.h"
 #include "plugin/node_firewall.h"
 #include "plugin/reclaim.h"
 #include "plugin/teardown.h"
@@ -414,6 +415,13 @@ Result<Snapshot> ReadSnapshot(const Options& o) {
   WEFT_RETURN_IF_ERROR(ReadHostPortRuleset(o, have_db, &s));
   WEFT_RETURN_IF_ERROR(ReadMasqueradeRuleset(o, &s));
   WEFT_RETURN_IF_ERROR(ReadGuardRulesets(&s));
+  for (const auto& l : s.links)
+    if (l.kind == "vxlan" && l.name.rfind("weft.", 0) == 0) s.vxlan_device = true;
+  if (s.vxlan_device) {
+    WEFT_ASSIGN_OR_RETURN(auto comments, sys::NftRuleComments(sys::NftFamily::kInet, overlay::kOverlayTable, "input"));
+    for (const auto& c : comments)
+      if (c.rfind("weft-overlay:", 0) == 0) s.overlay_filter = true;
+  }
   ReadNetpol(o, &s);
 
   // A control plane that cannot be listed skips the peer checks (a

@@ -144,6 +144,21 @@ TEST(Doctor, DuplicateAddress) {
   EXPECT_FALSE(fs[0].fixable);
 }
 
+TEST(Doctor, VxlanDeviceWithoutTheOverlayFilterIsNamed) {
+  Snapshot s = Healthy();
+  s.vxlan_device = true;
+  s.overlay_filter = true;
+  EXPECT_TRUE(Diagnose(s).empty());
+  s.overlay_filter = false;  // `nft delete table inet weft-overlay`
+  auto fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].kind, Kind::kRulesetMismatch);
+  EXPECT_EQ(fs[0].subject, "overlay filter (table inet weft-overlay)");
+  EXPECT_FALSE(fs[0].fixable);  // weftd's to put back
+  s.vxlan_device = false;       // host-gw: nothing to filter
+  EXPECT_TRUE(Diagnose(s).empty());
+}
+
 TEST(Doctor, RulesetFlushedStaleOrLeftOver) {
   Snapshot s = Healthy();
   s.rulesets[0].have.clear();  // `nft flush table`
@@ -222,7 +237,7 @@ TEST(Doctor, PeerGoneLeavesStaleEntries) {
   s.peers = Peers();
   s.peers->peers.erase("n2");
   auto fs = Diagnose(s);
-  ASSERT_EQ(fs.size(), 3u);  // route, ARP, FDB
+  ASSERT_EQ(fs.size(), 5u);  // route, ARP, FDB, the overlay filter's two admissions
   for (const auto& f : fs) {
     EXPECT_EQ(f.kind, Kind::kPeerStale);
     EXPECT_TRUE(f.fixable);
@@ -233,6 +248,24 @@ TEST(Doctor, PeerGoneLeavesStaleEntries) {
   EXPECT_EQ(plan.route_deletes.size(), 1u);
   EXPECT_EQ(plan.arp_deletes.size(), 1u);
   EXPECT_EQ(plan.fdb_deletes.size(), 1u);
+  EXPECT_EQ(plan.filter_deletes.size(), 2u);
+  EXPECT_EQ(fs[4].message,
+            "overlay filter admission 192.0.2.2 . 10.244.2.0/24 belongs to no live peer (VXLAN from it is accepted)");
+}
+
+TEST(Doctor, MissingOverlayFilterAdmissionNamesThePeer) {
+  Snapshot s = Healthy();
+  s.links.push_back(Link(20, "weft.1", "vxlan"));
+  s.peers = Peers();
+  s.peers->kernel.filter.clear();  // the elements deleted by hand
+  auto fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 2u);
+  EXPECT_EQ(fs[0].kind, Kind::kPeerMissing);
+  EXPECT_EQ(fs[0].message, "missing overlay filter admission for node n2: 192.0.2.2 (VXLAN from it is dropped)");
+  EXPECT_EQ(fs[1].message,
+            "missing overlay filter admission for node n2: 192.0.2.2 . 10.244.2.0/24 (VXLAN from it carrying that "
+            "CIDR's sources is dropped)");
+  EXPECT_TRUE(fs[1].fixable);
 }
 
 TEST(Doctor, MissingAndChangedPeerEntriesNameThePeer) {

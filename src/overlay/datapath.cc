@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 
 #include "overlay/families.h"
+#include "overlay/filter.h"
+#include "sys/nft_set.h"
 
 namespace weft::overlay {
 
@@ -107,6 +109,11 @@ class KernelDatapath : public Datapath {
     if (vxlan_index_ > 0) {
       WEFT_ASSIGN_OR_RETURN(s.arp, nl_.ListNeighs(vxlan_index_, /*fdb=*/false));
       WEFT_ASSIGN_OR_RETURN(s.fdb, nl_.ListNeighs(vxlan_index_, /*fdb=*/true));
+      for (const auto& set : FilterSets()) {
+        WEFT_ASSIGN_OR_RETURN(auto elems, sys::NftElements(sys::NftFamily::kInet, kOverlayTable, set));
+        for (const auto& el : elems)
+          if (auto e = ParseFilterElement(el)) s.filter.push_back(*e);
+      }
     }
     return s;
   }
@@ -119,6 +126,17 @@ class KernelDatapath : public Datapath {
       ++*errors;
       if (first.ok()) first = std::move(st);
     };
+    if (!plan.filter_deletes.empty() || !plan.filter_adds.empty()) {
+      // One transaction: the admissions change all at once.
+      std::vector<sys::NftChange> changes;
+      for (const auto& e : plan.filter_deletes)
+        changes.push_back({sys::NftChange::kDestroyElement, FilterElement(e)});
+      for (const auto& e : plan.filter_adds) changes.push_back({sys::NftChange::kAddElement, FilterElement(e)});
+      Status st = sys::NftApply(sys::NftFamily::kInet, kOverlayTable, changes)
+                      .Prefix("overlay filter (table inet " + std::string(kOverlayTable) + ")");
+      if (!st.ok()) *errors += static_cast<int>(changes.size()) - 1;
+      note(std::move(st));
+    }
     for (const auto& n : plan.fdb_adds) note(nl_.AddNeigh(n));
     for (const auto& n : plan.arp_upserts) note(nl_.AddNeigh(n));
     for (const auto& r : plan.route_upserts) note(nl_.AddRoute(r, /*replace=*/true));

@@ -110,6 +110,7 @@ Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
   }
   const bool underlay_v6 = local.host_ip.is_v6();
   std::set<std::pair<std::string, IpAddress>> fdb_seen;
+  std::set<FilterEntry> admitted;  // the overlay filter's, deduplicated (two peers may share an address)
   for (const auto& [name, peer] : peers) {
     if (name == local.name) continue;
     // A named copy: clang 14 cannot capture structured bindings.
@@ -123,6 +124,14 @@ Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
       skip("claims this node's host IP " + local.host_ip.ToString());
       continue;
     }
+    // The peer's underlay addresses: what its VXLAN packets come from.
+    std::vector<IpAddress> underlay = {*peer.host_ip};
+    if (peer.host_ip6 && *peer.host_ip6 != *peer.host_ip) underlay.push_back(*peer.host_ip6);
+    auto admit = [&](const std::optional<IpPrefix>& pods) {
+      if (local.vxlan_index == 0) return;
+      for (const auto& a : underlay) admitted.insert({a, pods});
+    };
+    admit(std::nullopt);
     bool routed_v4 = false, routed_v6 = false;
     for (const auto& raw : peer.pod_cidrs) {
       IpPrefix cidr = raw.Masked();
@@ -154,6 +163,7 @@ Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
         r.oif = local.uplink_index;
         d.state.routes.push_back(r);
         claimed.Add(cidr, name);
+        admit(cidr);
         (v6 ? routed_v6 : routed_v4) = true;
         ++d.direct_peers;
         continue;
@@ -182,6 +192,7 @@ Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
       d.state.arp.push_back({local.vxlan_index, cidr.addr(), mac, false});
       if (fdb_seen.insert({mac, *remote}).second) d.state.fdb.push_back({local.vxlan_index, *remote, mac, true});
       claimed.Add(cidr, name);
+      admit(cidr);
       (v6 ? routed_v6 : routed_v4) = true;
       ++d.vxlan_peers;
     }
@@ -189,6 +200,7 @@ Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
     d.peers_v4 += routed_v4;
     d.peers_v6 += routed_v6;
   }
+  d.state.filter.assign(admitted.begin(), admitted.end());
   return d;
 }
 
@@ -220,6 +232,14 @@ Plan Diff(const KernelState& want, const KernelState& have) {
   }
   for (const auto& n : have.arp)
     if (!wanted_arp.count(n.dst)) p.arp_deletes.push_back(n);
+
+  // The overlay filter's admissions, as sets.
+  std::set<FilterEntry> have_filter(have.filter.begin(), have.filter.end());
+  std::set<FilterEntry> want_filter(want.filter.begin(), want.filter.end());
+  for (const auto& e : want_filter)
+    if (!have_filter.count(e)) p.filter_adds.push_back(e);
+  for (const auto& e : have_filter)
+    if (!want_filter.count(e)) p.filter_deletes.push_back(e);
 
   // FDB, keyed by (MAC, remote).
   std::set<std::pair<std::string, IpAddress>> have_fdb, wanted_fdb;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "overlay/filter.h"
 #include "overlay/types.h"
 #include "sys/netlink.h"
 
@@ -33,6 +34,8 @@ struct KernelState {
   std::vector<sys::RouteSpec> routes;
   std::vector<sys::NeighSpec> arp;
   std::vector<sys::NeighSpec> fdb;
+  // The overlay filter's admissions (filter.h), when there is a VXLAN device.
+  std::vector<FilterEntry> filter;
 };
 
 // Whether a route from a kernel dump belongs to the agent.
@@ -69,12 +72,22 @@ struct Desired {
 //           <peer's underlay address of the local VTEP's family>` (one per MAC+dst);
 //   direct  route `cidr via <peer's host address of cidr's family> dev <uplink>`
 //           when that address is on one of the uplink's subnets (host-gw, auto).
+// With a VXLAN device, the overlay filter's admissions (filter.h): each
+// underlay address the peer publishes (host_ip, host_ip6) may send VXLAN,
+// carrying sources inside each pod CIDR of the peer's that is routed (a
+// CIDR overlapping another node's, or skipped, admits nothing).
 Desired ComputeDesired(const LocalView& local, const PeerMap& peers);
 
 // Applied in this order so a route never points at an unresolved neighbour
-// and traffic to a peer that stays is never interrupted: fdb_adds,
-// arp_upserts, route_upserts, route_deletes, arp_deletes, fdb_deletes.
+// and traffic to a peer that stays is never interrupted: the filter's
+// deletes and adds (one transaction), fdb_adds, arp_upserts, route_upserts,
+// route_deletes, arp_deletes, fdb_deletes.
+// The overlay filter's changes come first, in one transaction: a peer that
+// leaves is refused before its routes go, one that joins is admitted
+// before traffic to it can leave.
 struct Plan {
+  std::vector<FilterEntry> filter_deletes;
+  std::vector<FilterEntry> filter_adds;
   std::vector<sys::NeighSpec> fdb_adds;
   std::vector<sys::NeighSpec> arp_upserts;
   std::vector<sys::RouteSpec> route_upserts;  // add or replace (same dst)
@@ -82,7 +95,7 @@ struct Plan {
   std::vector<sys::NeighSpec> arp_deletes;
   std::vector<sys::NeighSpec> fdb_deletes;
   size_t size() const {
-    return fdb_adds.size() + arp_upserts.size() + route_upserts.size() + route_deletes.size() +
+    return filter_deletes.size() + filter_adds.size() + fdb_adds.size() + arp_upserts.size() + route_upserts.size() + route_deletes.size() +
            arp_deletes.size() + fdb_deletes.size();
   }
   bool empty() const { return size() == 0; }

@@ -1,5 +1,7 @@
 #include "overlay/reconcile.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 #include <linux/rtnetlink.h>
 
@@ -288,6 +290,70 @@ TEST(Diff, SwitchingModeReplacesTheRoute) {
   EXPECT_TRUE(p.route_deletes.empty());
   EXPECT_EQ(p.arp_deletes.size(), 1u);
   EXPECT_EQ(p.fdb_deletes.size(), 1u);
+}
+
+// The overlay filter (issue 22 §2): which addresses may send VXLAN, and
+// which inner sources each may carry.
+std::vector<FilterEntry> Admitted(const Desired& d) { return d.state.filter; }
+FilterEntry Peer4(const char* a) { return {A(a), std::nullopt}; }
+FilterEntry Pods(const char* a, const char* p) { return {A(a), P(p)}; }
+
+TEST(ComputeDesired, FilterAdmitsEachPeersUnderlayAddressesWithItsOwnPodCidrsOnly) {
+  PeerMap peers{{"n2", Peer("n2", "10.244.2.0/24", "192.0.2.12")}, {"n3", Peer("n3", "10.244.3.0/24", "192.0.2.13")}};
+  peers["n2"].pod_cidrs.push_back(P("fd00:2::/64"));
+  peers["n2"].host_ip6 = A("2001:db8::12");
+  LocalView l = Local();
+  l.pod_cidrs.push_back(P("fd00:1::/64"));
+  Desired d = ComputeDesired(l, peers);
+  std::vector<FilterEntry> want = {Peer4("192.0.2.12"),
+                                   Pods("192.0.2.12", "10.244.2.0/24"),
+                                   Pods("192.0.2.12", "fd00:2::/64"),
+                                   Peer4("192.0.2.13"),
+                                   Pods("192.0.2.13", "10.244.3.0/24"),
+                                   Peer4("2001:db8::12"),
+                                   Pods("2001:db8::12", "10.244.2.0/24"),
+                                   Pods("2001:db8::12", "fd00:2::/64")};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(Admitted(d), want);
+}
+
+TEST(ComputeDesired, FilterAdmitsNoCidrThatIsNotThePeers) {
+  PeerMap peers{
+      {"n2", Peer("n2", "10.244.1.128/25", "192.0.2.12")},  // overlaps ours: no admission for it
+      {"n4", Peer("n4", "10.244.4.0/24", "192.0.2.14")},
+      {"n5", Peer("n5", "10.244.4.0/24", "192.0.2.15")},  // overlaps n4's: n5 may send, but not n4's pods
+      {"n6", Peer("n6", "10.244.6.0/24", "192.0.2.11")},  // claims our host IP: nothing
+  };
+  Desired d = ComputeDesired(Local(), peers);
+  std::vector<FilterEntry> want = {Peer4("192.0.2.12"), Peer4("192.0.2.14"), Pods("192.0.2.14", "10.244.4.0/24"),
+                                   Peer4("192.0.2.15")};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(Admitted(d), want);
+}
+
+TEST(ComputeDesired, FilterIsEmptyWithoutAVxlanDevice) {
+  PeerMap peers{{"n2", Peer("n2", "10.244.2.0/24", "192.0.2.12")}};
+  LocalView l = Local(Backend::kHostGw);
+  l.vxlan_index = 0;
+  EXPECT_TRUE(ComputeDesired(l, peers).state.filter.empty());
+}
+
+TEST(Diff, PeerLeavingIsRefusedAndJoiningAdmittedInTheFilter) {
+  PeerMap before{{"n2", Peer("n2", "10.244.2.0/24", "192.0.2.12")}, {"n3", Peer("n3", "10.244.3.0/24", "192.0.2.13")}};
+  PeerMap after{{"n3", Peer("n3", "10.244.3.0/24", "192.0.2.13")}, {"n4", Peer("n4", "10.244.4.0/24", "192.0.2.14")}};
+  Plan p = Diff(ComputeDesired(Local(), after).state, ComputeDesired(Local(), before).state);
+  std::vector<FilterEntry> gone = {Peer4("192.0.2.12"), Pods("192.0.2.12", "10.244.2.0/24")};
+  std::vector<FilterEntry> added = {Peer4("192.0.2.14"), Pods("192.0.2.14", "10.244.4.0/24")};
+  EXPECT_EQ(p.filter_deletes, gone);
+  EXPECT_EQ(p.filter_adds, added);
+  // A peer whose CIDR moves to another node: the old admission goes.
+  PeerMap moved{{"n3", Peer("n3", "10.244.2.0/24", "192.0.2.13")}};
+  Plan q = Diff(ComputeDesired(Local(), moved).state, ComputeDesired(Local(), before).state);
+  EXPECT_EQ(q.filter_adds, std::vector<FilterEntry>{Pods("192.0.2.13", "10.244.2.0/24")});
+  std::vector<FilterEntry> q_gone = {Peer4("192.0.2.12"), Pods("192.0.2.12", "10.244.2.0/24"),
+                                     Pods("192.0.2.13", "10.244.3.0/24")};
+  EXPECT_EQ(q.filter_deletes, q_gone);
+  EXPECT_TRUE(Diff(ComputeDesired(Local(), after).state, ComputeDesired(Local(), after).state).empty());
 }
 
 TEST(PeerRoutePriority, DistinctPerIpv4CidrKernelDefaultForIpv6) {

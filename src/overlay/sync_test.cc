@@ -67,6 +67,8 @@ class FakeDatapath : public Datapath {
       ++*errors;
       if (first.ok()) first = Status::Error(Reason::kFailed, Domain::kKernel, what, "no such device", ENODEV);
     };
+    for (const auto& e : plan.filter_deletes) std::erase(kernel.filter, e);
+    for (const auto& e : plan.filter_adds) kernel.filter.push_back(e);
     for (const auto& n : plan.fdb_adds) Upsert(kernel.fdb, n, true);
     for (const auto& n : plan.arp_upserts) Upsert(kernel.arp, n, false);
     for (const auto& r : plan.route_upserts) {
@@ -95,37 +97,40 @@ class FakeDatapath : public Datapath {
 
 bool Matches(const KernelState& kernel, const KernelState& want) { return Diff(want, kernel).empty(); }
 
-TEST(KernelSync, FirstPassReadsThenOnePeerIsThreeChangesWithoutADump) {
+TEST(KernelSync, FirstPassReadsThenOnePeerIsFiveChangesWithoutADump) {
   FakeDatapath dp;
   KernelSync sync(&dp);
   PeerMap peers = Peers(100);
   SyncResult r = sync.Sync(Want(peers), /*full=*/false);  // nothing known yet: reads
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_TRUE(r.read_kernel);
-  EXPECT_EQ(r.changes, 300u);
+  EXPECT_EQ(r.changes, 500u);  // a route, an ARP and an FDB entry, two filter admissions each
   EXPECT_EQ(dp.reads, 1);
   EXPECT_TRUE(sync.knows_kernel());
 
-  // A join: its route, ARP and FDB entry, and no read.
+  // A join: its route, ARP and FDB entry, its address and pod CIDR
+  // admitted by the filter, and no read.
   peers.merge(Peers(101));
   dp.ops = 0;
   r = sync.Sync(Want(peers), false);
   ASSERT_TRUE(r.status.ok());
   EXPECT_FALSE(r.read_kernel);
   EXPECT_EQ(dp.reads, 1);
-  EXPECT_EQ(dp.ops, 3u);
+  EXPECT_EQ(dp.ops, 5u);
+  EXPECT_EQ(r.plan.filter_adds.size(), 2u);
   EXPECT_EQ(r.plan.route_upserts.size(), 1u);
   EXPECT_EQ(r.plan.arp_upserts.size(), 1u);
   EXPECT_EQ(r.plan.fdb_adds.size(), 1u);
   EXPECT_EQ(r.plan.route_upserts[0].dst, P("10.244.102.0/24"));
 
-  // A leave: three deletes, no read.
+  // A leave: five deletes (the filter's first), no read.
   peers.erase("n50");
   dp.ops = 0;
   r = sync.Sync(Want(peers), false);
   ASSERT_TRUE(r.status.ok());
   EXPECT_FALSE(r.read_kernel);
-  EXPECT_EQ(dp.ops, 3u);
+  EXPECT_EQ(dp.ops, 5u);
+  EXPECT_EQ(r.plan.filter_deletes.size(), 2u);
   EXPECT_EQ(r.plan.route_deletes.size(), 1u);
   EXPECT_EQ(r.plan.arp_deletes.size(), 1u);
   EXPECT_EQ(r.plan.fdb_deletes.size(), 1u);

@@ -1,0 +1,82 @@
+#pragma once
+// The overlay's admission filter (issue 22 §2): a VXLAN packet addressed to
+// this node is accepted only from a current peer's underlay address, and
+// only when the source of the packet it carries is inside that peer's pod
+// CIDRs. One node-wide table, `inet weft-overlay`, never a rule per peer or
+// per pod:
+//
+//   chain input (hook input, priority filter - 10: after IPv4 reassembly)
+//     udp dport <port> jump vxlan
+//   chain vxlan
+//     ip  saddr != @peers4  counter vxlan-unknown-peer drop
+//     ip6 saddr != @peers6  counter vxlan-unknown-peer drop
+//     <inner ethertype IPv4> <outer saddr> . <inner saddr> @peerN-pod4 return
+//     <inner ethertype IPv6> <outer saddr> . <inner saddr> @peerN-pod6 return
+//     counter vxlan-foreign-source drop
+//
+// The inner headers are read at fixed offsets from the outer UDP header
+// (UDP 8 + VXLAN 8 + Ethernet 14 bytes): Debian 12's nft 1.0.6 has no
+// `vxlan ip saddr`, but raw payload fields in a `typeof` set are supported
+// and cost the same. A packet too short for the field (a tiny first
+// fragment), an inner VLAN tag or an inner ARP frame matches nothing and is
+// dropped. Each lookup is one hash (peers) and one pipapo lookup in a set
+// of (peer address . pod CIDR) ranges: the cost does not grow with the
+// number of pods.
+//
+// The elements are written by weftd's reconciler (reconcile.h computes
+// them from the peer set, datapath.cc applies them in one nfnetlink
+// transaction before any route or FDB change of the same pass); the rules
+// are installed by weftd before the VXLAN device exists, and never flushed
+// with their sets: a restarted weftd finds its elements in force.
+//
+// Rendering is pure (unit-tested); installing needs nft (the agent runs it).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/ip.h"
+#include "base/status.h"
+#include "sys/nft_set.h"
+
+namespace weft::overlay {
+
+inline constexpr char kOverlayTable[] = "weft-overlay";
+// The drop rules' counters: where the explain/NFLOG work hooks in too.
+inline constexpr char kUnknownPeerCounter[] = "vxlan-unknown-peer";
+inline constexpr char kForeignSourceCounter[] = "vxlan-foreign-source";
+
+// One admission: `peer` (an underlay address) may send VXLAN; with `pods`,
+// packets whose inner source is inside `pods`.
+struct FilterEntry {
+  IpAddress peer;
+  std::optional<IpPrefix> pods;  // nullopt: the peer's address itself (peers4/peers6)
+  auto operator<=>(const FilterEntry&) const = default;
+  bool operator==(const FilterEntry&) const = default;
+};
+
+// A complete `nft -f` script: the table, counters and sets when missing
+// (elements kept), the chains' rules replaced. `port`: the VXLAN UDP port.
+std::string RenderOverlayFilter(int port);
+// The comment on the input chain's rule: a hash of the whole ruleset.
+std::string OverlayFilterMarker(int port);
+
+// The set element of `e` (raw keys: addresses in network order).
+sys::NftElement FilterElement(const FilterEntry& e);
+// The entry an element of one of the table's sets encodes, or nullopt.
+std::optional<FilterEntry> ParseFilterElement(const sys::NftElement& el);
+// Every set of the table.
+std::vector<std::string> FilterSets();
+
+// Dropped packets, from `nft -j list counters table inet weft-overlay`.
+struct OverlayFilterCounters {
+  bool installed = false;
+  uint64_t unknown_peer = 0, foreign_source = 0;
+};
+Status ParseOverlayFilterCounters(const std::string& json, OverlayFilterCounters* out);
+// weft_overlay_filter_installed and
+// weft_overlay_filter_dropped_packets_total{reason}.
+std::string RenderOverlayFilterMetrics(const OverlayFilterCounters& c);
+
+}  // namespace weft::overlay

@@ -1,0 +1,70 @@
+#include "overlay/filter.h"
+
+#include <gtest/gtest.h>
+
+namespace weft::overlay {
+namespace {
+
+IpPrefix P(const char* s) { return *IpPrefix::Parse(s); }
+IpAddress A(const char* s) { return *IpAddress::Parse(s); }
+
+TEST(OverlayFilter, RendersOneTableWhoseDropRulesAreCounted) {
+  const std::string s = RenderOverlayFilter(8472);
+  EXPECT_NE(s.find("add table inet weft-overlay\n"), std::string::npos);
+  EXPECT_NE(s.find("add chain inet weft-overlay input { type filter hook input priority filter - 10; policy accept; }"),
+            std::string::npos);
+  EXPECT_NE(s.find("add rule inet weft-overlay input udp dport 8472 jump vxlan comment \"" +
+                   OverlayFilterMarker(8472) + "\""),
+            std::string::npos);
+  // The inner source read at the UDP header + 42 bytes (IPv4) or + 38 (IPv6).
+  EXPECT_NE(s.find("@th,224,16 0x0800 ip saddr . @th,336,32 @peer4-pod4 return"), std::string::npos);
+  EXPECT_NE(s.find("@th,224,16 0x86dd ip6 saddr . @th,304,128 @peer6-pod6 return"), std::string::npos);
+  EXPECT_NE(s.find("ip saddr != @peers4 counter name \"vxlan-unknown-peer\" drop"), std::string::npos);
+  EXPECT_NE(s.find("vxlan counter name \"vxlan-foreign-source\" drop"), std::string::npos);
+  // Sets are declared (kept when present), never flushed.
+  EXPECT_EQ(s.find("flush set"), std::string::npos);
+  EXPECT_NE(OverlayFilterMarker(8472), OverlayFilterMarker(4789));
+}
+
+TEST(OverlayFilter, ElementsRoundTrip) {
+  for (const FilterEntry& e : {FilterEntry{A("192.0.2.12"), std::nullopt}, FilterEntry{A("2001:db8::12"), std::nullopt},
+                               FilterEntry{A("192.0.2.12"), P("10.244.2.0/24")},
+                               FilterEntry{A("192.0.2.12"), P("fd00:2::/64")},
+                               FilterEntry{A("2001:db8::12"), P("10.244.2.0/24")},
+                               FilterEntry{A("2001:db8::12"), P("fd00:2::/64")},
+                               FilterEntry{A("192.0.2.12"), P("10.0.0.0/8")},
+                               FilterEntry{A("192.0.2.12"), P("10.244.2.7/32")}}) {
+    sys::NftElement el = FilterElement(e);
+    auto back = ParseFilterElement(el);
+    ASSERT_TRUE(back.has_value()) << el.set;
+    EXPECT_EQ(*back, e) << el.set;
+  }
+  sys::NftElement el = FilterElement({A("192.0.2.12"), P("10.244.2.0/24")});
+  EXPECT_EQ(el.set, "peer4-pod4");
+  EXPECT_EQ(el.key, std::string("\xc0\x00\x02\x0c\x0a\xf4\x02\x00", 8));
+  EXPECT_EQ(el.key_end, std::string("\xc0\x00\x02\x0c\x0a\xf4\x02\xff", 8));
+  // A range that is no prefix, or of another table, is not ours.
+  el.key_end[7] = '\x7e';
+  EXPECT_FALSE(ParseFilterElement(el).has_value());
+  EXPECT_FALSE(ParseFilterElement({"mac", "x", "", "", 0}).has_value());
+}
+
+TEST(OverlayFilter, CountersAndMetrics) {
+  OverlayFilterCounters c;
+  ASSERT_TRUE(ParseOverlayFilterCounters(
+                  R"({"nftables":[{"metainfo":{}},{"counter":{"family":"inet","name":"vxlan-unknown-peer","table":"weft-overlay","packets":3,"bytes":300}},)"
+                  R"({"counter":{"family":"inet","name":"vxlan-foreign-source","table":"weft-overlay","packets":5,"bytes":500}}]})",
+                  &c)
+                  .ok());
+  EXPECT_TRUE(c.installed);
+  EXPECT_EQ(c.unknown_peer, 3u);
+  EXPECT_EQ(c.foreign_source, 5u);
+  const std::string m = RenderOverlayFilterMetrics(c);
+  EXPECT_NE(m.find("weft_overlay_filter_installed 1\n"), std::string::npos);
+  EXPECT_NE(m.find("weft_overlay_filter_dropped_packets_total{reason=\"unknown_peer\"} 3\n"), std::string::npos);
+  EXPECT_NE(m.find("weft_overlay_filter_dropped_packets_total{reason=\"foreign_source\"} 5\n"), std::string::npos);
+  EXPECT_FALSE(ParseOverlayFilterCounters("{", &c).ok());
+}
+
+}  // namespace
+}  // namespace weft::overlay

@@ -232,6 +232,11 @@ TEST_F(TierTest, AdminPassGoesToTheTailWithNetworkPolicyAndBaseline) {
   e_.UpsertClusterPolicy(Cnp(OneRule("base-deny", "Baseline", 1, "ingress",
                                      R"({"action":"Deny","from":[{"namespaces":{}}]})")));
   std::string c = Chain("in", "10.0.1.1");
+  // One transaction: the tail chain is declared before the rule that jumps to it.
+  std::string d = e_.RenderDelta();
+  ASSERT_NE(d.find("add chain inet weft-netpol t" + c), std::string::npos) << d;
+  EXPECT_LT(d.find("add chain inet weft-netpol t" + c), d.find("goto t" + c)) << d;
+  EXPECT_LT(d.find("add chain inet weft-netpol rt" + c), d.find("goto rt" + c)) << d;
   auto head = Rules(c);
   int pass = Find(head, "Admin:pass-y ingress 0 Pass");
   ASSERT_GE(pass, 0);

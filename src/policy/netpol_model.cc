@@ -1006,17 +1006,22 @@ std::string Engine::RenderDelta() const {
       AddElements(sets_add, name, c.adds, true);
     }
   }
+  // Every new chain is declared before any rule: a rule may jump to a chain
+  // of the same batch (an Admin Pass's "goto tin-X").
+  std::string chains_new;
   for (const auto& name : dirty_chains_) {
     auto w = desired_.chains.find(name);
     auto h = applied_.chains.find(name);
     if (w != desired_.chains.end()) {
       if (h != applied_.chains.end() && h->second == w->second) continue;
-      chains += std::string(h == applied_.chains.end() ? "add chain" : "flush chain") + t + name + "\n";
+      if (h == applied_.chains.end()) chains_new += "add chain" + t + name + "\n";
+      else chains += "flush chain" + t + name + "\n";
       for (const auto& r : w->second) chains += "add rule" + t + name + " " + r + "\n";
     } else if (h != applied_.chains.end()) {
       chains_del += "delete chain" + t + name + "\n";
     }
   }
+  chains = chains_new + chains;
   MapDelta(maps_del, maps_add, "ingress4", desired_.ingress4, applied_.ingress4);
   MapDelta(maps_del, maps_add, "egress4", desired_.egress4, applied_.egress4);
   MapDelta(maps_del, maps_add, "ingress6", desired_.ingress6, applied_.ingress6);

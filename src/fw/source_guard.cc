@@ -29,6 +29,7 @@ std::string Objects(GuardMode mode) {
     // same keys as addr6, typed as the raw payload the rule reads.
     s += "  set nd6 { typeof iifname . @th,64,128; }\n";
   }
+  s += "  limit drop-log { rate " + std::to_string(kGuardDropLogRate) + "/second burst 100 packets; }\n";
   s += "  set allow4 { type ifname . ipv4_addr; flags interval; }\n";
   s += "  set allow6 { type ifname . ipv6_addr; flags interval; }\n";
   // The ports that have elements in allow4/allow6: a DEL asks this set
@@ -38,7 +39,7 @@ std::string Objects(GuardMode mode) {
 }
 
 // Chain name -> its rules, in order; the hook chain comes first.
-std::vector<std::pair<std::string, std::vector<std::string>>> Chains(GuardMode mode) {
+std::vector<std::pair<std::string, std::vector<std::string>>> PolicyChains(GuardMode mode) {
   const std::string hook_rule = std::string("iifname \"") + kPodPortPrefix + "*\" jump pod";
   if (mode == GuardMode::kRouted) {
     return {
@@ -57,8 +58,8 @@ std::vector<std::pair<std::string, std::vector<std::string>>> Chains(GuardMode m
              "ip6 saddr :: ip6 daddr ff02::/16 return",
              "iifname . ip saddr @allow4 return",
              "iifname . ip6 saddr @allow6 return",
-             "meta nfproto ipv4 counter name \"spoofed4\" drop",
-             "meta nfproto ipv6 counter name \"spoofed6\" drop",
+             "meta nfproto ipv4 goto drop4",
+             "meta nfproto ipv6 goto drop6",
          }},
     };
   }
@@ -66,44 +67,60 @@ std::vector<std::pair<std::string, std::vector<std::string>>> Chains(GuardMode m
       {"prerouting", {hook_rule}},
       {"pod",
        {
-           "iifname . ether saddr != @mac counter name \"spoofed-mac\" drop",
+           "iifname . ether saddr != @mac goto drop-mac",
            "ether type arp goto pod-arp",
            "ether type ip goto pod-ip4",
            "ether type ip6 goto pod-ip6",
            // VLAN tags, other protocols: a pod speaks IPv4, IPv6 and ARP.
-           "counter name \"spoofed-mac\" drop",
+           "goto drop-mac",
        }},
       {"pod-arp",
        {
            // The sender's hardware and protocol addresses are what a
            // neighbour cache learns: both must be the pod's (an ARP probe
            // claims no address).
-           "iifname . arp saddr ether != @mac counter name \"spoofed4\" drop",
+           "iifname . arp saddr ether != @mac goto drop4",
            "arp saddr ip 0.0.0.0 return",
            "iifname . arp saddr ip @addr4 return",
-           "counter name \"spoofed4\" drop",
+           "goto drop4",
        }},
       {"pod-ip4",
        {
            "iifname . ip saddr @addr4 return",
            "iifname . ip saddr @allow4 return",
-           "counter name \"spoofed4\" drop",
+           "goto drop4",
        }},
       {"pod-ip6",
        {
            // A pod is no router for its neighbours.
-           "icmpv6 type { nd-router-advert, nd-redirect } counter name \"spoofed6\" drop",
+           "icmpv6 type { nd-router-advert, nd-redirect } goto drop6",
            // It advertises only its own addresses (link-local ones are
            // not bound: see docs/security.md).
-           "icmpv6 type nd-neighbor-advert @th,64,16 & 0xffc0 != 0xfe80 iifname . @th,64,128 != @nd6 counter name "
-           "\"spoofed6\" drop",
+           "icmpv6 type nd-neighbor-advert @th,64,16 & 0xffc0 != 0xfe80 iifname . @th,64,128 != @nd6 goto drop6",
            "ip6 saddr fe80::/10 return",
            "ip6 saddr :: ip6 daddr ff02::/16 return",
            "iifname . ip6 saddr @addr6 return",
            "iifname . ip6 saddr @allow6 return",
-           "counter name \"spoofed6\" drop",
+           "goto drop6",
        }},
   };
+}
+
+// The drop chains every drop of the table goes to: the packet is sent to
+// NFLOG group kGuardDropLogGroup (weftd's drop records), at most
+// kGuardDropLogRate a second for the table (the named limit "drop-log"),
+// then counted and dropped. Over the rate it is dropped unrecorded: the
+// drop never depends on the log.
+std::vector<std::pair<std::string, std::vector<std::string>>> Chains(GuardMode mode) {
+  auto chains = PolicyChains(mode);
+  std::vector<std::pair<std::string, std::string>> drops = {{"drop4", "spoofed4"}, {"drop6", "spoofed6"}};
+  if (mode == GuardMode::kBridge) drops.push_back({"drop-mac", "spoofed-mac"});
+  for (const auto& [chain, counter] : drops)
+    chains.push_back({chain,
+                      {"limit name \"drop-log\" log prefix \"weft-guard " + counter + "\" group " +
+                           std::to_string(kGuardDropLogGroup),
+                       "counter name \"" + counter + "\" drop"}});
+  return chains;
 }
 
 std::string Hook(GuardMode mode) {

@@ -42,6 +42,14 @@ inline constexpr char kGuardTable[] = "weft-guard";
 // Every weft host veth starts with it (plugin::HostVethName).
 inline constexpr char kPodPortPrefix[] = "wft";
 
+// Drop records: each drop goes through a chain (drop4, drop6, drop-mac)
+// that first sends the packet to this NFLOG group with the prefix
+// "weft-guard spoofed4|spoofed6|spoofed-mac", at most kGuardDropLogRate a
+// second per table, then counts and drops it (weftd's agent/drops.h reads
+// the group; the same group as NetworkPolicy's).
+inline constexpr uint16_t kGuardDropLogGroup = 22342;
+inline constexpr uint32_t kGuardDropLogRate = 1000;
+
 enum class GuardMode { kRouted, kBridge };
 
 sys::NftFamily GuardFamily(GuardMode mode);

@@ -369,7 +369,10 @@ extendedKeyUsage=clientAuth"
     log "images: build-k8s/images, pause and agnhost, weftd (deploy/build-image.sh --prebuilt)"
     prepare_images
     for (( n = 1; n <= nodes; n++ )); do make_node "$n"; done
-    for (( n = 1; n <= nodes; n++ )); do start_node_daemons "$n"; done
+    # The nodes start side by side (importing the images is most of it).
+    local pids=()
+    for (( n = 1; n <= nodes; n++ )); do start_node_daemons "$n" & pids+=($!); done
+    for (( n = 1; n <= nodes; n++ )); do wait "${pids[n-1]}" || die "node $n did not start (above)"; done
     log "$nodes node(s): containerd, kubelet, kube-proxy started; waiting for them to register"
     local end=$(( SECONDS + 120 ))
     until (( $(kctl get nodes -o name 2>/dev/null | wc -l) >= nodes )); do
@@ -441,6 +444,9 @@ make_node() {
     in_ns "$node" sysctl -qw net.ipv4.ip_forward=1
     if (( DUAL_STACK )); then
         in_ns "$node" sysctl -qw net.ipv6.conf.all.forwarding=1
+        # With forwarding on, accept_ra 1 ignores router advertisements; weftd
+        # asks the node for 2 on its uplink (docs/weftd.md, "What the node provides").
+        in_ns "$node" sysctl -qw net.ipv6.conf.eth0.accept_ra=2
         ip -n "$node" addr add "$NODE_NET6$(( 10 + n ))/64" dev eth0 nodad
         ip -n "$node" route add default via "${NODE_NET6}1"
     fi
@@ -670,13 +676,12 @@ run_pids() {
     done
     local inos=()
     for f in "$STATE"/ns/*.mnt; do
-        [[ -e $f ]] && mountpoint -q "$f" && ino=$(stat -L -c %i "$f" 2>/dev/null) && inos+=("mnt:[$ino]")
+        [[ -e $f ]] && mountpoint -q "$f" && ino=$(stat -L -c %i "$f" 2>/dev/null) && inos+=("$ino")
     done
     if (( ${#inos[@]} )); then
-        for f in /proc/[0-9]*/ns/mnt; do
-            ino=$(readlink "$f" 2>/dev/null) || continue
-            [[ " ${inos[*]} " == *" $ino "* ]] && { f=${f#/proc/}; echo "${f%%/*}"; }
-        done
+        local expr=() i
+        for i in "${inos[@]}"; do expr+=(${expr:+-o} -lname "mnt:\\[$i\\]"); done
+        find /proc/[0-9]*/ns/mnt -maxdepth 0 \( "${expr[@]}" \) 2>/dev/null | cut -d/ -f3
     fi
     for node in "${cgroups[@]}"; do
         for c in $(cgroup_hierarchies); do
@@ -721,6 +726,7 @@ do_down() {
         fi
         sleep 0.2
     done
+    log "processes stopped"
     # The nodes' mount namespaces (their files, then the private mount holding
     # them): with no process left in them, they and every mount inside are gone.
     local i
@@ -745,6 +751,7 @@ do_down() {
             [[ -d /sys/fs/cgroup/$c/$node ]] && log "cannot remove cgroup /sys/fs/cgroup/$c/$node"
         done
     done
+    log "namespaces, mounts and cgroups removed"
     rm -rf "$STATE"
 }
 

@@ -49,11 +49,11 @@ for t in containerd ctr runc podman; do
 done
 [[ $(id -u) == 0 ]] || { say "needs root"; exit 1; }
 
-PREFIX=""
+PREFIX="" client_pid="" prober_pid="" copier_pid=""
 cleanup() {
     local rc=$?
     if [[ -n ${KEEP:-} ]]; then say "KEEP set: cluster left up (WEFT_CLUSTER_STATE=$WEFT_CLUSTER_STATE scripts/cluster.sh down)"; return; fi
-    [[ -n ${client_pid:-} ]] && kill "$client_pid" "$prober_pid" 2>/dev/null
+    [[ -n ${client_pid:-} ]] && kill "$client_pid" "$prober_pid" "$copier_pid" 2>/dev/null
     "$C" down >/dev/null 2>&1 || say "cluster.sh down failed"
     exit $rc
 }
@@ -309,6 +309,15 @@ EOF
             -n k8s.io images tag --force docker.io/weft/weftd:0.1.0 docker.io/weft/weftd:0.1.1 >/dev/null
     done
     old_pods=$(k -n kube-system get pods -l app=weftd -o jsonpath='{.items[*].metadata.name}')
+    # kubelet deletes a pod's log dir with the pod: keep copies of the old
+    # weftd pods' logs while they are replaced (the RBAC check reads them).
+    ( while [[ ! -e $STATE/keepalive.stop ]]; do
+          for d in "$STATE"/nodes/n*/var-log/pods/kube-system_weftd-*; do
+              [[ -d $d ]] && mkdir -p "$STATE/weftd-logs/${d##*/}" && cp -r "$d/." "$STATE/weftd-logs/${d##*/}/" 2>/dev/null
+          done
+          sleep 0.5
+      done ) &
+    copier_pid=$!
     t_roll=$SECONDS
     k -n kube-system set image ds/weftd weftd=weft/weftd:0.1.1 install-plugin=weft/weftd:0.1.1 >/dev/null
     if k -n kube-system rollout status ds/weftd --timeout=180s >/dev/null; then
@@ -322,7 +331,7 @@ EOF
         "for p in $old_pods; do [[ ' $new_pods ' != *\" \$p \"* ]] || exit 1; done; [[ '$images' == 'weft/weftd:0.1.1 weft/weftd:0.1.1' ]]"
     sleep 2
     touch "$STATE/keepalive.stop" "$STATE/denied.stop"
-    wait "$client_pid" "$prober_pid"; client_pid=""
+    wait "$client_pid" "$prober_pid" "$copier_pid"; client_pid=""
     ka=$(cat "$STATE/keepalive") dn=$(cat "$STATE/denied")
     check "the established c1 -> s2 connection survived weftd's rolling update on both nodes ($ka, $before requests before)" \
         jq -e '.errors == 0 and .requests > 20' <<<"$ka" >/dev/null
@@ -336,8 +345,13 @@ EOF
 fi
 
 # --- RBAC: the real authorizer said yes to everything weftd asked ---------------
-logs=$(cat "$STATE"/nodes/n*/var-log/pods/kube-system_weftd-*/weftd/*.log 2>/dev/null)
-check "weftd's logs (every pod, both nodes) have lines ($(wc -l <<<"$logs"))" test "$(wc -l <<<"$logs")" -gt 10
+for d in "$STATE"/nodes/n*/var-log/pods/kube-system_weftd-*; do
+    mkdir -p "$STATE/weftd-logs/${d##*/}" && cp -r "$d/." "$STATE/weftd-logs/${d##*/}/"
+done
+logs=$(cat "$STATE"/weftd-logs/*/weftd/*.log 2>/dev/null)
+npods=$(ls -d "$STATE"/weftd-logs/*/ 2>/dev/null | wc -l)
+check "weftd's logs of every pod it ran in ($npods: before and after the update) have lines ($(wc -l <<<"$logs"))" \
+    bash -c "(( $npods >= 4 && $(wc -l <<<"$logs") > 10 ))"
 if refused=$(grep -E 'HTTP 403|[Ff]orbidden' <<<"$logs"); then bad "no 403 in weftd's logs" "$(head -3 <<<"$refused")"
 else ok "no 403 in weftd's logs"; fi
 if errs=$(grep -E '(^| )level=error' <<<"$logs"); then bad "no error in weftd's logs" "$(head -3 <<<"$errs")"

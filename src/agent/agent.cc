@@ -78,7 +78,7 @@ HttpAnswer Agent::Serve(const std::string& path, const StatusServer::Query& quer
     }
     // The plugin's source guard (fw/source_guard.h): read from the kernel.
     if (auto guard = fw::ReadGuardCounters(); guard.ok()) body += fw::RenderGuardMetrics(*guard);
-    if (opts_.backend != overlay::Backend::kHostGw) body += overlay::RenderOverlayFilterMetrics(ReadOverlayCounters());
+    body += overlay::RenderOverlayFilterMetrics(ReadOverlayCounters());
     return {200, "text/plain; version=0.0.4; charset=utf-8", body};
   }
   if (path == "/netpol" && netpol_) return {200, "application/json", netpol_->DescribeJson()};
@@ -179,7 +179,6 @@ Status Agent::EnsureOverlayFilter() {
 }
 
 Status Agent::EnsureVxlanDevice(State& st, int* vxlan_index, int* pod_mtu) {
-  WEFT_RETURN_IF_ERROR(EnsureOverlayFilter());
   overlay::VxlanSpec spec;
   spec.name = opts_.vxlan_device;
   spec.vni = opts_.vxlan_vni;
@@ -262,6 +261,9 @@ Status Agent::SetUpNode(State& st) {
   WEFT_RETURN_IF_ERROR(EnsureForwarding(st));
   int vxlan_index = 0;
   int pod_mtu = st.uplink.mtu;
+  // The overlay filter before the VXLAN device, so it never runs unfiltered
+  // (host-gw too: its check of pod sources on the uplink is in the table).
+  WEFT_RETURN_IF_ERROR(EnsureOverlayFilter());
   if (opts_.backend != overlay::Backend::kHostGw) WEFT_RETURN_IF_ERROR(EnsureVxlanDevice(st, &vxlan_index, &pod_mtu));
   if (vxlan_index != st.view.vxlan_index || !st.datapath) {
     WEFT_ASSIGN_OR_RETURN(auto dnl, sys::Netlink::Open());
@@ -323,12 +325,14 @@ Status Agent::DetectNode(State& st) {
   st.self.name = opts_.node_name;
   st.self.host_ip = st.uplink.ip;
   st.self.host_ip6 = st.uplink.ip6;
+  st.self.host_mac = st.uplink.mac;
   st.self.backend = opts_.backend;
   st.view.name = opts_.node_name;
   st.view.host_ip = st.uplink.ip;
   st.view.host_ip6 = st.uplink.ip6;
   st.view.backend = opts_.backend;
   st.view.uplink_index = st.uplink.index;
+  st.view.uplink_name = st.uplink.name;
   st.view.uplink_subnets = st.uplink.subnets;
   return Status::Ok();
 }

@@ -99,6 +99,7 @@ std::string EncodeSubnetValue(const overlay::LocalNode& self) {
          {"vtepMAC", self.vtep_mac},
          {"backend", overlay::BackendName(self.backend)}};
   if (self.host_ip6) j["hostIP6"] = self.host_ip6->ToString();
+  if (!self.host_mac.empty()) j["hostMAC"] = self.host_mac;
   return j.dump();
 }
 
@@ -116,6 +117,7 @@ Result<overlay::NodeInfo> DecodeSubnet(const std::string& prefix, const etcd::Et
     n.host_ip6 = IpAddress::Parse(j.value("hostIP6", std::string()));
     if (n.host_ip6 && !n.host_ip6->is_v6()) n.host_ip6.reset();
     n.vtep_mac = j.value("vtepMAC", std::string());
+    n.host_mac = j.value("hostMAC", std::string());
     n.backend = j.value("backend", std::string());
     return n;
   });

@@ -168,6 +168,11 @@ TEST(EtcdKeys, DualStackRecords) {
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(n->pod_cidrs, std::vector<IpPrefix>{*IpPrefix::Parse("fd00:10:244:9::/64")});
   EXPECT_EQ(n->host_ip6, self.host_ip6);
+  EXPECT_EQ(n->host_mac, "");  // a record without hostMAC (an older weftd's)
+  self.host_mac = "0a:00:00:00:00:19";
+  v6.value = EncodeSubnetValue(self);
+  EXPECT_EQ(nlohmann::json::parse(v6.value)["hostMAC"], "0a:00:00:00:00:19");
+  EXPECT_EQ(DecodeSubnet("/p", v6)->host_mac, "0a:00:00:00:00:19");
   // IPv6-only: the host IP is IPv6 too.
   overlay::LocalNode only6{"n8", *IpAddress::Parse("2001:db8::18"), "0a:00:00:00:00:08", overlay::Backend::kHostGw,
                   *IpAddress::Parse("2001:db8::18")};

@@ -46,6 +46,7 @@ KubeNode NodeFromJson(const json& j) {
     }
   }
   if (auto it = n.annotations.find(kAnnotationVtepMac); it != n.annotations.end()) n.info.vtep_mac = it->second;
+  if (auto it = n.annotations.find(kAnnotationHostMac); it != n.annotations.end()) n.info.host_mac = it->second;
   if (auto it = n.annotations.find(kAnnotationBackend); it != n.annotations.end()) n.info.backend = it->second;
   return n;
 }
@@ -61,13 +62,14 @@ Result<KubeNode> ParseNode(std::string_view text) {
 }
 
 std::string AnnotationPatch(const overlay::LocalNode& self) {
-  return json{{"metadata",
-               {{"annotations",
-                 {{kAnnotationVtepMac, self.vtep_mac.empty() ? json(nullptr) : json(self.vtep_mac)},
-                  {kAnnotationHostIp, self.host_ip.ToString()},
-                  {kAnnotationHostIp6, self.host_ip6 ? json(self.host_ip6->ToString()) : json(nullptr)},
-                  {kAnnotationBackend, overlay::BackendName(self.backend)}}}}}}
-      .dump();
+  json j{{"metadata",
+          {{"annotations",
+            {{kAnnotationVtepMac, self.vtep_mac.empty() ? json(nullptr) : json(self.vtep_mac)},
+             {kAnnotationHostIp, self.host_ip.ToString()},
+             {kAnnotationHostIp6, self.host_ip6 ? json(self.host_ip6->ToString()) : json(nullptr)},
+             {kAnnotationBackend, overlay::BackendName(self.backend)}}}}}};
+  if (!self.host_mac.empty()) j["metadata"]["annotations"][kAnnotationHostMac] = self.host_mac;
+  return j.dump();
 }
 
 bool AnnotationsMatch(const KubeNode& node, const overlay::LocalNode& self) {
@@ -77,7 +79,8 @@ bool AnnotationsMatch(const KubeNode& node, const overlay::LocalNode& self) {
   };
   return get(kAnnotationVtepMac) == self.vtep_mac && get(kAnnotationHostIp) == self.host_ip.ToString() &&
          get(kAnnotationHostIp6) == (self.host_ip6 ? self.host_ip6->ToString() : std::string()) &&
-         get(kAnnotationBackend) == overlay::BackendName(self.backend);
+         get(kAnnotationBackend) == overlay::BackendName(self.backend) &&
+         (self.host_mac.empty() || get(kAnnotationHostMac) == self.host_mac);
 }
 
 namespace {

@@ -20,6 +20,8 @@
 namespace weft::agent {
 
 inline constexpr char kAnnotationVtepMac[] = "weft.io/vtep-mac";
+// The node's uplink MAC (host-gw: the overlay filter binds its pod CIDRs to it).
+inline constexpr char kAnnotationHostMac[] = "weft.io/host-mac";
 inline constexpr char kAnnotationHostIp[] = "weft.io/host-ip";
 inline constexpr char kAnnotationHostIp6[] = "weft.io/host-ip6";
 inline constexpr char kAnnotationBackend[] = "weft.io/backend";

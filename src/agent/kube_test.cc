@@ -44,6 +44,18 @@ TEST(KubeParse, AnnotationPatchAndMatch) {
   gw.vtep_mac.clear();
   gw.backend = overlay::Backend::kHostGw;
   EXPECT_TRUE(nlohmann::json::parse(AnnotationPatch(gw))["metadata"]["annotations"]["weft.io/vtep-mac"].is_null());
+  // The uplink MAC (host-gw's binding): published when known, and read back.
+  EXPECT_EQ(patch["metadata"]["annotations"].count("weft.io/host-mac"), 0u);
+  gw.host_mac = "0a:00:00:00:00:12";
+  EXPECT_EQ(nlohmann::json::parse(AnnotationPatch(gw))["metadata"]["annotations"]["weft.io/host-mac"],
+            "0a:00:00:00:00:12");
+  self.host_mac = "0a:00:00:00:00:12";
+  EXPECT_FALSE(AnnotationsMatch(*n, self));  // host-mac annotation missing
+  n->annotations["weft.io/host-mac"] = "0a:00:00:00:00:12";
+  EXPECT_TRUE(AnnotationsMatch(*n, self));
+  auto j = nlohmann::json::parse(kNode);
+  j["metadata"]["annotations"]["weft.io/host-mac"] = "0a:00:00:00:00:12";
+  EXPECT_EQ(ParseNode(j.dump())->info.host_mac, "0a:00:00:00:00:12");
 }
 
 TEST(KubeParse, DualStackNodeAddresses) {

@@ -50,6 +50,7 @@ Result<Uplink> DetectUplink(sys::Netlink& nl, const std::string& iface, const st
                                   "uplink #" + std::to_string(up.index) + " vanished");
   up.name = link->name;
   up.mtu = link->mtu;
+  up.mac = link->mac;
   std::optional<IpAddress> first4, first6;
   for (const auto& a : addrs) {
     if (a.index != up.index || a.scope != RT_SCOPE_UNIVERSE) continue;
@@ -115,6 +116,11 @@ class KernelDatapath : public Datapath {
           if (auto e = ParseFilterElement(el)) s.filter.push_back(*e);
       }
     }
+    for (const auto& set : HostGwSets()) {
+      WEFT_ASSIGN_OR_RETURN(auto elems, sys::NftElements(sys::NftFamily::kInet, kOverlayTable, set));
+      for (const auto& el : elems)
+        if (auto e = ParseHostGwElement(el)) s.hostgw.push_back(*e);
+    }
     return s;
   }
 
@@ -126,12 +132,16 @@ class KernelDatapath : public Datapath {
       ++*errors;
       if (first.ok()) first = std::move(st);
     };
-    if (!plan.filter_deletes.empty() || !plan.filter_adds.empty()) {
+    if (!plan.filter_deletes.empty() || !plan.filter_adds.empty() || !plan.hostgw_deletes.empty() ||
+        !plan.hostgw_adds.empty()) {
       // One transaction: the admissions change all at once.
       std::vector<sys::NftChange> changes;
       for (const auto& e : plan.filter_deletes)
         changes.push_back({sys::NftChange::kDestroyElement, FilterElement(e)});
+      for (const auto& e : plan.hostgw_deletes)
+        changes.push_back({sys::NftChange::kDestroyElement, HostGwElement(e)});
       for (const auto& e : plan.filter_adds) changes.push_back({sys::NftChange::kAddElement, FilterElement(e)});
+      for (const auto& e : plan.hostgw_adds) changes.push_back({sys::NftChange::kAddElement, HostGwElement(e)});
       Status st = sys::NftApply(sys::NftFamily::kInet, kOverlayTable, changes)
                       .Prefix("overlay filter (table inet " + std::string(kOverlayTable) + ")");
       if (!st.ok()) *errors += static_cast<int>(changes.size()) - 1;

@@ -20,6 +20,7 @@ struct Uplink {
   IpAddress ip;                    // the node IP: VXLAN local, host-gw next hop for peers
   std::optional<IpAddress> ip6;    // its IPv6 address, if any (== ip on an IPv6-only underlay)
   std::vector<IpPrefix> subnets;   // its on-link prefixes, both families
+  std::string mac;                 // its MAC ("" on a device without one)
 };
 
 // Finds the uplink: `iface` if given, else the interface carrying the node

@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
+#include <cstring>
+
 #include "base/strings.h"
 
 namespace weft::overlay {
@@ -26,6 +29,11 @@ std::string Objects() {
   std::string s;
   s += std::string("  counter ") + kUnknownPeerCounter + " {}\n";
   s += std::string("  counter ") + kForeignSourceCounter + " {}\n";
+  s += std::string("  counter ") + kHostGwForeignCounter + " {}\n";
+  s += "  set pods4-on { type ipv4_addr . ifname; flags interval; }\n";
+  s += "  set pods6-on { type ipv6_addr . ifname; flags interval; }\n";
+  s += "  set gw4 { type ipv4_addr . ether_addr; flags interval; }\n";
+  s += "  set gw6 { type ipv6_addr . ether_addr; flags interval; }\n";
   s += "  set peers4 { type ipv4_addr; }\n";
   s += "  set peers6 { type ipv6_addr; }\n";
   for (bool peer_v6 : {false, true})
@@ -36,6 +44,18 @@ std::string Objects() {
 }
 
 std::string Hook() { return "type filter hook input priority filter - 10; policy accept;"; }
+// Before conntrack, as the source guard: a forged packet creates no entry.
+std::string HostGwHook() { return "type filter hook prerouting priority raw; policy accept;"; }
+
+std::vector<std::string> HostGwRules() {
+  std::vector<std::string> r;
+  for (const char* f : {"ip", "ip6"}) {
+    const std::string n = std::string(f) == "ip" ? "4" : "6";
+    r.push_back(std::string(f) + " saddr . iifname @pods" + n + "-on " + f + " saddr . ether saddr != @gw" + n +
+                " counter name \"" + kHostGwForeignCounter + "\" drop");
+  }
+  return r;
+}
 
 std::vector<std::string> VxlanRules() {
   std::vector<std::string> r;
@@ -56,6 +76,8 @@ std::string InputRule(int port) { return "udp dport " + std::to_string(port) + "
 std::string RulesText(int port) {
   std::string s = Objects() + Hook() + "\ninput:\n" + InputRule(port) + "\nvxlan:\n";
   for (const auto& r : VxlanRules()) s += r + "\n";
+  s += HostGwHook() + "\nhostgw:\n";
+  for (const auto& r : HostGwRules()) s += r + "\n";
   return s;
 }
 
@@ -80,8 +102,11 @@ std::string RenderOverlayFilter(int port) {
   s += "table " + t + " {\n" + Objects() + "}\n";
   s += "add chain " + t + " vxlan\n";
   s += "add chain " + t + " input { " + Hook() + " }\n";
+  s += "add chain " + t + " hostgw { " + HostGwHook() + " }\n";
   s += "flush chain " + t + " vxlan\n";
   s += "flush chain " + t + " input\n";
+  s += "flush chain " + t + " hostgw\n";
+  for (const auto& r : HostGwRules()) s += "add rule " + t + " hostgw " + r + "\n";
   for (const auto& r : VxlanRules()) s += "add rule " + t + " vxlan " + r + "\n";
   s += "add rule " + t + " input " + InputRule(port) + " comment \"" + OverlayFilterMarker(port) + "\"\n";
   return s;
@@ -98,6 +123,73 @@ sys::NftElement FilterElement(const FilterEntry& e) {
   if (!e.pods) return {e.peer.is_v6() ? "peers6" : "peers4", Bytes(e.peer), "", "", 0};
   const IpPrefix p = e.pods->Masked();
   return {SetName(e.peer.is_v6(), !p.is_v4()), Bytes(e.peer) + Bytes(p.addr()), Bytes(e.peer) + LastBytes(p), "", 0};
+}
+
+namespace {
+
+std::string Pad4(std::string b) {
+  b.resize((b.size() + 3) / 4 * 4, '\0');
+  return b;
+}
+std::string Ifname(const std::string& n) {
+  std::string f = n;
+  f.resize(16, '\0');
+  return f;
+}
+std::string MacBytes(const std::string& mac) {
+  unsigned v[6];
+  if (std::sscanf(mac.c_str(), "%x:%x:%x:%x:%x:%x", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) != 6) return "";
+  std::string b;
+  for (unsigned x : v) b.push_back(static_cast<char>(x));
+  return b;
+}
+// The prefix [first, last] spans, or nullopt.
+std::optional<IpPrefix> PrefixOf(const std::string& first, const std::string& last, bool v6) {
+  const size_t n = v6 ? 16 : 4;
+  if (first.size() != n || last.size() != n) return std::nullopt;
+  int len = 0;
+  for (size_t i = 0; i < n * 8; ++i) {
+    if (((static_cast<uint8_t>(first[i / 8]) ^ static_cast<uint8_t>(last[i / 8])) >> (7 - i % 8)) & 1) break;
+    ++len;
+  }
+  IpPrefix p(IpAddress::FromBytes(v6, reinterpret_cast<const uint8_t*>(first.data())), len);
+  if (Bytes(p.Masked().addr()) != first || LastBytes(p) != last) return std::nullopt;
+  return p;
+}
+
+}  // namespace
+
+std::vector<std::string> HostGwSets() { return {"pods4-on", "pods6-on", "gw4", "gw6"}; }
+
+sys::NftElement HostGwElement(const HostGwEntry& e) {
+  const IpPrefix p = e.pods.Masked();
+  const bool v6 = !p.is_v4();
+  if (e.mac.empty())
+    return {v6 ? "pods6-on" : "pods4-on", Bytes(p.addr()) + Ifname(e.iface), LastBytes(p) + Ifname(e.iface), "", 0};
+  return {v6 ? "gw6" : "gw4", Bytes(p.addr()) + Pad4(MacBytes(e.mac)), LastBytes(p) + Pad4(MacBytes(e.mac)), "", 0};
+}
+
+std::optional<HostGwEntry> ParseHostGwElement(const sys::NftElement& el) {
+  const bool v6 = el.set == "pods6-on" || el.set == "gw6";
+  const size_t n = v6 ? 16 : 4;
+  if (el.set == "pods4-on" || el.set == "pods6-on") {
+    if (el.key.size() != n + 16 || el.key_end.size() != n + 16 || el.key.compare(n, 16, el.key_end, n, 16) != 0)
+      return std::nullopt;
+    auto p = PrefixOf(el.key.substr(0, n), el.key_end.substr(0, n), v6);
+    if (!p) return std::nullopt;
+    std::string iface = el.key.substr(n, 16);
+    iface.resize(std::strlen(iface.c_str()));
+    return HostGwEntry{*p, iface, ""};
+  }
+  if (el.set == "gw4" || el.set == "gw6") {
+    if (el.key.size() != n + 8 || el.key_end.size() != n + 8 || el.key.compare(n, 8, el.key_end, n, 8) != 0)
+      return std::nullopt;
+    auto p = PrefixOf(el.key.substr(0, n), el.key_end.substr(0, n), v6);
+    if (!p) return std::nullopt;
+    const auto* m = reinterpret_cast<const uint8_t*>(el.key.data() + n);
+    return HostGwEntry{*p, "", FormatMac(m)};
+  }
+  return std::nullopt;
 }
 
 std::optional<FilterEntry> ParseFilterElement(const sys::NftElement& el) {
@@ -140,6 +232,7 @@ Status ParseOverlayFilterCounters(const std::string& text, OverlayFilterCounters
       const uint64_t packets = c.value("packets", uint64_t{0});
       if (name == kUnknownPeerCounter) out->unknown_peer = packets;
       if (name == kForeignSourceCounter) out->foreign_source = packets;
+      if (name == kHostGwForeignCounter) out->hostgw_foreign_source = packets;
     }
   } catch (const std::exception& e) {
     return Status::Error(Reason::kMalformed, Domain::kFirewall, "nft: list counters: bad JSON", e.what());
@@ -155,10 +248,13 @@ std::string RenderOverlayFilterMetrics(const OverlayFilterCounters& c) {
   out += "weft_overlay_filter_installed " + std::string(c.installed ? "1" : "0") + "\n";
   out += "# HELP weft_overlay_filter_dropped_packets_total VXLAN packets the overlay filter dropped: from an "
          "address that is no peer's (unknown_peer), or carrying a source outside the sending peer's pod CIDRs "
-         "(foreign_source).\n# TYPE weft_overlay_filter_dropped_packets_total counter\n";
+         "(foreign_source); host-gw packets from the uplink whose pod source is not bound to the sender's MAC "
+         "(hostgw_foreign_source).\n# TYPE weft_overlay_filter_dropped_packets_total counter\n";
   out += "weft_overlay_filter_dropped_packets_total{reason=\"unknown_peer\"} " + std::to_string(c.unknown_peer) + "\n";
   out += "weft_overlay_filter_dropped_packets_total{reason=\"foreign_source\"} " + std::to_string(c.foreign_source) +
          "\n";
+  out += "weft_overlay_filter_dropped_packets_total{reason=\"hostgw_foreign_source\"} " +
+         std::to_string(c.hostgw_foreign_source) + "\n";
   return out;
 }
 

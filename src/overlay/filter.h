@@ -47,6 +47,20 @@ inline constexpr char kOverlayTable[] = "weft-overlay";
 inline constexpr char kUnknownPeerCounter[] = "vxlan-unknown-peer";
 inline constexpr char kForeignSourceCounter[] = "vxlan-foreign-source";
 
+// host-gw (and auto's direct routes): a packet that arrives on the uplink
+// with a source inside a pod CIDR this node knows (its own, or a direct
+// peer's that published its uplink MAC) must come from the MAC of the node
+// that owns the CIDR:
+//
+//   chain hostgw (hook prerouting, priority raw)
+//     ip  saddr . iifname @pods4-on  ip  saddr . ether saddr != @gw4  counter hostgw-foreign-source drop
+//     ip6 saddr . iifname @pods6-on  ip6 saddr . ether saddr != @gw6  counter hostgw-foreign-source drop
+//
+// Own pod CIDRs are in pods*-on with no gw element: from the underlay, such
+// a source is always forged. A peer that publishes no MAC (an older weftd)
+// leaves its CIDR unchecked rather than cut off.
+inline constexpr char kHostGwForeignCounter[] = "hostgw-foreign-source";
+
 // One admission: `peer` (an underlay address) may send VXLAN; with `pods`,
 // packets whose inner source is inside `pods`.
 struct FilterEntry {
@@ -55,6 +69,19 @@ struct FilterEntry {
   auto operator<=>(const FilterEntry&) const = default;
   bool operator==(const FilterEntry&) const = default;
 };
+
+// One host-gw element: `pods` arriving on `iface` is checked (mac ""), or
+// may come from `mac` (lower-case aa:bb:..).
+struct HostGwEntry {
+  IpPrefix pods;
+  std::string iface;
+  std::string mac;
+  auto operator<=>(const HostGwEntry&) const = default;
+  bool operator==(const HostGwEntry&) const = default;
+};
+sys::NftElement HostGwElement(const HostGwEntry& e);
+std::optional<HostGwEntry> ParseHostGwElement(const sys::NftElement& el);
+std::vector<std::string> HostGwSets();
 
 // A complete `nft -f` script: the table, counters and sets when missing
 // (elements kept), the chains' rules replaced. `port`: the VXLAN UDP port.
@@ -72,11 +99,12 @@ std::vector<std::string> FilterSets();
 // Dropped packets, from `nft -j list counters table inet weft-overlay`.
 struct OverlayFilterCounters {
   bool installed = false;
-  uint64_t unknown_peer = 0, foreign_source = 0;
+  uint64_t unknown_peer = 0, foreign_source = 0, hostgw_foreign_source = 0;
 };
 Status ParseOverlayFilterCounters(const std::string& json, OverlayFilterCounters* out);
 // weft_overlay_filter_installed and
-// weft_overlay_filter_dropped_packets_total{reason}.
+// weft_overlay_filter_dropped_packets_total{reason} (unknown_peer,
+// foreign_source, hostgw_foreign_source).
 std::string RenderOverlayFilterMetrics(const OverlayFilterCounters& c);
 
 }  // namespace weft::overlay

@@ -49,6 +49,31 @@ TEST(OverlayFilter, ElementsRoundTrip) {
   EXPECT_FALSE(ParseFilterElement({"mac", "x", "", "", 0}).has_value());
 }
 
+TEST(OverlayFilter, HostGwElementsRoundTrip) {
+  for (const HostGwEntry& e : {HostGwEntry{P("10.244.2.0/24"), "up0", ""}, HostGwEntry{P("fd00:2::/64"), "eth1", ""},
+                               HostGwEntry{P("10.244.2.0/24"), "", "0a:00:00:00:00:02"},
+                               HostGwEntry{P("fd00:2::/64"), "", "0a:00:00:00:00:02"}}) {
+    sys::NftElement el = HostGwElement(e);
+    auto back = ParseHostGwElement(el);
+    ASSERT_TRUE(back.has_value()) << el.set;
+    EXPECT_EQ(*back, e) << el.set;
+  }
+  sys::NftElement el = HostGwElement({P("10.244.2.0/24"), "", "0a:00:00:00:00:02"});
+  EXPECT_EQ(el.set, "gw4");
+  EXPECT_EQ(el.key, std::string("\x0a\xf4\x02\x00\x0a\x00\x00\x00\x00\x02\x00\x00", 12));
+  EXPECT_EQ(el.key_end, std::string("\x0a\xf4\x02\xff\x0a\x00\x00\x00\x00\x02\x00\x00", 12));
+  el = HostGwElement({P("10.244.2.0/24"), "up0", ""});
+  EXPECT_EQ(el.set, "pods4-on");
+  EXPECT_EQ(el.key.size(), 20u);
+  const std::string s = RenderOverlayFilter(8472);
+  EXPECT_NE(s.find("add chain inet weft-overlay hostgw { type filter hook prerouting priority raw; policy accept; }"),
+            std::string::npos);
+  EXPECT_NE(s.find("add rule inet weft-overlay hostgw ip saddr . iifname @pods4-on ip saddr . ether saddr != @gw4 "
+                   "counter name \"hostgw-foreign-source\" drop"),
+            std::string::npos)
+      << s;
+}
+
 TEST(OverlayFilter, CountersAndMetrics) {
   OverlayFilterCounters c;
   ASSERT_TRUE(ParseOverlayFilterCounters(

@@ -111,6 +111,10 @@ Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
   const bool underlay_v6 = local.host_ip.is_v6();
   std::set<std::pair<std::string, IpAddress>> fdb_seen;
   std::set<FilterEntry> admitted;  // the overlay filter's, deduplicated (two peers may share an address)
+  std::set<HostGwEntry> hostgw;
+  const bool check_hostgw = local.backend != Backend::kVxlan && !local.uplink_name.empty();
+  if (check_hostgw)
+    for (const auto& c : local.pod_cidrs) hostgw.insert({c.Masked(), local.uplink_name, ""});
   for (const auto& [name, peer] : peers) {
     if (name == local.name) continue;
     // A named copy: clang 14 cannot capture structured bindings.
@@ -164,6 +168,10 @@ Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
         d.state.routes.push_back(r);
         claimed.Add(cidr, name);
         admit(cidr);
+        if (std::string mac = NormalizeMac(peer.host_mac); check_hostgw && !mac.empty()) {
+          hostgw.insert({cidr, local.uplink_name, ""});
+          hostgw.insert({cidr, "", mac});
+        }
         (v6 ? routed_v6 : routed_v4) = true;
         ++d.direct_peers;
         continue;
@@ -201,6 +209,7 @@ Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
     d.peers_v6 += routed_v6;
   }
   d.state.filter.assign(admitted.begin(), admitted.end());
+  d.state.hostgw.assign(hostgw.begin(), hostgw.end());
   return d;
 }
 
@@ -240,6 +249,13 @@ Plan Diff(const KernelState& want, const KernelState& have) {
     if (!have_filter.count(e)) p.filter_adds.push_back(e);
   for (const auto& e : have_filter)
     if (!want_filter.count(e)) p.filter_deletes.push_back(e);
+
+  std::set<HostGwEntry> have_gw(have.hostgw.begin(), have.hostgw.end());
+  std::set<HostGwEntry> want_gw(want.hostgw.begin(), want.hostgw.end());
+  for (const auto& e : want_gw)
+    if (!have_gw.count(e)) p.hostgw_adds.push_back(e);
+  for (const auto& e : have_gw)
+    if (!want_gw.count(e)) p.hostgw_deletes.push_back(e);
 
   // FDB, keyed by (MAC, remote).
   std::set<std::pair<std::string, IpAddress>> have_fdb, wanted_fdb;

@@ -24,6 +24,7 @@ struct LocalView {
   Backend backend = Backend::kVxlan;
   int vxlan_index = 0;                    // 0 when there is no VXLAN device
   int uplink_index = 0;
+  std::string uplink_name;                // the host-gw check's interface
   std::vector<IpPrefix> uplink_subnets;   // on-link prefixes of the uplink (both families)
 };
 
@@ -36,6 +37,8 @@ struct KernelState {
   std::vector<sys::NeighSpec> fdb;
   // The overlay filter's admissions (filter.h), when there is a VXLAN device.
   std::vector<FilterEntry> filter;
+  // The host-gw check's elements (filter.h), unless the backend is vxlan.
+  std::vector<HostGwEntry> hostgw;
 };
 
 // Whether a route from a kernel dump belongs to the agent.
@@ -75,7 +78,11 @@ struct Desired {
 // With a VXLAN device, the overlay filter's admissions (filter.h): each
 // underlay address the peer publishes (host_ip, host_ip6) may send VXLAN,
 // carrying sources inside each pod CIDR of the peer's that is routed (a
-// CIDR overlapping another node's, or skipped, admits nothing).
+// CIDR overlapping another node's, or skipped, admits nothing). With the
+// host-gw or auto backend (and an uplink name), the host-gw check's
+// elements: each of this node's pod CIDRs checked on the uplink, and each
+// CIDR routed directly to a peer that published its uplink MAC checked and
+// bound to that MAC.
 Desired ComputeDesired(const LocalView& local, const PeerMap& peers);
 
 // Applied in this order so a route never points at an unresolved neighbour
@@ -88,6 +95,8 @@ Desired ComputeDesired(const LocalView& local, const PeerMap& peers);
 struct Plan {
   std::vector<FilterEntry> filter_deletes;
   std::vector<FilterEntry> filter_adds;
+  std::vector<HostGwEntry> hostgw_deletes;
+  std::vector<HostGwEntry> hostgw_adds;
   std::vector<sys::NeighSpec> fdb_adds;
   std::vector<sys::NeighSpec> arp_upserts;
   std::vector<sys::RouteSpec> route_upserts;  // add or replace (same dst)
@@ -95,7 +104,7 @@ struct Plan {
   std::vector<sys::NeighSpec> arp_deletes;
   std::vector<sys::NeighSpec> fdb_deletes;
   size_t size() const {
-    return filter_deletes.size() + filter_adds.size() + fdb_adds.size() + arp_upserts.size() + route_upserts.size() + route_deletes.size() +
+    return filter_deletes.size() + filter_adds.size() + hostgw_deletes.size() + hostgw_adds.size() + fdb_adds.size() + arp_upserts.size() + route_upserts.size() + route_deletes.size() +
            arp_deletes.size() + fdb_deletes.size();
   }
   bool empty() const { return size() == 0; }

@@ -338,6 +338,33 @@ TEST(ComputeDesired, FilterIsEmptyWithoutAVxlanDevice) {
   EXPECT_TRUE(ComputeDesired(l, peers).state.filter.empty());
 }
 
+TEST(ComputeDesired, HostGwBindsDirectPeersCidrsToTheirMacAndChecksOurOwn) {
+  LocalView l = Local(Backend::kHostGw);
+  l.vxlan_index = 0;
+  l.uplink_name = "up0";
+  PeerMap peers{{"n2", Peer("n2", "10.244.2.0/24", "192.0.2.12")},
+                {"n3", Peer("n3", "10.244.3.0/24", "192.0.2.13")},   // publishes no MAC: unchecked
+                {"n4", Peer("n4", "10.244.4.0/24", "198.51.100.4")}};  // not on link: skipped
+  peers["n2"].host_mac = "0A:00:00:00:00:12";
+  peers["n4"].host_mac = "0a:00:00:00:00:14";
+  Desired d = ComputeDesired(l, peers);
+  std::vector<HostGwEntry> want = {{P("10.244.1.0/24"), "up0", ""},
+                                   {P("10.244.2.0/24"), "", "0a:00:00:00:00:12"},
+                                   {P("10.244.2.0/24"), "up0", ""}};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(d.state.hostgw, want);
+  // VXLAN: no host-gw check; auto: only for the direct routes.
+  EXPECT_TRUE(ComputeDesired(Local(), peers).state.hostgw.empty());
+  LocalView a = Local(Backend::kAuto);
+  a.uplink_name = "up0";
+  EXPECT_EQ(ComputeDesired(a, peers).state.hostgw, want);
+  // n2 leaves: its binding and check go, ours stays.
+  peers.erase("n2");
+  Plan p = Diff(ComputeDesired(l, peers).state, d.state);
+  EXPECT_EQ(p.hostgw_deletes.size(), 2u);
+  EXPECT_TRUE(p.hostgw_adds.empty());
+}
+
 TEST(Diff, PeerLeavingIsRefusedAndJoiningAdmittedInTheFilter) {
   PeerMap before{{"n2", Peer("n2", "10.244.2.0/24", "192.0.2.12")}, {"n3", Peer("n3", "10.244.3.0/24", "192.0.2.13")}};
   PeerMap after{{"n3", Peer("n3", "10.244.3.0/24", "192.0.2.13")}, {"n4", Peer("n4", "10.244.4.0/24", "192.0.2.14")}};

@@ -69,6 +69,8 @@ class FakeDatapath : public Datapath {
     };
     for (const auto& e : plan.filter_deletes) std::erase(kernel.filter, e);
     for (const auto& e : plan.filter_adds) kernel.filter.push_back(e);
+    for (const auto& e : plan.hostgw_deletes) std::erase(kernel.hostgw, e);
+    for (const auto& e : plan.hostgw_adds) kernel.hostgw.push_back(e);
     for (const auto& n : plan.fdb_adds) Upsert(kernel.fdb, n, true);
     for (const auto& n : plan.arp_upserts) Upsert(kernel.arp, n, false);
     for (const auto& r : plan.route_upserts) {

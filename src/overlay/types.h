@@ -27,6 +27,9 @@ struct NodeInfo {
   // Its IPv6 underlay address when it has one (host-gw next hop for its IPv6
   // pod CIDR; equal to host_ip on an IPv6-only underlay).
   std::optional<IpAddress> host_ip6;
+  // The MAC of its uplink ("" when it does not say): what its host-gw
+  // packets come from (the overlay filter binds its pod CIDRs to it).
+  std::string host_mac;
   bool operator==(const NodeInfo&) const = default;
 };
 
@@ -46,6 +49,7 @@ struct LocalNode {
   std::string vtep_mac;  // empty for host-gw
   Backend backend = Backend::kVxlan;
   std::optional<IpAddress> host_ip6;  // the uplink's IPv6 address, if any
+  std::string host_mac;               // the uplink's MAC
 };
 
 }  // namespace weft::overlay

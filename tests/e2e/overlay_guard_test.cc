@@ -105,11 +105,11 @@ class OverlayTest : public ::testing::TestWithParam<bool> {
     return n;
   }
 
-  void Leave(WeftNode& n) {
+  void Leave(WeftNode& n, const std::string& backend = "vxlan") {
     n.StopWeftd(SIGTERM);
     std::vector<std::string> argv = {BinaryPath("weftd"), "--node-name", n.name,          "--leave",
                                      "--state-dir",       n.dir + "/state", "--log-file", n.log()};
-    auto f = Flags();
+    auto f = Flags(backend);
     argv.insert(argv.end(), f.begin(), f.end());
     ASSERT_EQ(n.ns.Exec(argv), 0);
   }
@@ -278,6 +278,67 @@ TEST_P(OverlayTest, FilterSurvivesWeftdRestartsAndIsRestoredWhenRemoved) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Underlays, OverlayTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return std::string(i.param ? "Ipv6Underlay" : "Ipv4Underlay");
+                         });
+
+// host-gw: a packet from the underlay with a pod source must come from the
+// node that owns that pod's CIDR (its published uplink MAC).
+class HostGwTest : public OverlayTest {
+ protected:
+  // UDP from `from` (forged on a raw socket, routed by `from`'s kernel) with
+  // source `src` to `to`'s address of src's family: how many of 5 arrived.
+  int Forge(const TestNetns& from, const Pod& to, const std::string& src) {
+    const bool v6 = src.find(':') != std::string::npos;
+    return RunScript({"python3", Script("tests/integration/plugin/spoof.py"), "udp", "--recv-ns", to.ns.path(),
+                      "--dst", PodIp(to, v6), "--send-ns", from.path(), "--src", src, "--raw", "--wait", "0.7"})
+        .value("received", -1);
+  }
+};
+
+TEST_P(HostGwTest, PodSourcesFromTheUnderlayMustComeFromTheirNode) {
+  WeftNode& n1 = AddNode("n1", 11, "host-gw");
+  WeftNode& n2 = AddNode("n2", 12, "host-gw");
+  WeftNode& n3 = AddNode("n3", 13, "host-gw");
+  for (WeftNode* n : {&n1, &n2, &n3}) ASSERT_TRUE(Converged(*n, 2)) << n->name;
+  Pod& p1 = AddPod(n1, "p1");
+  Pod& p2 = AddPod(n2, "p2");
+  Pod& p3 = AddPod(n3, "p3");
+  for (Pod* p : {&p1, &p2, &p3}) ASSERT_TRUE(p->add_error.empty()) << p->add_error;
+  for (bool v6 : Families()) {
+    EXPECT_TRUE(p2.ns.Ping(PodIp(p1, v6), 2)) << "p2 -> p1 over " << (v6 ? "IPv6" : "IPv4");
+    EXPECT_TRUE(p1.ns.Ping(PodIp(p3, v6), 2)) << "p1 -> p3 over " << (v6 ? "IPv6" : "IPv4");
+  }
+  // A host on the underlay that is no node, routing n1's pod CIDRs via n1.
+  outsider_ = std::make_unique<TestNode>("ox", 50);
+  ul_->Attach(*outsider_, 50);
+  GiveIpv6(*outsider_, 50, v6only());
+  for (bool v6 : Families()) {
+    std::string cidr = PodIp(p1, v6) + (v6 ? "/64" : "/24");
+    cidr = weft::IpPrefix::Parse(cidr)->Masked().ToString();
+    Cmd({"ip", "-n", outsider_->name(), v6 ? "-6" : "-4", "route", "add", cidr, "via", v6 ? Ip6(11) : Ip4(11)});
+  }
+  for (bool v6 : Families()) {
+    SCOPED_TRACE(v6 ? "IPv6" : "IPv4");
+    // n2's own pod's source from n2 arrives (the method works)...
+    EXPECT_EQ(Forge(n2.ns, p1, PodIp(p2, v6)), 5) << "a peer's own pod source did not arrive";
+    double before = Dropped(n1, "hostgw_foreign_source");
+    // ...n3's pod's from n2 does not, nor n2's pod's from the outsider, nor
+    // a source in n1's own pod CIDR from either.
+    EXPECT_EQ(Forge(n2.ns, p1, PodIp(p3, v6)), 0) << "n2 sent as n3's pod";
+    EXPECT_EQ(Forge(*outsider_, p1, PodIp(p2, v6)), 0) << "a host that is no node sent as n2's pod";
+    EXPECT_EQ(Forge(*outsider_, p1, Inside(PodIp(p1, v6) + (v6 ? "/64" : "/24"))), 0)
+        << "a source in n1's own pod CIDR came in from the underlay";
+    EXPECT_GE(Dropped(n1, "hostgw_foreign_source"), before + 15);
+  }
+  // n3 leaves: its CIDR is no longer bound, and no longer checked either
+  // (nobody owns it); what stays still flows.
+  Leave(n3, "host-gw");
+  ASSERT_TRUE(WaitFor([&] { return PeerRoutes(n1) == 1; }, 15000));
+  for (bool v6 : Families()) EXPECT_TRUE(p2.ns.Ping(PodIp(p1, v6), 2));
+}
+
+INSTANTIATE_TEST_SUITE_P(Underlays, HostGwTest, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& i) {
                            return std::string(i.param ? "Ipv6Underlay" : "Ipv4Underlay");
                          });

@@ -127,6 +127,16 @@ void DiagnosePeers(const Snapshot& s, const PeerView& v, std::vector<Finding>* o
                         (e.pods ? " (VXLAN from it carrying that CIDR's sources is dropped)"
                                 : " (VXLAN from it is dropped)"),
                     true, fix});
+  // host-gw's check: a pod CIDR checked on the uplink, or bound to a MAC.
+  auto gw = [](const overlay::HostGwEntry& e) {
+    return e.pods.ToString() + (e.mac.empty() ? " checked on " + e.iface : " from " + e.mac);
+  };
+  for (const auto& e : plan.hostgw_adds)
+    out->push_back({Kind::kPeerMissing, e.pods.ToString(),
+                    "missing host-gw check element for " + node(idx.For(e.pods)) + ": " + gw(e), true, fix});
+  for (const auto& e : plan.hostgw_deletes)
+    out->push_back({Kind::kPeerStale, e.pods.ToString(),
+                    "host-gw check element " + gw(e) + " belongs to no live peer", true, "delete the element"});
   for (const auto& e : plan.filter_deletes)
     out->push_back({Kind::kPeerStale, admission(e),
                     "overlay filter admission " + admission(e) + " belongs to no live peer (VXLAN from it is accepted)",

@@ -253,6 +253,22 @@ TEST(Doctor, PeerGoneLeavesStaleEntries) {
             "overlay filter admission 192.0.2.2 . 10.244.2.0/24 belongs to no live peer (VXLAN from it is accepted)");
 }
 
+TEST(Doctor, MissingHostGwBindingNamesThePeer) {
+  Snapshot s = Healthy();
+  s.peers = Peers();
+  s.peers->local.backend = overlay::Backend::kHostGw;
+  s.peers->local.vxlan_index = 0;
+  s.peers->local.uplink_name = "up0";
+  s.peers->peers["n2"].host_mac = "aa:bb:cc:00:00:12";
+  s.peers->kernel = overlay::ComputeDesired(s.peers->local, s.peers->peers).state;
+  EXPECT_TRUE(Diagnose(s).empty());
+  std::erase_if(s.peers->kernel.hostgw, [](const overlay::HostGwEntry& e) { return !e.mac.empty(); });
+  auto fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].kind, Kind::kPeerMissing);
+  EXPECT_EQ(fs[0].message, "missing host-gw check element for node n2: 10.244.2.0/24 from aa:bb:cc:00:00:12");
+}
+
 TEST(Doctor, MissingOverlayFilterAdmissionNamesThePeer) {
   Snapshot s = Healthy();
   s.links.push_back(Link(20, "weft.1", "vxlan"));

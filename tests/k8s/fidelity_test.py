@@ -337,7 +337,61 @@ def scenario(api, unauth):
         "GET", q(NPALL, limit=2, labelSelector="weft.io/fid=page", **{"continue": first["metadata"]["continue"]})))
     st, events = api.watch(q(NP, watch=1, allowWatchBookmarks="true", resourceVersion="1", timeoutSeconds=3), 3)
     step("watch from compacted rv", (st, events[:1]))
+    cnp_scenario(api, step)
     return out
+
+
+CNP = "/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies"
+CRD = os.path.join(REPO, "deploy", "crd", "clusternetworkpolicies.yaml")
+
+
+def cnp(name, tier, priority, egress):
+    return {"apiVersion": "policy.networking.k8s.io/v1alpha2", "kind": "ClusterNetworkPolicy",
+            "metadata": {"name": name, "labels": {"weft.io/fid": "cnp"}},
+            "spec": {"tier": tier, "priority": priority, "subject": {"namespaces": {"matchLabels": {"fid": "x"}}},
+                     "egress": egress}}
+
+
+def cnp_scenario(api, step):
+    """ClusterNetworkPolicy as weftd uses it (issue 23): the list before the
+    CRD exists (404: weftd treats it as empty), the CRD installed (the real
+    server: deploy/crd's manifest POSTed; the stand-in: its test control),
+    then list, watch, the /status merge patch weftd writes, a spec change
+    (generation), a schema violation and a strategic merge patch."""
+    step("cnp: list without the CRD", api.req("GET", q(CNP, limit=500)))
+    if isinstance(api, Fake):
+        api.req("POST", "/_test/crds", {"install": ["clusternetworkpolicies"]})
+    else:
+        import yaml
+        with open(CRD) as f:
+            crd = yaml.safe_load(f)
+        api.req("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    for _ in range(300):  # Established: the list answers
+        if api.req("GET", q(CNP, limit=1))[0] == 200:
+            break
+        time.sleep(0.1)
+    deny = [{"name": "meta", "action": "Deny", "to": [{"networks": ["169.254.169.254/32"]}]}]
+    step("cnp: create", api.req("POST", CNP, cnp("fid-a", "Admin", 10, deny)))
+    step("cnp: create baseline", api.req("POST", CNP, cnp("fid-b", "Baseline", 0, [
+        {"action": "Accept", "to": [{"pods": {"namespaceSelector": {}, "podSelector": {}}}],
+         "protocols": [{"destinationNamedPort": "dns"}]}])))
+    step("cnp: create invalid tier", api.req("POST", CNP, cnp("fid-bad", "Middle", 10, deny)))
+    step("cnp: create invalid priority", api.req("POST", CNP, cnp("fid-bad2", "Admin", 1001, deny)))
+    st, lst = step("cnp: list limit=500", api.req("GET", q(CNP, limit=500, labelSelector="weft.io/fid=cnp")))
+    rv = lst["metadata"]["resourceVersion"] if st == 200 else "0"
+    cond = {"type": "Accepted", "status": "True", "reason": "Accepted", "message": "enforced by weft",
+            "observedGeneration": 1, "lastTransitionTime": "2026-11-27T06:00:00Z"}
+    step("cnp: patch status", api.req("PATCH", CNP + "/fid-a/status", {"status": {"conditions": [cond]}},
+                                      "application/merge-patch+json"))
+    step("cnp: patch spec", api.req("PATCH", CNP + "/fid-a", {"spec": {"priority": 20}}, "application/merge-patch+json"))
+    step("cnp: strategic merge patch", api.req("PATCH", CNP + "/fid-a", {"spec": {"priority": 21}},
+                                               "application/strategic-merge-patch+json"))
+    api.req("DELETE", CNP + "/fid-b")
+    st, events = api.watch(q(CNP, watch=1, allowWatchBookmarks="true", resourceVersion=rv, timeoutSeconds=3,
+                             labelSelector="weft.io/fid=cnp"), 3)
+    step("watch cnp", (st, events))
+    step("cnp: get", api.req("GET", CNP + "/fid-a"))
+    step("cnp: get missing", api.req("GET", CNP + "/fid-missing"))
 
 
 def names(events):
@@ -384,6 +438,10 @@ def compare(real, fake):
             c.exact(k + ": Status", status_of(rb), status_of(fb))
         if k.startswith("create networkpolicy") and rst == fst == 201:
             c.exact(k + ": defaulted spec", rb["spec"], fb["spec"])
+        if k.startswith("cnp: ") and rst == fst and rst in (200, 201) and "metadata" in rb:
+            c.exact(k + ": spec", rb.get("spec"), fb.get("spec"))
+            c.exact(k + ": generation", rb["metadata"].get("generation"), fb["metadata"].get("generation"))
+            c.exact(k + ": status", rb.get("status"), fb.get("status"))
         if k.startswith("patch node") and rst == fst == 200:
             c.exact(k + ": annotations", rb["metadata"].get("annotations"), fb["metadata"].get("annotations"))
         if k.startswith("list") and rst == fst == 200:

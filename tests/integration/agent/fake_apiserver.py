@@ -1070,8 +1070,12 @@ class Store:
             if limit > 0:
                 size = min(limit, self.page_cap) if self.page_cap else limit
                 page = keys[:size]
-            items = [strip_type(objs[k]) for k in page if flt.matches(objs[k])]
+            # A custom resource's list items keep their kind and apiVersion (the
+            # real server stores them as sent); built-in ones do not.
+            items = [objs[k] if res.crd else strip_type(objs[k]) for k in page if flt.matches(objs[k])]
             meta = {"resourceVersion": str(snap_rv)}
+            if res.crd:
+                meta["continue"] = ""  # the real server's CR lists carry it, empty on the last page
             if len(page) < len(keys):
                 meta["continue"] = self.token_for(snap_rv, page[-1])
                 if not flt.has_selector:
@@ -1247,7 +1251,15 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json(200, discovery("policy.networking.k8s.io"))
             target = parse_api_path(path)
             if target is not None and target[0].crd and target[0].plural not in self.store.crds:
-                target = None  # its CRD is not installed: the real server does not know the path
+                # Its CRD is not installed: the real server does not know the group at all and
+                # answers as its mux does, in plain text, not with a Status.
+                body = b"404 page not found\n"
+                self.send_response(404)
+                self.send_header("Content-Type", "text/plain; charset=utf-8")
+                self.send_header("X-Content-Type-Options", "nosniff")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                return self.wfile.write(body)
             if target is None:
                 raise ApiError(404, "NotFound", "the server could not find the requested resource")
             return self.api(method, target, q, raw, ctype)

@@ -150,6 +150,7 @@ Result<ApiReply> KubeApi::Request(const std::string& method, const std::string& 
 }
 
 std::string KubeApi::CollectionPath(const std::string& kind, const std::string& ns) {
+  if (kind == "ClusterNetworkPolicy") return "/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies";
   const std::string base = kind == "NetworkPolicy" ? "/apis/networking.k8s.io/v1" : "/api/v1";
   return base + (ns.empty() ? "" : "/namespaces/" + ns) + "/" + Plural(kind);
 }

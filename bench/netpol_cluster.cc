@@ -332,4 +332,60 @@ Cluster MakeCluster(const Scale& s) {
   return c;
 }
 
+std::vector<json> ClusterPolicies(int count, int namespaces) {
+  std::vector<json> out;
+  for (int i = 0; i < count; ++i) {
+    const bool admin = i % 2 == 0;
+    const std::string team = "t" + std::to_string(i % 10);
+    json subject = i % 3 == 0
+                       ? json::parse(R"({"namespaces": {"matchLabels": {"team": ")" + team + R"("}}})")
+                       : json::parse(R"({"pods": {"namespaceSelector": {"matchLabels": {"team": ")" + team +
+                                     R"("}}, "podSelector": {"matchLabels": {"tier": ")" + kTiers[i % 3] + R"("}}}})");
+    json ingress = json::array(), egress = json::array();
+    switch (i % 5) {
+      case 0:  // tenant isolation: monitoring passes, other teams are denied
+        ingress = json::parse(R"([
+          {"name": "monitoring", "action": "Pass", "from": [{"namespaces": {"matchLabels": {"role": "monitoring"}}}]},
+          {"name": "other-teams", "action": "Deny",
+           "from": [{"namespaces": {"matchExpressions": [{"key": "team", "operator": "NotIn", "values": [")" +
+                              team + R"("]}]}}]}])");
+        break;
+      case 1:  // the metadata address, and node access on the kubelet port
+        egress = json::parse(R"([
+          {"name": "metadata", "action": "Deny", "to": [{"networks": ["169.254.169.254/32", "fd00:ec2::254/128"]}]},
+          {"name": "kubelet", "action": "Deny", "to": [{"nodes": {}}],
+           "protocols": [{"tcp": {"destinationPort": {"number": 10250}}}]}])");
+        break;
+      case 2:  // DNS by named port, metrics from monitoring
+        egress = json::parse(R"([{"name": "dns", "action": "Accept",
+          "to": [{"namespaces": {"matchLabels": {"role": "dns"}}}], "protocols": [{"destinationNamedPort": "dns"}]}])");
+        ingress = json::parse(R"([{"name": "metrics", "action": "Accept",
+          "from": [{"namespaces": {"matchLabels": {"role": "monitoring"}}}],
+          "protocols": [{"destinationNamedPort": "metrics"}]}])");
+        break;
+      case 3:  // an environment boundary on a port range
+        ingress = json::parse(std::string(R"([{"name": "env", "action": "Deny",
+          "from": [{"namespaces": {"matchLabels": {"env": ")") + kEnvs[(i / 5) % 3] + R"("}}}],
+          "protocols": [{"tcp": {"destinationPort": {"range": {"start": 30000, "end": 32767}}}}]}])");
+        break;
+      default:  // pods of one app of another team, UDP
+        ingress = json::parse(std::string(R"([{"name": "app", "action": ")") + (admin ? "Pass" : "Accept") +
+                              R"(", "from": [{"pods": {"namespaceSelector": {"matchLabels": {"team": "t)" +
+                              std::to_string((i + 1) % 10) + R"("}}, "podSelector": {"matchLabels": {"app": "app-)" +
+                              std::to_string(i % 10) + R"("}}}}],
+          "protocols": [{"udp": {"destinationPort": {"number": 53}}}]}])");
+        break;
+    }
+    json spec = {{"tier", admin ? "Admin" : "Baseline"}, {"priority", (i * 37) % 1001}, {"subject", subject}};
+    if (!ingress.empty()) spec["ingress"] = ingress;
+    if (!egress.empty()) spec["egress"] = egress;
+    out.push_back({{"apiVersion", "policy.networking.k8s.io/v1alpha2"},
+                   {"kind", "ClusterNetworkPolicy"},
+                   {"metadata", {{"name", "cnp-" + std::to_string(i)}}},
+                   {"spec", spec}});
+  }
+  (void)namespaces;
+  return out;
+}
+
 }  // namespace weft::bench::netpol

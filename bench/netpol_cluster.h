@@ -66,6 +66,14 @@ nlohmann::json ContainerPorts(int n, int j);
 // The ten policies of namespace n (of `count` namespaces).
 std::vector<nlohmann::json> Policies(int n, int count);
 
+// `count` ClusterNetworkPolicies (issue 23) over `namespaces` namespaces, a
+// mix of both tiers: tenant isolation by team (Admin Deny from other teams
+// after a Pass for the monitoring namespace), the metadata address denied
+// (networks), DNS accepted (named port), node access (nodes peers), and
+// Baseline defaults per environment; priorities spread over 0-1000 with
+// ties.
+std::vector<nlohmann::json> ClusterPolicies(int count, int namespaces);
+
 // "Label name -> value" of the three tiers, cycled by relabel events.
 std::string NextTier(const std::string& tier);
 

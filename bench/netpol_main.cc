@@ -5,8 +5,11 @@
 //   weft-bench-netpol --out DIR --prefix P --build-dir B [--quick]
 //                     [--namespaces N] [--pods-per-ns N] [--local-pods N]
 //                     [--iterations N] [--add-samples N] [--dp-rounds N] [--dp-seconds S]
-//                     [--events-only] [--profile]
+//                     [--events-only] [--profile] [--cnp N]
 //
+// --cnp N adds N ClusterNetworkPolicies of both tiers (issue 23, a mix from
+// netpol_cluster.h) after the policies, with the CRD installed in the
+// stand-in: everything below is then measured with the tiers in force.
 // A virtual cluster on the stand-in API server (HTTPS, token): 100
 // namespaces x 100 pods (10,000 Pod objects, 110 on the measured node, the
 // rest on 99 fake nodes) and 1,000 policies of a realistic mix
@@ -95,6 +98,7 @@ struct Args {
   int dp_rounds = 0, dp_seconds = 0;
   bool profile = false;      // perf record weftd during the events (DIR/netpol/perf.data)
   bool events_only = false;  // skip the CNI ADD and datapath parts
+  int cnp = 0;               // ClusterNetworkPolicies beside the NetworkPolicies (issue 23)
 };
 
 bool ParseArgs(int argc, char** argv, Args* a) {
@@ -127,6 +131,8 @@ bool ParseArgs(int argc, char** argv, Args* a) {
       a->dp_seconds = num();
     else if (k == "--profile")
       a->profile = true;
+    else if (k == "--cnp")
+      a->cnp = num();
     else if (k == "--events-only")
       a->events_only = true;
     else
@@ -352,7 +358,8 @@ json Spread(const std::vector<double>& v) {
 
 class Bench {
  public:
-  explicit Bench(const Args& a) : a_(a), c_(netpol::MakeCluster(a.scale)) {}
+  explicit Bench(const Args& a)
+      : a_(a), c_(netpol::MakeCluster(a.scale)), cnps_(netpol::ClusterPolicies(a.cnp, a.scale.namespaces)) {}
   Result<json> Run();
   void Kill() {
     weftd_.Stop(SIGKILL, 0);
@@ -386,6 +393,7 @@ class Bench {
   double weftd_start_wall_ = 0;
   json conf_;  // the plugin config weftd wrote
   double list_pods_s_ = 0, list_pods_mb_ = 0;
+  std::vector<json> cnps_;  // --cnp
 };
 
 Status Bench::Populate() {
@@ -399,6 +407,11 @@ Status Bench::Populate() {
     if (++done % 2000 == 0) std::cerr << "[netpol]   " << done << " pods\n";
   }
   for (const auto& p : c_.policies) WEFT_RETURN_IF_ERROR(api_->Create(p));
+  if (!cnps_.empty()) {
+    WEFT_ASSIGN_OR_RETURN(ApiReply r, api_->Request("POST", "/_test/crds", R"({"install":["clusternetworkpolicies"]})"));
+    if (r.status != 200) return Status::Error(Reason::kUnavailable, Domain::kControlPlane, "install the CRD: " + r.body);
+    for (const auto& p : cnps_) WEFT_RETURN_IF_ERROR(api_->Create(p));
+  }
   // How long the stand-in server takes to serve what weftd lists first (all
   // pods, pages of 500 as weftd asks): part of weftd's start-up that a real
   // API server would serve at its own speed.
@@ -420,7 +433,8 @@ Status Bench::Populate() {
   list_pods_s_ = Ms(Clock::now() - l0) / 1000;
   list_pods_mb_ = static_cast<double>(bytes) / 1e6;
   std::cerr << "[netpol] populated " << c_.namespaces.size() << " namespaces, " << c_.nodes.size() << " nodes, "
-            << c_.pods.size() << " pods, " << c_.policies.size() << " policies in " << Ms(Clock::now() - t0) / 1000
+            << c_.pods.size() << " pods, " << c_.policies.size() << " policies, " << cnps_.size()
+            << " ClusterNetworkPolicies in " << Ms(Clock::now() - t0) / 1000
             << " s\n";
   return Status::Ok();
 }
@@ -1004,7 +1018,8 @@ Result<json> Bench::Run() {
                 {"pods", s.total_pods()},
                 {"local_pods", s.local_pods},
                 {"nodes", c_.nodes.size()},
-                {"policies", c_.policies.size()}}},
+                {"policies", c_.policies.size()},
+                {"cluster_network_policies", cnps_.size()}}},
               {"enforced",
                "the nftables transaction carrying the change is committed: its NEWGEN seen by a NFNLGRP_NFTABLES "
                "listener in the node netns"}};
@@ -1072,7 +1087,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: weft-bench-netpol --out DIR --prefix wbNNN-x --build-dir DIR [--quick] [--namespaces N]\n"
                  "                         [--pods-per-ns N] [--local-pods N] [--iterations N] [--add-samples N]\n"
-                 "                         [--dp-rounds N] [--dp-seconds S] [--events-only] [--profile]\n");
+                 "                         [--dp-rounds N] [--dp-seconds S] [--events-only] [--profile] [--cnp N]\n");
     return 2;
   }
   if (Status st = StartBenchDriver(a.out, a.build_dir, {"/cmd/weftd/weftd", "/cmd/weft/weft"}); !st.ok()) {

@@ -39,9 +39,10 @@ struct Topology {
   // weft with its source guard removed from the node after the pods were
   // added (issue 22: the guard's cost, measured beside the same config).
   bool guard_off = false;
-  // weft VXLAN with the overlay filter (table inet weft-overlay, issue 22
-  // §2) removed after the pods were added, the weftds stopped first so no
-  // resync puts it back: the filter's cost beside the same topology.
+  // weft VXLAN or host-gw with the overlay filter (table inet weft-overlay,
+  // issue 22 §2; host-gw's check is in it too) removed after the pods were
+  // added, the weftds stopped first so no resync puts it back: the filter's
+  // cost beside the same topology.
   bool filter_off = false;
   // weft on two nodes: the second node and its pod, etcd and the weftds
   // (stopped before the namespaces go), scratch dirs.
@@ -392,7 +393,8 @@ Status Setup(Topology& t, const DatapathOptions& opt, const Runner& runner, int 
   const std::string p = opt.prefix + "-d" + std::to_string(idx);
   if (t.key == "weft-vxlan" || t.key == "weft-vxlan-noguard" || t.key == "weft-vxlan-nofilter")
     return SetupWeft(t, opt, runner, p, "vxlan");
-  if (t.key == "weft-host-gw" || t.key == "weft-host-gw-noguard") return SetupWeft(t, opt, runner, p, "host-gw");
+  if (t.key == "weft-host-gw" || t.key == "weft-host-gw-noguard" || t.key == "weft-host-gw-nofilter")
+    return SetupWeft(t, opt, runner, p, "host-gw");
   if (t.key == "veth") {
     t.netns = {p + "a", p + "b"};
     for (const auto& n : t.netns) WEFT_RETURN_IF_ERROR(CreateNetns(n, true));
@@ -483,6 +485,8 @@ json RunDatapath(const DatapathOptions& opt, const Runner& runner, const std::ve
   add("weft-host-gw", "two nodes: weft host-gw (weftd)", "underlay");
   add("weft-host-gw-noguard", "two nodes: weft host-gw (weftd), source guard off", "weft-host-gw");
   topo.back().guard_off = true;
+  add("weft-host-gw-nofilter", "two nodes: weft host-gw, overlay filter off (weftd stopped)", "weft-host-gw");
+  topo.back().filter_off = true;
   for (auto& t : topo)
     if (t.key.rfind("weft-vxlan", 0) == 0 || t.key.rfind("weft-host-gw", 0) == 0)
       if (::access(opt.weftd_bin.c_str(), X_OK) != 0)

@@ -1279,5 +1279,34 @@ TEST_F(NetpolTest, CnpAdminDenyCutsEstablishedFlows) {
   ExpectAllowedFlowsGoOn(o);
 }
 
+
+// weftd restarts under an Admin Deny: the rules stay while it is down, a pod
+// created meanwhile in a namespace the policy's subject selects starts
+// isolated (pending), and after the restart the policy holds for it too.
+TEST_F(NetpolTest, CnpWeftdRestartUnderAdminDeny) {
+  Apply(Cnp("deny-y-to-x", "Admin", 1, kSubjectX, "ingress",
+            R"([{"action": "Deny", "from": [{"namespaces": {"matchLabels": {"ns": "y"}}}]}])"_json));
+  Reachability r = R();
+  r.ExpectPeer({"y", ""}, {"x", ""}, false);
+  ASSERT_TRUE(Matrix("admin deny y -> x", AllPorts(r)));
+  WeftNode& n1 = c_->node(0);
+  cleanups_.push_back([this] {
+    if (!c_->node(0).weftd) c_->StartWeftd(0);
+  });
+  n1.StopWeftd(SIGTERM);
+  ASSERT_TRUE(Matrix("n1's weftd stopped: the admin deny stays", AllPorts(r), 1500));
+  NetpolPod& xe = c_->AddPod("x", "e", 0);  // posted, but nobody on n1 watches
+  ASSERT_EQ(xe.pod->add_error, "");
+  std::vector<Probe> pending;
+  for (const auto& k : c_->pod_keys()) pending.push_back({&Ns(k), k, Tcp(80).Target(xe.ip()), false});
+  ASSERT_TRUE(Probes("x/e created while weftd is down: pending", pending, 0));
+  c_->StartWeftd(0);
+  ASSERT_TRUE(WaitFor([&] { int code = 0; n1.Http("/readyz", &code); return code == 200; }, 15000, 50));
+  ASSERT_TRUE(Matrix("after the restart", AllPorts(r)));
+  std::vector<Probe> after;
+  for (const auto& k : c_->pod_keys()) after.push_back({&Ns(k), k, Tcp(80).Target(xe.ip()), k[0] != 'y', "", "x/e"});
+  ASSERT_TRUE(Probes("after the restart: x/e under the admin deny", after));
+}
+
 }  // namespace
 }  // namespace weft::testing::netpol

@@ -49,9 +49,10 @@ NODE_NET6=2001:db8:2::
 # Images, tagged as upstream names them (kubelet's IfNotPresent never pulls).
 PAUSE_IMAGE=registry.k8s.io/pause:3.10.2
 AGNHOST_IMAGE=registry.k8s.io/e2e-test-images/agnhost:2.63.0
-# weftd's image: built as WEFT_IMAGE_LOCAL, loaded into each node's containerd
-# under the name deploy/weftd.yaml uses.
-WEFT_IMAGE_LOCAL=localhost/weft/weftd:cluster
+# weftd's image: built as localhost/weft/weftd:cluster-<prefix> (a tag of the
+# run's own: other worktrees' clusters build theirs at the same time), saved,
+# untagged, and loaded into each node's containerd under the name
+# deploy/weftd.yaml uses.
 WEFT_IMAGE_NAME=docker.io/weft/weftd:0.1.0
 
 log() { echo "cluster.sh: [$(( SECONDS ))s] $*" >&2; }
@@ -583,6 +584,8 @@ clusterCIDR: $CLUSTER_CIDR
 bindAddress: 0.0.0.0
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
+# NodePorts on the node's own address (eth0), not on every local one.
+nodePortAddresses: [primary]
 # 0: kube-proxy leaves nf_conntrack_max and the hashsize (machine-wide) alone,
 # and the per-namespace conntrack timeouts as they are.
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
@@ -658,9 +661,11 @@ prepare_images() {
         log "building weftd and the plugin into $build"
         WEFT_BUILD_DIR=$build "$repo/scripts/build.sh" weftd weft >/dev/null
     fi
+    WEFT_IMAGE_LOCAL=localhost/weft/weftd:cluster-$PREFIX
     WEFT_IMAGE=$WEFT_IMAGE_LOCAL "$repo/deploy/build-image.sh" --prebuilt "$build" >&2 ||
         die "deploy/build-image.sh --prebuilt $build failed"
     podman save -q -o "$STATE/weftd-image.tar" "$WEFT_IMAGE_LOCAL" || die "podman save $WEFT_IMAGE_LOCAL failed"
+    podman untag "$WEFT_IMAGE_LOCAL" >/dev/null 2>&1 || true
     IMAGE_TARS+=("$STATE/weftd-image.tar")
 }
 

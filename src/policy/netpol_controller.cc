@@ -13,6 +13,7 @@
 #include "base/log.h"
 #include "fw/tool.h"
 #include "kube/informer.h"
+#include "sys/conntrack.h"
 #include "sys/files.h"
 #include "sys/nft_query.h"
 
@@ -58,28 +59,10 @@ class SystemNetpolKernel : public NetpolKernel {
     return out;
   }
 
+  // One ctnetlink dump per family and an update per matching entry
+  // (sys/conntrack.h), in weftd's own netns, the node's.
   Status MarkConntrack(const std::vector<std::string>& ips, uint32_t mark) override {
-    char m[32];
-    std::snprintf(m, sizeof m, "0x%x/0x%x", mark, mark);
-    for (const auto& ip : ips) {
-      bool v6 = ip.find(':') != std::string::npos;
-      if (ip == "0.0.0.0/0" || ip == "::/0") {
-        // Every entry of the family.
-        WEFT_ASSIGN_OR_RETURN(auto r, fw::RunTool("conntrack", {"-U", "-f", v6 ? "ipv6" : "ipv4", "-m", m}, ""));
-        if (r.exit_code != 0 && r.exit_code != 1) return fw::ToolError("conntrack -U -f", r);
-        continue;
-      }
-      // The original source, the original destination, and the reply's
-      // source (a pod behind a Service's DNAT).
-      for (const char* which : {"-s", "-d", "--reply-src"}) {
-        WEFT_ASSIGN_OR_RETURN(auto r,
-                              fw::RunTool("conntrack", {"-U", "-f", v6 ? "ipv6" : "ipv4", which, ip, "-m", m}, ""));
-        // conntrack exits 1 when no entry matched.
-        if (r.exit_code != 0 && r.exit_code != 1)
-          return fw::ToolError("conntrack -U " + std::string(which) + " " + ip, r);
-      }
-    }
-    return Status::Ok();
+    return sys::ConntrackSetMark(ips, mark).status();
   }
 
   Status WriteNamespaces(const std::string& path, const std::string& content) override {
@@ -258,7 +241,7 @@ struct NetpolController::Impl {
     return Status::Ok();
   }
 
-  // Marking conntrack entries execs conntrack three times per address: it
+  // Marking conntrack entries dumps the conntrack table: it
   // runs on its own thread so the next batch of events is never held up
   // behind it. Addresses queue up (deduplicated); past kMarkAllAbove of them
   // at once, every entry of the family is marked in one call instead.

@@ -10,109 +10,24 @@
 #include <cerrno>
 #include <cstring>
 
+#include "sys/nfnetlink.h"
+
 
 namespace weft::sys {
 namespace {
 
-Status NftError(const std::string& what, int err) {
-  return Status::Error(Reason::kFailed, Domain::kFirewall, what, err ? std::strerror(err) : "", err);
+// nft_data: a nest holding NFTA_DATA_VALUE.
+void PutData(NfnlMsg& m, uint16_t type, const std::string& bytes) {
+  size_t n = m.Begin(type);
+  m.Attr(NFTA_DATA_VALUE, bytes.data(), bytes.size());
+  m.End(n);
 }
-
-// A netlink message under construction: header, nfgenmsg, attributes.
-class Msg {
- public:
-  Msg(uint16_t type, uint16_t flags, uint32_t seq, uint8_t family, uint16_t res_id = 0) {
-    nlmsghdr h{};
-    h.nlmsg_type = type;
-    h.nlmsg_flags = flags;
-    h.nlmsg_seq = seq;
-    Put(&h, sizeof h);
-    nfgenmsg g{};
-    g.nfgen_family = family;
-    g.version = NFNETLINK_V0;
-    g.res_id = htons(res_id);
-    Put(&g, sizeof g);
-  }
-  void Attr(uint16_t type, const void* data, size_t len) {
-    nlattr a{};
-    a.nla_len = static_cast<uint16_t>(NLA_HDRLEN + len);
-    a.nla_type = type;
-    Put(&a, sizeof a);
-    Put(data, len);
-    Align();
-  }
-  void Str(uint16_t type, const std::string& s) { Attr(type, s.c_str(), s.size() + 1); }
-  size_t Begin(uint16_t type) {
-    size_t at = buf_.size();
-    nlattr a{};
-    a.nla_type = type | NLA_F_NESTED;
-    Put(&a, sizeof a);
-    return at;
-  }
-  void End(size_t at) {
-    uint16_t len = static_cast<uint16_t>(buf_.size() - at);
-    std::memcpy(&buf_[at], &len, sizeof len);
-  }
-  // nft_data: a nest holding NFTA_DATA_VALUE.
-  void Data(uint16_t type, const std::string& bytes) {
-    size_t n = Begin(type);
-    Attr(NFTA_DATA_VALUE, bytes.data(), bytes.size());
-    End(n);
-  }
-  std::string Done() {
-    uint32_t len = static_cast<uint32_t>(buf_.size());
-    std::memcpy(&buf_[0], &len, sizeof len);
-    return buf_;
-  }
-
- private:
-  void Put(const void* p, size_t n) { buf_.append(static_cast<const char*>(p), n); }
-  void Align() { buf_.resize(NLMSG_ALIGN(buf_.size()), '\0'); }
-  std::string buf_;
-};
 
 uint16_t NftType(int msg) { return static_cast<uint16_t>((NFNL_SUBSYS_NFTABLES << 8) | msg); }
 
-Result<UniqueFd> Connect() {
-  UniqueFd fd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER));
-  if (!fd.valid()) return NftError("open nfnetlink socket", errno);
-  sockaddr_nl sa{};
-  sa.nl_family = AF_NETLINK;
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) return NftError("bind nfnetlink", errno);
-  // Errors without the request echoed back: they stay small enough to read
-  // whole whatever the batch's size.
-  int one = 1;
-  (void)::setsockopt(fd.get(), SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one);
-  return fd;
-}
-
-Status Send(int fd, const std::string& buf, const std::string& what) {
-  sockaddr_nl sa{};
-  sa.nl_family = AF_NETLINK;
-  ssize_t n = ::sendto(fd, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&sa), sizeof sa);
-  if (n < 0) return NftError(what, errno);
-  if (static_cast<size_t>(n) != buf.size()) return NftError(what + ": short send", EIO);
-  return Status::Ok();
-}
-
-// The attributes of a message, after its nfgenmsg.
-template <typename F>
-void ForEachAttr(const char* p, size_t len, F f) {
-  while (len >= NLA_HDRLEN) {
-    nlattr a;
-    std::memcpy(&a, p, sizeof a);
-    if (a.nla_len < NLA_HDRLEN || a.nla_len > len) return;
-    f(static_cast<uint16_t>(a.nla_type & NLA_TYPE_MASK), p + NLA_HDRLEN, static_cast<size_t>(a.nla_len - NLA_HDRLEN));
-    size_t step = NLA_ALIGN(a.nla_len);
-    if (step >= len) return;
-    p += step;
-    len -= step;
-  }
-}
-
 std::string DataValue(const char* p, size_t len) {
   std::string v;
-  ForEachAttr(p, len, [&](uint16_t t, const char* d, size_t n) {
+  ForEachNfAttr(p, len, [&](uint16_t t, const char* d, size_t n) {
     if (t == NFTA_DATA_VALUE) v.assign(d, n);
   });
   return v;
@@ -125,12 +40,12 @@ Status NftApply(NftFamily family, const std::string& table, const std::vector<Nf
   if (changes.empty()) return Status::Ok();
   const uint8_t fam = static_cast<uint8_t>(family);
   uint32_t seq = 1;
-  std::string batch = Msg(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, seq++, AF_UNSPEC, NFNL_SUBSYS_NFTABLES).Done();
+  std::string batch = NfnlMsg(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, seq++, AF_UNSPEC, NFNL_SUBSYS_NFTABLES).Done();
   // One message per run of changes to the same set with the same op.
   for (size_t i = 0; i < changes.size();) {
     const NftChange& c = changes[i];
     if (c.op == NftChange::kDeleteTable) {
-      Msg m(NftType(NFT_MSG_DELTABLE), NLM_F_REQUEST | NLM_F_ACK, seq++, fam);
+      NfnlMsg m(NftType(NFT_MSG_DELTABLE), NLM_F_REQUEST | NLM_F_ACK, seq++, fam);
       m.Str(NFTA_TABLE_NAME, table);
       batch += m.Done();
       ++i;
@@ -140,7 +55,7 @@ Status NftApply(NftFamily family, const std::string& table, const std::vector<Nf
     // NFT_MSG_DESTROYSETELEM (Linux 6.3); Debian 12's UAPI headers predate it.
     constexpr int kMsgDestroySetElem = 30;
     const int type = add ? NFT_MSG_NEWSETELEM : c.op == NftChange::kDestroyElement ? kMsgDestroySetElem : NFT_MSG_DELSETELEM;
-    Msg m(NftType(type),
+    NfnlMsg m(NftType(type),
           NLM_F_REQUEST | NLM_F_ACK | (add ? NLM_F_CREATE : 0), seq++, fam);
     m.Str(NFTA_SET_ELEM_LIST_TABLE, table);
     m.Str(NFTA_SET_ELEM_LIST_SET, c.elem.set);
@@ -150,9 +65,9 @@ Status NftApply(NftFamily family, const std::string& table, const std::vector<Nf
          ++i, ++n) {
       const NftElement& e = changes[i].elem;
       size_t el = m.Begin(NFTA_LIST_ELEM);
-      m.Data(NFTA_SET_ELEM_KEY, e.key);
-      if (!e.key_end.empty()) m.Data(NFTA_SET_ELEM_KEY_END, e.key_end);
-      if (add && !e.data.empty()) m.Data(NFTA_SET_ELEM_DATA, e.data);
+      PutData(m, NFTA_SET_ELEM_KEY, e.key);
+      if (!e.key_end.empty()) PutData(m, NFTA_SET_ELEM_KEY_END, e.key_end);
+      if (add && !e.data.empty()) PutData(m, NFTA_SET_ELEM_DATA, e.data);
       if (e.flags) {
         uint32_t be = htonl(e.flags);
         m.Attr(NFTA_SET_ELEM_FLAGS, &be, sizeof be);
@@ -162,9 +77,9 @@ Status NftApply(NftFamily family, const std::string& table, const std::vector<Nf
     m.End(list);
     batch += m.Done();
   }
-  batch += Msg(NFNL_MSG_BATCH_END, NLM_F_REQUEST, seq++, AF_UNSPEC, NFNL_SUBSYS_NFTABLES).Done();
+  batch += NfnlMsg(NFNL_MSG_BATCH_END, NLM_F_REQUEST, seq++, AF_UNSPEC, NFNL_SUBSYS_NFTABLES).Done();
 
-  WEFT_ASSIGN_OR_RETURN(UniqueFd fd, Connect());
+  WEFT_ASSIGN_OR_RETURN(UniqueFd fd, NfnlConnect());
   const std::string what = "nftables batch on table " + table;
   if (batch.size() > 64 * 1024) {
     // The batch goes in one datagram (one transaction): make room for it.
@@ -172,7 +87,7 @@ Status NftApply(NftFamily family, const std::string& table, const std::vector<Nf
     if (::setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof size) != 0)
       (void)::setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
   }
-  WEFT_RETURN_IF_ERROR(Send(fd.get(), batch, what));
+  WEFT_RETURN_IF_ERROR(NfnlSend(fd.get(), batch, what));
   // The kernel runs the batch while sendto() is in progress: every answer
   // is queued by the time it returns.
   int first_err = 0;
@@ -182,7 +97,7 @@ Status NftApply(NftFamily family, const std::string& table, const std::vector<Nf
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return NftError(what, errno);
+      return NfnlError(what, errno);
     }
     for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, static_cast<size_t>(n)); h = NLMSG_NEXT(h, n)) {
       if (h->nlmsg_type != NLMSG_ERROR) continue;
@@ -191,46 +106,46 @@ Status NftApply(NftFamily family, const std::string& table, const std::vector<Nf
     }
   }
   if (keep) *keep = std::move(fd);
-  if (first_err != 0) return NftError(what, first_err);
+  if (first_err != 0) return NfnlError(what, first_err);
   return Status::Ok();
 }
 
 Result<bool> NftTableExists(NftFamily family, const std::string& table) {
-  WEFT_ASSIGN_OR_RETURN(UniqueFd fd, Connect());
-  Msg m(NftType(NFT_MSG_GETTABLE), NLM_F_REQUEST | NLM_F_ACK, 1, static_cast<uint8_t>(family));
+  WEFT_ASSIGN_OR_RETURN(UniqueFd fd, NfnlConnect());
+  NfnlMsg m(NftType(NFT_MSG_GETTABLE), NLM_F_REQUEST | NLM_F_ACK, 1, static_cast<uint8_t>(family));
   m.Str(NFTA_TABLE_NAME, table);
   const std::string what = "get nftables table " + table;
-  WEFT_RETURN_IF_ERROR(Send(fd.get(), m.Done(), what));
+  WEFT_RETURN_IF_ERROR(NfnlSend(fd.get(), m.Done(), what));
   char buf[8192];
   while (true) {
     ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return NftError(what, errno);
+      return NfnlError(what, errno);
     }
     for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, static_cast<size_t>(n)); h = NLMSG_NEXT(h, n)) {
       if (h->nlmsg_type != NLMSG_ERROR) return true;  // the table itself
       const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
       if (e->error == 0) return true;
       if (e->error == -ENOENT) return false;
-      return NftError(what, -e->error);
+      return NfnlError(what, -e->error);
     }
   }
 }
 
 Result<bool> NftElementExists(NftFamily family, const std::string& table, const std::string& set,
                               const std::string& key) {
-  WEFT_ASSIGN_OR_RETURN(UniqueFd fd, Connect());
-  Msg m(NftType(NFT_MSG_GETSETELEM), NLM_F_REQUEST | NLM_F_ACK, 1, static_cast<uint8_t>(family));
+  WEFT_ASSIGN_OR_RETURN(UniqueFd fd, NfnlConnect());
+  NfnlMsg m(NftType(NFT_MSG_GETSETELEM), NLM_F_REQUEST | NLM_F_ACK, 1, static_cast<uint8_t>(family));
   m.Str(NFTA_SET_ELEM_LIST_TABLE, table);
   m.Str(NFTA_SET_ELEM_LIST_SET, set);
   size_t list = m.Begin(NFTA_SET_ELEM_LIST_ELEMENTS);
   size_t el = m.Begin(NFTA_LIST_ELEM);
-  m.Data(NFTA_SET_ELEM_KEY, key);
+  PutData(m, NFTA_SET_ELEM_KEY, key);
   m.End(el);
   m.End(list);
   const std::string what = "get an element of nftables set " + table + "/" + set;
-  WEFT_RETURN_IF_ERROR(Send(fd.get(), m.Done(), what));
+  WEFT_RETURN_IF_ERROR(NfnlSend(fd.get(), m.Done(), what));
   // The element (a NEWSETELEM message), then the ack; or only an error.
   bool found = false;
   char buf[8192];
@@ -238,7 +153,7 @@ Result<bool> NftElementExists(NftFamily family, const std::string& table, const 
     ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return NftError(what, errno);
+      return NfnlError(what, errno);
     }
     for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, static_cast<size_t>(n)); h = NLMSG_NEXT(h, n)) {
       if (h->nlmsg_type != NLMSG_ERROR) {
@@ -248,7 +163,7 @@ Result<bool> NftElementExists(NftFamily family, const std::string& table, const 
       const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
       if (e->error == 0) return found;
       if (e->error == -ENOENT) return false;
-      return NftError(what, -e->error);
+      return NfnlError(what, -e->error);
     }
   }
 }
@@ -256,12 +171,12 @@ Result<bool> NftElementExists(NftFamily family, const std::string& table, const 
 namespace {
 
 Result<std::vector<NftElement>> DumpElements(NftFamily family, const std::string& table, const std::string& set) {
-  WEFT_ASSIGN_OR_RETURN(UniqueFd fd, Connect());
-  Msg m(NftType(NFT_MSG_GETSETELEM), NLM_F_REQUEST | NLM_F_DUMP, 1, static_cast<uint8_t>(family));
+  WEFT_ASSIGN_OR_RETURN(UniqueFd fd, NfnlConnect());
+  NfnlMsg m(NftType(NFT_MSG_GETSETELEM), NLM_F_REQUEST | NLM_F_DUMP, 1, static_cast<uint8_t>(family));
   m.Str(NFTA_SET_ELEM_LIST_TABLE, table);
   m.Str(NFTA_SET_ELEM_LIST_SET, set);
   const std::string what = "dump nftables set " + table + "/" + set;
-  WEFT_RETURN_IF_ERROR(Send(fd.get(), m.Done(), what));
+  WEFT_RETURN_IF_ERROR(NfnlSend(fd.get(), m.Done(), what));
   std::vector<NftElement> out;
   bool interrupted = false;
   std::string buf(1 << 16, '\0');
@@ -269,33 +184,33 @@ Result<std::vector<NftElement>> DumpElements(NftFamily family, const std::string
     ssize_t n = ::recv(fd.get(), buf.data(), buf.size(), 0);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return NftError(what, errno);
+      return NfnlError(what, errno);
     }
     for (auto* h = reinterpret_cast<nlmsghdr*>(buf.data()); NLMSG_OK(h, static_cast<size_t>(n));
          h = NLMSG_NEXT(h, n)) {
       if (h->nlmsg_flags & NLM_F_DUMP_INTR) interrupted = true;
       if (h->nlmsg_type == NLMSG_DONE) {
-        if (interrupted) return NftError(what + ": interrupted by a concurrent change", EINTR);
+        if (interrupted) return NfnlError(what + ": interrupted by a concurrent change", EINTR);
         return out;
       }
       if (h->nlmsg_type == NLMSG_ERROR) {
         const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
         if (e->error == 0) continue;
         if (e->error == -ENOENT) return std::vector<NftElement>{};
-        return NftError(what, -e->error);
+        return NfnlError(what, -e->error);
       }
       // A message too short for its nfgenmsg carries no elements (and its
       // length minus the header would wrap).
       if (h->nlmsg_len < NLMSG_LENGTH(NLMSG_ALIGN(sizeof(nfgenmsg)))) continue;
       const char* p = static_cast<const char*>(NLMSG_DATA(h)) + NLMSG_ALIGN(sizeof(nfgenmsg));
       size_t len = h->nlmsg_len - NLMSG_LENGTH(NLMSG_ALIGN(sizeof(nfgenmsg)));
-      ForEachAttr(p, len, [&](uint16_t t, const char* d, size_t l) {
+      ForEachNfAttr(p, len, [&](uint16_t t, const char* d, size_t l) {
         if (t != NFTA_SET_ELEM_LIST_ELEMENTS) return;
-        ForEachAttr(d, l, [&](uint16_t t2, const char* d2, size_t l2) {
+        ForEachNfAttr(d, l, [&](uint16_t t2, const char* d2, size_t l2) {
           if (t2 != NFTA_LIST_ELEM) return;
           NftElement e;
           e.set = set;
-          ForEachAttr(d2, l2, [&](uint16_t t3, const char* d3, size_t l3) {
+          ForEachNfAttr(d2, l2, [&](uint16_t t3, const char* d3, size_t l3) {
             if (t3 == NFTA_SET_ELEM_KEY) e.key = DataValue(d3, l3);
             if (t3 == NFTA_SET_ELEM_KEY_END) e.key_end = DataValue(d3, l3);
             if (t3 == NFTA_SET_ELEM_DATA) e.data = DataValue(d3, l3);

@@ -638,7 +638,7 @@ Result<json> Bench::Events() {
     if ((i + 1) % 10 == 0) std::cerr << "[netpol]   " << (i + 1) * 7 << " events\n";
   }
   std::map<std::string, std::vector<double>> by_kind;
-  std::vector<double> all, api, busy, cpu, child_cpu;
+  std::vector<double> all, api, busy, cpu, child_cpu, total_cpu;
   int missed = 0, full_replaces = 0;
   std::string first_error;
   for (const auto& e : raw) {
@@ -656,6 +656,7 @@ Result<json> Bench::Events() {
     busy.push_back(e.value("busy_after_ms", 0.0));
     cpu.push_back(e.value("weftd_cpu_ms", 0.0));
     child_cpu.push_back(e.value("children_cpu_ms", 0.0));
+    total_cpu.push_back(e.value("weftd_cpu_ms", 0.0) + e.value("children_cpu_ms", 0.0));
     if (e.value("full_replace", false)) ++full_replaces;
   }
   json r = {{"count", raw.size()},
@@ -665,6 +666,7 @@ Result<json> Bench::Events() {
             {"busy_after", Summary(busy)},
             {"weftd_cpu", Summary(cpu)},
             {"children_cpu", Summary(child_cpu)},
+            {"total_cpu", Summary(total_cpu)},  // weftd and every process it ran, per event
             {"carried_by_full_replace", full_replaces}};
   if (!first_error.empty()) r["first_error"] = first_error;
   for (const auto& [k, v] : by_kind) r["by_kind"][k] = Summary(v);
@@ -1068,6 +1070,7 @@ Result<json> Bench::Run() {
       std::max(out["resync"]["memory"].value("rss_mb", 0.0), out["memory_after_events"].value("rss_mb", 0.0));
   out["enforce_p50_ms"] = out["events"]["all"]["p50"];
   out["enforce_p99_ms"] = out["events"]["all"]["p99"];
+  out["cpu_per_event_p99_ms"] = out["events"]["total_cpu"]["p99"];
   if (a_.events_only) return out;
   std::cerr << "[netpol] CNI ADD\n";
   WEFT_ASSIGN_OR_RETURN(out["cni_add"], CniAdd());

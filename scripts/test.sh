@@ -154,6 +154,8 @@ if [ $# -eq 0 ]; then
     WEFTD="$PWD/$BUILD_DIR/cmd/weftd/weftd" bash tests/k8s/weftd_apiserver_test.sh ||
       FAILED+=("phase 1b: weftd against kube-apiserver")
     python3 tests/k8s/fidelity_test.py || FAILED+=("phase 1b: the stand-in's fidelity")
+    bash tests/k8s/images_test.sh || FAILED+=("phase 1b: the node images (tests/k8s/images_test.sh)")
+    (cd tests/k8s && go test -mod=readonly ./cmd/kubedns/) || FAILED+=("phase 1b: the cluster DNS's unit test")
     WEFT_BUILD="$PWD/$BUILD_DIR" bash tests/k8s/cluster_nodes_test.sh ||
       FAILED+=("phase 1b: real nodes (containerd, kubelet, kube-proxy) with Weft from deploy/")
   else

@@ -140,6 +140,10 @@ int RealMain(int argc, char** argv) {
                  "Enforce ClusterNetworkPolicy (policy.networking.k8s.io/v1alpha2) with NetworkPolicy; without its "
                  "CRD weftd asks again every 30 s")
       ->capture_default_str();
+  app.add_option("--drop-log", o.drop_log,
+                 "Read the packets NetworkPolicy and the source guard drop from NFLOG group 22342 and serve one "
+                 "record per flow at /drops (weftctl policy drops)")
+      ->capture_default_str();
   app.add_flag("--leave", leave, "Withdraw this node from etcd (revoke its lease, delete its subnet) and exit");
   CLI11_PARSE(app, argc, argv);
 

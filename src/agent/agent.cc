@@ -79,9 +79,20 @@ HttpAnswer Agent::Serve(const std::string& path, const StatusServer::Query& quer
     // The plugin's source guard (fw/source_guard.h): read from the kernel.
     if (auto guard = fw::ReadGuardCounters(); guard.ok()) body += fw::RenderGuardMetrics(*guard);
     body += overlay::RenderOverlayFilterMetrics(ReadOverlayCounters());
+    if (drops_) body += drops_->Metrics();
     return {200, "text/plain; version=0.0.4; charset=utf-8", body};
   }
   if (path == "/netpol" && netpol_) return {200, "application/json", netpol_->DescribeJson()};
+  if (path == "/drops" && drops_) {
+    // ?since=SEQ: the records after it (weftctl policy drops --follow).
+    uint64_t since = 0;
+    if (auto it = query.find("since"); it != query.end()) {
+      char* end = nullptr;
+      since = std::strtoull(it->second.c_str(), &end, 10);
+      if (it->second.empty() || *end != '\0') return {400, "text/plain", "since must be a record's seq\n"};
+    }
+    return {200, "text/plain; charset=utf-8", drops_->Records(since)};
+  }
   if (path == "/netpol/explain" && netpol_) {
     if (!netpol_->metrics().ready.load())
       return {503, "text/plain", "not ready: network policy not yet enforced from complete lists\n"};
@@ -432,6 +443,10 @@ Status Agent::Run() {
                           }));
   }
   metrics_.heartbeat_unix_ms = NowMs();
+  if (opts_.drop_log) {
+    drops_ = std::make_unique<DropRecorder>(netpol_.get());
+    drops_->Start();
+  }
 
   // NetworkPolicy first of all: the table an earlier weftd left stays in
   // force, and the sooner the lists are complete the sooner new pods that

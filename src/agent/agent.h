@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "agent/control_plane.h"
+#include "agent/drops.h"
 #include "agent/metrics.h"
 #include "base/status.h"
 #include "fw/backend.h"
@@ -48,6 +49,7 @@ struct AgentOptions {
   // is and which interface group pending pods' host veths get; the file must
   // be the node's (weftd's state dir is a hostPath in deploy/weftd.yaml).
   bool network_policy = false;
+  bool drop_log = true;  // --drop-log: read NFLOG drop records (agent/drops.h)
   std::string netpol_namespaces_file;     // "" = <state_dir>/netpol-namespaces
   uint32_t netpol_pending_group = 22342;  // 0x5746, the plugin's default
 };
@@ -94,6 +96,7 @@ class Agent {
   AgentOptions opts_;
   std::unique_ptr<ControlPlane> cp_;
   std::unique_ptr<policy::NetpolController> netpol_;
+  std::unique_ptr<DropRecorder> drops_;  // null with --drop-log=false
   PeerStore store_;
   AgentMetrics metrics_;
   std::atomic<bool> stop_{false};

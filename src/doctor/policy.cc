@@ -156,6 +156,17 @@ RuleLine DescribeRule(const std::string& rule, bool ingress) {
   };
   const V verdicts[] = {
       {"accept", "allow"}, {"return", ingress ? "return" : "allow"}, {"drop", "deny"}, {"reject", "deny"}};
+  // The table's drop chains record, count and drop (netpol_model.h kDropChains).
+  for (const char* d : {"goto drop-in", "goto drop-eg", "goto rdrop-in", "goto rdrop-eg", "goto pending-in",
+                        "goto pending-eg"}) {
+    if (!EndsWithWord(r, d)) continue;
+    l.verdict = "deny";
+    if (l.note.empty())
+      l.note = std::string("counted in ") + (std::string(d).find("-in") != std::string::npos ? "drop-ingress" : "drop-egress") +
+               ", recorded (weftctl policy drops)";
+    l.match = Trim(r.substr(0, r.size() - std::string(d).size()));
+    return l;
+  }
   for (const auto& v : verdicts) {
     if (!EndsWithWord(r, v.word)) continue;
     l.verdict = v.plain;

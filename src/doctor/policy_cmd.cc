@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "doctor/policy.h"
+#include "doctor/policy_drops.h"
 #include "doctor/policy_explain.h"
 #include "doctor/weftd.h"
 #include "sys/http.h"
@@ -66,11 +67,13 @@ class PolicyCommand : public runtime::ctl::Command {
         ->check(CLI::Range(0, 1000000))
         ->capture_default_str();
     explain_.Register(*sub);
+    drops_.Register(*sub);
     return sub;
   }
 
   int Run(Context& ctx) override {
     if (explain_.parsed()) return explain_.Run(ctx);
+    if (drops_.parsed()) return drops_.Run(ctx);
     if (!pod_.empty() && !IsPodName(pod_))
       return Error(ctx, runtime::ctl::kExitUsage, "POD must be namespace/name, not \"" + pod_ + "\"");
     if (Status st = sys::InitHttp(); !st.ok()) return Error(ctx, runtime::ctl::kExitFailed, st.msg(), st.details());
@@ -165,6 +168,7 @@ class PolicyCommand : public runtime::ctl::Command {
   }
 
   PolicyExplainCommand explain_;
+  PolicyDropsCommand drops_;
   std::string pod_;
   std::string addr_ = kDefaultWeftdAddr;
   size_t max_elements_ = 16;

@@ -68,6 +68,14 @@ TEST(Policy, DescribesRulesInPlainWords) {
   EXPECT_EQ(l.verdict, "deny");
   EXPECT_EQ(l.match, "");
   EXPECT_EQ(l.note, "counted in drop-ingress");
+  l = DescribeRule("goto drop-eg", false);
+  EXPECT_EQ(l.verdict, "deny");
+  EXPECT_EQ(l.match, "");
+  EXPECT_EQ(l.note, "counted in drop-egress, recorded (weftctl policy drops)");
+  l = DescribeRule("ip saddr @s goto drop-in comment \"Admin:d ingress 0 Deny\"", true);
+  EXPECT_EQ(l.verdict, "deny");
+  EXPECT_EQ(l.match, "ip saddr @s");
+  EXPECT_EQ(l.note, "Admin:d ingress 0 Deny");
   l = DescribeRule("ct state invalid drop", true);
   EXPECT_EQ(l.verdict, "deny");
   EXPECT_EQ(l.match, "ct state invalid");

@@ -218,8 +218,8 @@ TEST_F(TierTest, AdminDenyComesBeforeTheNetworkPolicyAllow) {
   ASSERT_GE(deny, 0);
   ASSERT_GE(allow, 0);
   EXPECT_LT(deny, allow);
-  EXPECT_NE(rules[deny].find("counter name \"drop-ingress\" drop"), std::string::npos) << rules[deny];
-  EXPECT_EQ(rules.back(), "counter name \"drop-ingress\" drop");  // NP isolates: baseline never reached
+  EXPECT_NE(rules[deny].find("goto drop-in"), std::string::npos) << rules[deny];
+  EXPECT_EQ(rules.back(), "goto drop-in");  // NP isolates: baseline never reached
   // The deny set holds y's pods.
   std::string set = rules[deny].substr(rules[deny].find('@') + 1, 13);
   EXPECT_EQ(e_.desired().sets.at(set + "-p4").elements, (std::set<std::string>{"10.0.1.3", "10.0.2.1"}));
@@ -256,7 +256,7 @@ TEST_F(TierTest, AdminPassGoesToTheTailWithNetworkPolicyAndBaseline) {
   tail = Rules("t" + c);
   EXPECT_EQ(Find(tail, "Baseline:"), -1);
   EXPECT_GE(Find(tail, "x/np ingress 0"), 0);
-  EXPECT_EQ(tail.back(), "counter name \"drop-ingress\" drop");
+  EXPECT_EQ(tail.back(), "goto drop-in");
   // Removing the pass: no tail any more.
   e_.RemoveClusterPolicy("pass-y");
   EXPECT_TRUE(Rules("t" + c).empty());
@@ -368,7 +368,7 @@ TEST_F(TierTest, NetworksMatchPodTrafficToo) {
   auto r = Rules(Chain("eg", "10.0.1.1"));
   int i = Find(r, "ip daddr @b");
   ASSERT_GE(i, 0);
-  EXPECT_NE(r[i].find("counter name \"drop-egress\" drop"), std::string::npos);
+  EXPECT_NE(r[i].find("goto drop-eg"), std::string::npos);
   std::string set = r[i].substr(r[i].find('@') + 1, 13);
   EXPECT_EQ(e_.desired().sets.at(set + "-b4").elements, std::set<std::string>{"10.0.2.0-10.0.2.255"});
 }

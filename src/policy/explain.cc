@@ -40,13 +40,7 @@ Result<Resolved> Resolve(const Engine& engine, const std::string& what) {
   if (auto ip = IpAddress::Parse(what)) {
     r.addr = *ip;
     r.ep.ip = ip->ToString();
-    const Pod* best = nullptr;
-    for (const auto& [key, pod] : engine.pods()) {
-      if (!pod.Addressable()) continue;
-      for (const auto& a : pod.ips)
-        if (a == *ip && (!best || key < best->key())) best = &pod;
-    }
-    if (best) {
+    if (const Pod* best = PodByAddress(engine, *ip)) {
       r.pod = best;
       r.ep.pod = best->key();
       r.ep.node = best->node;
@@ -70,6 +64,20 @@ Result<Resolved> Resolve(const Engine& engine, const std::string& what) {
   r.ep.host_network = p.host_network;
   return r;
 }
+
+}  // namespace
+
+const Pod* PodByAddress(const Engine& engine, const IpAddress& ip) {
+  const Pod* best = nullptr;
+  for (const auto& [key, pod] : engine.pods()) {
+    if (!pod.Addressable()) continue;
+    for (const auto& a : pod.ips)
+      if (a == ip && (!best || key < best->key())) best = &pod;
+  }
+  return best;
+}
+
+namespace {
 
 bool NamespaceMatches(const Engine& engine, const LabelSelector& sel, const std::string& ns) {
   auto it = engine.namespaces().find(ns);

@@ -93,6 +93,10 @@ struct Explanation {
 // know, or without an address of the family asked for).
 Result<Explanation> Explain(const Engine& engine, const ExplainQuery& q);
 
+// The addressable pod holding `ip` (the first by name if two claim it), or
+// null: what the engine's peer sets would hold for that address.
+const Pod* PodByAddress(const Engine& engine, const IpAddress& ip);
+
 // GET /netpol/explain's body (weftctl decodes and renders it).
 std::string ExplanationJson(const Explanation& e);
 

@@ -208,6 +208,7 @@ struct NetpolController::Impl {
     for (const auto& [name, rules] : engine.desired().chains) want[name] = rules.size();
     want["forward"] = netpol::kForwardChainRules;
     want["recheck-reply"] = netpol::kRecheckChainRules;
+    for (const auto& [chain, kind] : netpol::kDropChains) want[chain] = netpol::kDropChainRules;
     return *counts == want;
   }
 
@@ -460,6 +461,48 @@ Result<std::string> NetpolController::ExplainJson(const netpol::ExplainQuery& q)
   std::lock_guard lock(impl_->engine_mu);
   WEFT_ASSIGN_OR_RETURN(auto e, netpol::Explain(impl_->engine, q));
   return netpol::ExplanationJson(e);
+}
+
+DropContext NetpolController::DescribeDrop(const DropEvent& ev, const std::string& sender) {
+  std::lock_guard lock(impl_->engine_mu);
+  const netpol::Engine& engine = impl_->engine;
+  DropContext c;
+  auto pod_of = [&](const std::string& addr) -> const netpol::Pod* {
+    auto ip = IpAddress::Parse(addr);
+    return ip ? netpol::PodByAddress(engine, *ip) : nullptr;
+  };
+  const netpol::Pod* src = pod_of(ev.src);
+  const netpol::Pod* dst = pod_of(ev.dst);
+  if (ev.table == "guard") {
+    // The sender is the pod behind the interface, not the address it forged.
+    const netpol::Pod* from = sender.empty() ? nullptr : pod_of(sender);
+    if (from) c.src_pod = from->key();
+    if (dst) c.dst_pod = dst->key();
+    c.ns = from ? from->ns : "";
+    return c;
+  }
+  if (src) c.src_pod = src->key();
+  if (dst) c.dst_pod = dst->key();
+  // The connection as it was opened: a reply's addresses and ports swap.
+  bool reply = ev.kind == "rin" || ev.kind == "reg";
+  bool ingress = ev.kind == "in" || ev.kind == "rin" || ev.kind == "pending-in";
+  const netpol::Pod* judged = ingress != reply ? dst : src;
+  c.ns = judged ? judged->ns : "";
+  if (ev.kind.rfind("pending-", 0) == 0 || ev.src.empty() || ev.dst.empty()) return c;
+  netpol::ExplainQuery q;
+  q.src = reply ? ev.dst : ev.src;
+  q.dst = reply ? ev.src : ev.dst;
+  if (auto p = netpol::ParseProto(ev.proto == "tcp" ? "TCP" : ev.proto == "udp" ? "UDP" : ev.proto == "sctp" ? "SCTP" : "");
+      p && (reply ? ev.sport : ev.dport)) {
+    q.proto = *p;
+    q.port = reply ? ev.sport : ev.dport;
+  }
+  auto e = netpol::Explain(engine, q);
+  if (!e.ok()) return c;
+  const netpol::ExplainSide& side = ingress ? e->ingress : e->egress;
+  c.policies = side.policies;
+  if (!side.decided_by.empty()) c.policies.push_back(side.decided_by);
+  return c;
 }
 
 std::string NetpolController::DesiredRuleset() {

@@ -23,6 +23,7 @@
 #include "base/list_watch.h"
 #include "base/status.h"
 #include "kube/kube_endpoint.h"
+#include "policy/drop_log.h"
 #include "policy/explain.h"
 #include "policy/netpol_model.h"
 
@@ -118,6 +119,12 @@ class NetpolController {
   // `weftctl policy explain`: the explanation's JSON (policy/explain.h)
   // from the engine's current objects; its errors as Explain's.
   Result<std::string> ExplainJson(const netpol::ExplainQuery& q);
+  // A new drop record's context (policy/drop_log.h) from the engine's
+  // current objects: the pods of its addresses and, for a policy drop, the
+  // policies isolating the judged pod in that direction and the tier rule
+  // that decided, as explain says them. `sender` (a guard drop): the
+  // address of the pod whose interface sent it, "" when unknown.
+  DropContext DescribeDrop(const DropEvent& ev, const std::string& sender);
   // The ruleset weftd wants in the kernel (doctor compares).
   std::string DesiredRuleset();
   // Refreshes dropped_ingress/egress from the kernel's counters.

@@ -455,7 +455,9 @@ std::vector<std::string> PortMatches(const Rule& rule, const Pod& pod, bool ingr
 
 // The verdict of a packet policy drops (counted per direction).
 std::string DropStatement(bool ingress) {
-  return std::string("counter name \"") + (ingress ? kDropIngress : kDropEgress) + "\" drop";
+  // The drop chain records, counts and drops (the reply chains' copy of
+  // this rule goes to its reply twin, rdrop-*).
+  return ingress ? "goto drop-in" : "goto drop-eg";
 }
 
 // A local pod's chain starts so: invalid packets dropped, the pod's own
@@ -901,6 +903,21 @@ void MapDecl(std::string& out, const char* name, const char* type, const std::ma
   out += "  }\n";
 }
 
+// The drop chains: record (rate-limited, table-wide), count, drop. The log
+// rule is written as `nft list` prints it, so doctor reads it back unchanged.
+std::string DropChains() {
+  std::string out;
+  for (const auto& [chain, kind] : kDropChains) {
+    std::string k = kind;
+    bool ingress = k == "in" || k == "rin" || k == "pending-in";
+    out += std::string("  chain ") + chain + " {\n";
+    out += "    limit name \"drop-log\" log prefix \"weft-np " + k + "\" group " + std::to_string(kDropLogGroup) + "\n";
+    out += std::string("    counter name \"") + (ingress ? kDropIngress : kDropEgress) + "\" drop\n";
+    out += "  }\n";
+  }
+  return out;
+}
+
 std::string ForwardChain(uint32_t group) {
   std::string g = std::to_string(group);
   char mark[16];
@@ -918,10 +935,10 @@ std::string ForwardChain(uint32_t group) {
   out += std::string("    ct mark & ") + mark + " == 0 ct state established,related accept\n";
   out += "    ct state related accept\n";
   out += std::string("    ct direction reply ct mark & ") + mark + " == " + mark + " jump recheck-reply\n";
-  out += "    iifgroup " + g + " meta nfproto ipv4 ip saddr != @local4 counter name \"" + kDropEgress + "\" drop comment \"pending pod\"\n";
-  out += "    iifgroup " + g + " meta nfproto ipv6 ip6 saddr != @local6 counter name \"" + kDropEgress + "\" drop comment \"pending pod\"\n";
-  out += "    oifgroup " + g + " meta nfproto ipv4 ip daddr != @local4 counter name \"" + kDropIngress + "\" drop comment \"pending pod\"\n";
-  out += "    oifgroup " + g + " meta nfproto ipv6 ip6 daddr != @local6 counter name \"" + kDropIngress + "\" drop comment \"pending pod\"\n";
+  out += "    iifgroup " + g + " meta nfproto ipv4 ip saddr != @local4 goto pending-eg comment \"pending pod\"\n";
+  out += "    iifgroup " + g + " meta nfproto ipv6 ip6 saddr != @local6 goto pending-eg comment \"pending pod\"\n";
+  out += "    oifgroup " + g + " meta nfproto ipv4 ip daddr != @local4 goto pending-in comment \"pending pod\"\n";
+  out += "    oifgroup " + g + " meta nfproto ipv6 ip6 daddr != @local6 goto pending-in comment \"pending pod\"\n";
   out += "    ip saddr vmap @egress4\n";
   out += "    ip6 saddr vmap @egress6\n";
   out += "    ip daddr vmap @ingress4\n";
@@ -960,6 +977,9 @@ std::string Engine::RenderFull() const {
   out += std::string("table inet ") + kTable + " {\n";
   out += std::string("  counter ") + kDropIngress + " {\n  }\n";
   out += std::string("  counter ") + kDropEgress + " {\n  }\n";
+  out += "  limit drop-log {\n    rate " + std::to_string(kDropLogRate) + "/second burst " +
+         std::to_string(kDropLogBurst) + " packets\n  }\n";
+  out += DropChains();
   for (const auto& [name, s] : m.sets) {
     out += "  set " + name + " {\n    " + SetDecl(s) + "\n";
     if (!s.elements.empty()) out += "    elements = { " + Elements(s.elements) + " }\n";

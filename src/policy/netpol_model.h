@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <utility>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -35,6 +36,21 @@ inline constexpr uint32_t kDefaultPendingGroup = 22342;  // 0x5746
 // The conntrack mark bit of established connections that a change may now
 // deny: their packets are judged again (docs/networkpolicy.md).
 inline constexpr uint32_t kRecheckMark = 0x20000000;
+// Drop records (docs/networkpolicy.md, "Drop records"): every drop of the
+// table goes to one of its drop chains (kDropChains: ingress, egress, their
+// reply twins, and the pending pods of each direction), which sends the
+// packet to NFLOG group kDropLogGroup with the prefix "weft-np <kind>", at
+// most kDropLogRate packets per second for the whole table (the named limit
+// "drop-log"), then counts and drops it. Over the rate the packet is
+// dropped unrecorded: the drop never depends on the log.
+inline constexpr uint16_t kDropLogGroup = 22342;
+inline constexpr uint32_t kDropLogRate = 1000;  // per second
+inline constexpr uint32_t kDropLogBurst = 100;
+// chain -> the prefix's kind; each has kDropChainRules rules.
+inline constexpr std::pair<const char*, const char*> kDropChains[] = {
+    {"drop-in", "in"},   {"drop-eg", "eg"},   {"rdrop-in", "rin"},
+    {"rdrop-eg", "reg"}, {"pending-in", "pending-in"}, {"pending-eg", "pending-eg"}};
+inline constexpr size_t kDropChainRules = 2;
 // Rules of the table's base chains (the kernel check counts them).
 inline constexpr size_t kForwardChainRules = 11;
 inline constexpr size_t kRecheckChainRules = 5;

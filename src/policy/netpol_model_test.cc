@@ -172,7 +172,7 @@ TEST_F(EngineTest, DefaultDenyIngressIsolatesEveryLocalPodOfItsNamespace) {
   std::string c = Chain("in", "10.0.1.1");
   ASSERT_FALSE(c.empty());
   EXPECT_EQ(Rules(c), (std::vector<std::string>{"ct state invalid drop", "ip saddr 10.0.1.1 accept comment \"itself\"",
-                                                "counter name \"drop-ingress\" drop"}));
+                                                "goto drop-in"}));
   EXPECT_FALSE(Chain("in", "10.0.1.2").empty());
   EXPECT_TRUE(Chain("eg", "10.0.1.1").empty());
   EXPECT_EQ(e_.NamespacesWithPolicies(), std::vector<std::string>{"x"});
@@ -271,7 +271,7 @@ TEST_F(EngineTest, NamedEgressPortsAreAddressProtoPortSets) {
   EXPECT_TRUE(Has(Rules(c), "ip daddr . meta l4proto . th dport @" + named + " return"));
   EXPECT_TRUE(Has(Rules(c), "meta l4proto udp th dport 53 return"));
   EXPECT_TRUE(Has(Rules(c), "ip daddr 10.0.1.1 return comment \"itself\""));
-  EXPECT_EQ(Rules(c).back(), "counter name \"drop-egress\" drop");
+  EXPECT_EQ(Rules(c).back(), "goto drop-eg");
 }
 
 TEST_F(EngineTest, PortRangesProtocolsAndIpBlocks) {
@@ -416,6 +416,16 @@ TEST_F(EngineTest, RepliesOfRecheckedConnectionsUseMirroredChains) {
   const auto& fwd = Rules(in);
   const auto& rev = Rules("r" + in);
   ASSERT_EQ(fwd.size(), rev.size());
+  // A dropped reply goes to the reply drop chain: its record says so.
+  EXPECT_EQ(fwd.back(), "goto drop-in");
+  EXPECT_EQ(rev.back(), "goto rdrop-in");
+  std::string full = e_.RenderFull();
+  EXPECT_NE(full.find("  chain rdrop-in {\n    limit name \"drop-log\" log prefix \"weft-np rin\" group 22342\n"
+                      "    counter name \"drop-ingress\" drop\n  }\n"),
+            std::string::npos)
+      << full;
+  EXPECT_NE(full.find("limit drop-log {\n    rate 1000/second burst 100 packets\n  }"), std::string::npos) << full;
+  EXPECT_NE(full.find("ip saddr != @local4 goto pending-eg comment \"pending pod\""), std::string::npos) << full;
   for (size_t i = 0; i < fwd.size(); ++i) {
     if (fwd[i].find("saddr @") != std::string::npos) {
       // A reply of x/b -> x/a:80 comes from x/a's port 80 and goes to x/b.

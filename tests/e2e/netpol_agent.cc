@@ -55,6 +55,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -693,9 +694,75 @@ int Sniff(int argc, char** argv) {
   }
 }
 
+// flood udp:IP:PORT --pps N --seconds S: UDP datagrams (16 bytes) at about
+// N a second from one socket, in batches of sendmmsg every millisecond, for
+// S seconds (each from a new source port of a small range, so a policy sees
+// many flows). Prints {"sent": n, "seconds": s}. For the drop-record bench.
+int Flood(int argc, char** argv) {
+  long pps = 100000;
+  double seconds = 5;
+  std::string target;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--pps" && i + 1 < argc) pps = atol(argv[++i]);
+    else if (a == "--seconds" && i + 1 < argc) seconds = atof(argv[++i]);
+    else target = a;
+  }
+  sockaddr_in dst{};
+  dst.sin_family = AF_INET;
+  size_t c1 = target.find(':'), c2 = target.rfind(':');
+  if (target.compare(0, 4, "udp:") != 0 || c1 == c2 ||
+      inet_pton(AF_INET, target.substr(c1 + 1, c2 - c1 - 1).c_str(), &dst.sin_addr) != 1) {
+    fprintf(stderr, "netpol_agent flood: want udp:IPv4:PORT\n");
+    return 2;
+  }
+  dst.sin_port = htons(static_cast<uint16_t>(atoi(target.c_str() + c2 + 1)));
+  const int kSocks = 16;
+  int fds[kSocks];
+  for (int& fd : fds) {
+    fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+    if (fd < 0) return 1;
+  }
+  const int batch = static_cast<int>(std::max(1L, pps / 1000));
+  std::vector<mmsghdr> msgs(static_cast<size_t>(batch));
+  std::vector<iovec> iov(static_cast<size_t>(batch));
+  char payload[16] = "weft-drop-flood";
+  for (int i = 0; i < batch; ++i) {
+    iov[i] = {payload, sizeof payload};
+    msgs[i].msg_hdr = {};
+    msgs[i].msg_hdr.msg_name = &dst;
+    msgs[i].msg_hdr.msg_namelen = sizeof dst;
+    msgs[i].msg_hdr.msg_iov = &iov[i];
+    msgs[i].msg_hdr.msg_iovlen = 1;
+  }
+  timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  long sent = 0, tick = 0;
+  for (;;) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double el = (now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
+    if (el >= seconds) break;
+    // Catch up to the schedule (ms ticks), never ahead of it.
+    long due = static_cast<long>(el * 1000);
+    if (tick > due) {
+      timespec ts{0, 200000};
+      nanosleep(&ts, nullptr);
+      continue;
+    }
+    int n = sendmmsg(fds[tick % kSocks], msgs.data(), static_cast<unsigned>(batch), 0);
+    if (n > 0) sent += n;
+    ++tick;
+  }
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  double el = (now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
+  printf("{\"sent\": %ld, \"seconds\": %.3f}\n", sent, el);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && strcmp(argv[1], "flood") == 0) return Flood(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "serve") == 0) return Serve(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "probe") == 0) return Probe(argc - 2, argv + 2);
   if (argc >= 2 && strcmp(argv[1], "echo") == 0) return Echo(argc - 2, argv + 2);
@@ -708,6 +775,7 @@ int main(int argc, char** argv) {
           "       netpol_agent echo [--tcp P,..]\n"
           "       netpol_agent stream [--interval-ms N] [--duration-ms N] tcp|udp:IP:PORT...\n"
           "       netpol_agent tcpraw DST_IP:PORT SPORT:FLAGS...\n"
-          "       netpol_agent sniff --port P\n");
+          "       netpol_agent sniff --port P\n"
+          "       netpol_agent flood udp:IP:PORT [--pps N] [--seconds S]\n");
   return 2;
 }

@@ -36,6 +36,32 @@ TEST(PolicyExplain, RendersBothSidesAndTheReason) {
   EXPECT_NE(t.find("no rule of them admits it"), std::string::npos) << t;
 }
 
+TEST(PolicyExplain, NamesTheTierRuleThatDecided) {
+  json e = json::parse(R"({
+    "src": {"pod": "y/a", "ip": "10.0.2.2"}, "dst": {"pod": "x/a", "ip": "10.0.1.1"},
+    "family": 4, "protocol": "TCP", "port": 80, "allowed": false,
+    "reason": "the ingress of x/a is denied by Admin:deny-y ingress 0 Deny",
+    "egress": {"direction": "egress", "judged": true, "isolated": false, "policies": [], "admittedBy": [],
+               "allowed": true},
+    "ingress": {"direction": "ingress", "judged": true, "isolated": true, "policies": ["x/all"],
+                "admittedBy": [{"what": "x/all ingress 0", "ports": "any port", "allPorts": true}],
+                "tierPolicies": ["Admin:deny-y"], "decidedBy": "Admin:deny-y ingress 0 Deny", "allowed": false}})");
+  std::string t = RenderExplanation(e);
+  EXPECT_NE(t.find("  ingress of x/a:       cluster policies Admin:deny-y\n"
+                   "                        decided by Admin:deny-y ingress 0 Deny\n"),
+            std::string::npos)
+      << t;
+  EXPECT_EQ(t.find("allowed by x/all"), std::string::npos) << t;  // the NetworkPolicy was never reached
+  // A Pass hands over to NetworkPolicy, which is then shown.
+  e["ingress"]["decidedBy"] = "Admin:pass-y ingress 0 Pass";
+  e["allowed"] = true;
+  t = RenderExplanation(e);
+  EXPECT_NE(t.find("passed on by Admin:pass-y ingress 0 Pass\n                        isolated by x/all\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("allowed by x/all ingress 0 (any port)"), std::string::npos) << t;
+}
+
 TEST(PolicyExplain, PercentEncodesQueryValues) {
   EXPECT_EQ(PercentEncode("x/a"), "x%2Fa");
   EXPECT_EQ(PercentEncode("fd00::1"), "fd00%3A%3A1");

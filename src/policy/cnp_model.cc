@@ -54,7 +54,16 @@ void Engine::RebuildCnpSubjects(const ClusterPolicy& a, const ClusterPolicy* b) 
     const Pod& pod = pods_.at(key);
     if (SubjectSelects(a, pod) || (b && SubjectSelects(*b, pod))) keys.push_back(key);
   }
-  for (const auto& k : keys) RebuildLocalPod(k);
+  for (const auto& k : keys) {
+    if (batching_) deferred_.insert(k);
+    else RebuildLocalPod(k);
+  }
+}
+
+void Engine::EndBatch() {
+  batching_ = false;
+  for (const auto& k : deferred_) RebuildLocalPod(k);
+  deferred_.clear();
 }
 
 void Engine::UpsertClusterPolicy(const ClusterPolicy& policy) {

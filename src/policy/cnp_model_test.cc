@@ -453,8 +453,13 @@ TEST(CnpEngine, AnyEventHistoryEqualsFromScratch) {
         case 7: inc.RemoveNode("n" + std::to_string(1 + pick(2))); break;
         case 8: pick(2) ? inc.UpsertPolicy(nps[0]) : inc.RemovePolicy("x/p1"); break;
       }
-      if (pick(4) == 0) inc.MarkApplied(false);
+      if (pick(4) == 0) {
+        inc.EndBatch();
+        inc.MarkApplied(false);
+      }
+      if (pick(6) == 0) inc.BeginBatch();  // batches of any length, as the controller's Drain makes them
     }
+    inc.EndBatch();
     // The final state: everything present as written.
     for (const auto& n : nss) inc.UpsertNamespace(n);
     for (const auto& n : nodes) inc.UpsertNode(n);

@@ -106,6 +106,11 @@ struct NetpolController::Impl {
   // Feeds what the caches drained into the engine. REQUIRES: engine_mu held.
   size_t Drain() {
     size_t n = 0;
+    engine.BeginBatch();  // each local pod a ClusterNetworkPolicy change touches: rebuilt once
+    struct EndBatch {
+      netpol::Engine& e;
+      ~EndBatch() { e.EndBatch(); }
+    } end_batch{engine};
     for (auto& d : namespaces.Drain()) {
       ++n;
       if (d.object) engine.UpsertNamespace(*d.object);

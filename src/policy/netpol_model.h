@@ -114,6 +114,12 @@ class Engine {
   // Nodes: the addresses `nodes` peers stand for.
   void UpsertNode(const NodeInfo& node);
   void RemoveNode(const std::string& name);
+  // Between BeginBatch() and EndBatch() the local pods a ClusterNetworkPolicy
+  // or Node change touches are rebuilt once, at EndBatch(), not once per
+  // change (1,000 policies at start would rebuild each pod's chain 1,000
+  // times). REQUIRES: EndBatch() before desired() or any Render.
+  void BeginBatch() { batching_ = true; }
+  void EndBatch();
 
   const Model& desired() const { return desired_; }
 
@@ -306,6 +312,8 @@ class Engine {
   // Peer-set bases a Deny or Pass rule uses (reference counts): an element
   // added to one of them narrows what its pods may do (Tightened()).
   std::map<std::string, int> deny_bases_;
+  bool batching_ = false;
+  std::set<std::string> deferred_;  // local pods to rebuild at EndBatch()
 };
 
 // ipBlock arithmetic: the union of (cidr minus except) over `blocks`, as

@@ -7,6 +7,7 @@
 #   sudo scripts/k8s-e2e.sh --focus REGEX     # instead of the subset
 #   sudo scripts/k8s-e2e.sh --skip REGEX      # skipped in addition
 #   sudo scripts/k8s-e2e.sh --full            # every spec of the binary but [Disruptive] and [Flaky]
+#   sudo scripts/k8s-e2e.sh --smoke           # the README's test command's slice (below; no DNS needed)
 #   sudo scripts/k8s-e2e.sh --dry-run         # lists what would run (no cluster needed)
 #   sudo scripts/k8s-e2e.sh --install-dns     # only installs the cluster DNS (below)
 #   sudo scripts/k8s-e2e.sh ... -- ARGS       # ARGS passed to the test binary as they are
@@ -34,18 +35,24 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 die() { echo "k8s-e2e: $*" >&2; exit 1; }
 
 subset='\[Feature:NetworkPolicy\]|Networking Granular Checks: Pods|\[sig-network\] HostPort .*\[Conformance\]|\[sig-network\] Services .*\[Conformance\]'
+# --smoke: the slice the README's test command runs (tests/k8s/cluster_nodes_test.sh
+# with E2E_SMOKE=1), 9 specs of the subset: pod to pod over HTTP and UDP, a
+# default-deny and a port policy over TCP and UDP, a policy updated in place,
+# an egress ipBlock, and hostPort. None resolves a name.
+smoke="Networking Granular Checks: Pods should function for intra-pod communication: (http|udp)|should support a 'default-deny-ingress' policy|should enforce policy based on Ports|should enforce updated policy|should allow egress access to server in CIDR block|\\[sig-network\\] HostPort .*\\[Conformance\\]"
 focus=$subset skip=() dry=0 full=0 extra=() dns=1 dns_only=0
 while (( $# )); do
     case $1 in
         --focus) focus=${2:?--focus needs a regular expression}; shift ;;
         --skip) skip+=("${2:?--skip needs a regular expression}"); shift ;;
         --full) full=1 ;;
+        --smoke) focus=$smoke ;;
         --dry-run) dry=1 ;;
         --no-dns) dns=0 ;;
         --install-dns) dns_only=1 ;;
         --) shift; extra=("$@"); break ;;
         -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
-        *) echo "k8s-e2e: unknown argument $1 (--focus R, --skip R, --full, --dry-run, --no-dns, --install-dns, -- ARGS)" >&2; exit 2 ;;
+        *) echo "k8s-e2e: unknown argument $1 (--focus R, --skip R, --full, --smoke, --dry-run, --no-dns, --install-dns, -- ARGS)" >&2; exit 2 ;;
     esac
     shift
 done

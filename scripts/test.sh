@@ -10,7 +10,8 @@
 #    1b. a real control plane (scripts/k8s-build.sh: Kubernetes from the Go
 #        module proxy, tens of minutes the first time on a machine, about a
 #        minute after): weftd against kube-apiserver, the stand-in's fidelity,
-#        2 real nodes with Weft from deploy/ (tests/k8s/cluster_nodes_test.sh);
+#        2 real nodes with Weft from deploy/ and the upstream e2e smoke slice
+#        (tests/k8s/cluster_nodes_test.sh, E2E_SMOKE=1);
 #     2. ./build-san (clang, ASan+UBSan, crash points compiled in; built in
 #        the background at idle priority while phase 1 runs): the unit,
 #        plugin and reliability suites;
@@ -156,7 +157,7 @@ if [ $# -eq 0 ]; then
     python3 tests/k8s/fidelity_test.py || FAILED+=("phase 1b: the stand-in's fidelity")
     bash tests/k8s/images_test.sh || FAILED+=("phase 1b: the node images (tests/k8s/images_test.sh)")
     (cd tests/k8s && go test -mod=readonly ./cmd/kubedns/) || FAILED+=("phase 1b: the cluster DNS's unit test")
-    WEFT_BUILD="$PWD/$BUILD_DIR" bash tests/k8s/cluster_nodes_test.sh ||
+    E2E_SMOKE=1 WEFT_BUILD="$PWD/$BUILD_DIR" bash tests/k8s/cluster_nodes_test.sh ||
       FAILED+=("phase 1b: real nodes (containerd, kubelet, kube-proxy) with Weft from deploy/")
   else
     FAILED+=("phase 1b: the Kubernetes build (scripts/k8s-build.sh)")

@@ -19,7 +19,8 @@
 #   sudo tests/k8s/cluster_nodes_test.sh
 # PROXY_MODE=iptables picks kube-proxy's mode (default nftables); DUAL_STACK=1
 # a dual-stack cluster; WEFT_CLUSTER_STATE the cluster's state dir; KEEP=1
-# leaves the cluster up. Skipped (exit 0, the reason printed) when the
+# leaves the cluster up; E2E_SMOKE=1 also runs the upstream e2e suite's smoke
+# slice (scripts/k8s-e2e.sh --smoke) on the cluster before `down`. Skipped (exit 0, the reason printed) when the
 # Kubernetes binaries are absent. Ends with "N passed, N failed".
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -358,6 +359,18 @@ if errs=$(grep -E '(^| )level=error' <<<"$logs"); then bad "no error in weftd's 
 else ok "no error in weftd's logs"; fi
 warns=$(grep -c 'level=warn' <<<"$logs")
 (( warns )) && { say "$warns warnings in weftd's logs:"; grep 'level=warn' <<<"$logs" | cut -c1-300 | head -5 >&2; }
+
+# --- the upstream suite's smoke slice on this cluster (E2E_SMOKE=1: the README's
+# test command; scripts/k8s-e2e.sh --smoke, 9 specs; its full output beside the state dir)
+if [[ ${E2E_SMOKE:-0} == 1 ]]; then
+    say "upstream e2e: scripts/k8s-e2e.sh --smoke --no-dns (output: $WEFT_CLUSTER_STATE.e2e.log)"
+    "$repo/scripts/k8s-e2e.sh" --smoke --no-dns >"$WEFT_CLUSTER_STATE.e2e.log" 2>&1
+    e2e_rc=$?
+    grep -E '^Ran [0-9]+ of [0-9]+ Specs|Passed \| [0-9]+ Failed' "$WEFT_CLUSTER_STATE.e2e.log" | tail -n 2
+    e2e_last=$(tail -n 1 "$WEFT_CLUSTER_STATE.e2e.log")
+    if (( e2e_rc == 0 )) && [[ $e2e_last =~ ^[1-9][0-9]*\ passed,\ 0\ failed ]]; then ok "upstream e2e smoke slice: $e2e_last"
+    else bad "upstream e2e smoke slice (exit $e2e_rc)" "$e2e_last"; tail -n 30 "$WEFT_CLUSTER_STATE.e2e.log" >&2; fi
+fi
 
 echo "--- kubectl get nodes -o wide"
 k get nodes -o wide

@@ -119,6 +119,14 @@ IpPrefix IpPrefix::Masked() const {
   return IpPrefix(IpAddress::FromBytes(a.is_v6(), raw), len_);
 }
 
+IpAddress IpPrefix::Last() const {
+  IpAddress a = addr_;
+  uint8_t raw[16];
+  std::memcpy(raw, a.bytes(), a.size());
+  for (int bit = len_; bit < a.family_bits(); ++bit) raw[bit / 8] |= static_cast<uint8_t>(0x80 >> (bit % 8));
+  return IpAddress::FromBytes(a.is_v6(), raw);
+}
+
 bool IpPrefix::Contains(const IpAddress& a) const {
   if (a.is_v6() != addr_.is_v6()) return false;
   return IpPrefix(a, len_).Masked().addr() == Masked().addr();

@@ -23,6 +23,8 @@ class IpAddress {
   // Network-order bytes: 4 for IPv4, 16 for IPv6.
   const uint8_t* bytes() const { return v6_ ? b_.data() : b_.data() + 12; }
   int size() const { return v6_ ? 16 : 4; }
+  // bytes() as a string of size() bytes (an nft set key's field).
+  std::string ToBytes() const { return std::string(reinterpret_cast<const char*>(bytes()), static_cast<size_t>(size())); }
   uint32_t v4_host_order() const;
   bool is_link_local() const;
   bool is_unspecified() const;
@@ -51,6 +53,7 @@ class IpPrefix {
   int len() const { return len_; }
   bool is_v4() const { return addr_.is_v4(); }
   IpPrefix Masked() const;  // host bits cleared
+  IpAddress Last() const;   // every host bit set: the prefix's last address
   bool Contains(const IpAddress& a) const;
   bool Overlaps(const IpPrefix& o) const;
   // Number of host bits (32-len or 128-len).

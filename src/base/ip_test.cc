@@ -45,6 +45,15 @@ TEST(IpPrefix, ParseStrictAndContains) {
   EXPECT_EQ(IpPrefix::Parse("10.1.2.3/16")->Masked().ToString(), "10.1.0.0/16");
 }
 
+TEST(IpPrefix, LastAndBytes) {
+  EXPECT_EQ(IpPrefix::Parse("10.1.2.3/16")->Last().ToString(), "10.1.255.255");
+  EXPECT_EQ(IpPrefix::Parse("10.1.2.3/32")->Last().ToString(), "10.1.2.3");
+  EXPECT_EQ(IpPrefix::Parse("10.1.2.3/0")->Last().ToString(), "255.255.255.255");
+  EXPECT_EQ(IpPrefix::Parse("fd00:1::5/63")->Last().ToString(), "fd00:1:0:1:ffff:ffff:ffff:ffff");
+  EXPECT_EQ(IpAddress::Parse("10.0.0.1")->ToBytes(), std::string("\x0a\x00\x00\x01", 4));
+  EXPECT_EQ(IpAddress::Parse("::1")->ToBytes(), std::string(15, '\0') + "\x01");
+}
+
 TEST(IpPrefix, Overlaps) {
   auto a = *IpPrefix::Parse("10.0.0.0/16");
   auto b = *IpPrefix::Parse("10.0.5.0/24");

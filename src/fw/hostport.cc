@@ -72,18 +72,10 @@ std::string Proto(const std::string& p) {
 std::string Port(int port) {
   return {static_cast<char>((port >> 8) & 0xff), static_cast<char>(port & 0xff)};
 }
-std::string Addr(const IpAddress& a) {
-  return std::string(reinterpret_cast<const char*>(a.bytes()), static_cast<size_t>(a.size()));
-}
+std::string Addr(const IpAddress& a) { return a.ToBytes(); }
 // The first and last address of `p`.
 std::pair<std::string, std::string> Range(const IpPrefix& p) {
-  std::string lo = Addr(p.Masked().addr()), hi = lo;
-  for (size_t i = 0; i < hi.size(); ++i) {
-    int bits = static_cast<int>(i) * 8;
-    int keep = std::clamp(p.len() - bits, 0, 8);
-    hi[i] = static_cast<char>(static_cast<uint8_t>(hi[i]) | (0xff >> keep));
-  }
-  return {lo, hi};
+  return {p.Masked().addr().ToBytes(), p.Last().ToBytes()};
 }
 
 std::string HexWords(const std::string& bytes) {

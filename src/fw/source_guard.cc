@@ -149,16 +149,8 @@ std::string IfnameField(const std::string& name) {
   f.resize(16, '\0');  // IFNAMSIZ
   return f;
 }
-std::string AddrBytes(const IpAddress& a) {
-  return std::string(reinterpret_cast<const char*>(a.bytes()), static_cast<size_t>(a.size()));
-}
-// The last address of `p`.
-std::string LastBytes(const IpPrefix& p) {
-  std::string b = AddrBytes(p.Masked().addr());
-  for (int bit = p.len(); bit < static_cast<int>(b.size()) * 8; ++bit)
-    b[static_cast<size_t>(bit / 8)] = static_cast<char>(b[static_cast<size_t>(bit / 8)] | (0x80 >> (bit % 8)));
-  return b;
-}
+std::string AddrBytes(const IpAddress& a) { return a.ToBytes(); }
+std::string LastBytes(const IpPrefix& p) { return p.Last().ToBytes(); }
 
 std::string Key(const std::string& port, const std::string& second) {
   std::string k;

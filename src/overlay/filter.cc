@@ -81,16 +81,8 @@ std::string RulesText(int port) {
   return s;
 }
 
-std::string Bytes(const IpAddress& a) {
-  return std::string(reinterpret_cast<const char*>(a.bytes()), static_cast<size_t>(a.size()));
-}
-
-std::string LastBytes(const IpPrefix& p) {
-  std::string b = Bytes(p.Masked().addr());
-  for (int bit = p.len(); bit < static_cast<int>(b.size()) * 8; ++bit)
-    b[static_cast<size_t>(bit / 8)] = static_cast<char>(b[static_cast<size_t>(bit / 8)] | (0x80 >> (bit % 8)));
-  return b;
-}
+std::string Bytes(const IpAddress& a) { return a.ToBytes(); }
+std::string LastBytes(const IpPrefix& p) { return p.Last().ToBytes(); }
 
 }  // namespace
 

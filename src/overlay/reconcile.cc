@@ -29,15 +29,6 @@ bool OnLink(const LocalView& local, const IpAddress& ip) {
   return false;
 }
 
-// The last address of `p`.
-IpAddress LastAddress(const IpPrefix& p) {
-  const IpAddress a = p.Masked().addr();
-  uint8_t raw[16];
-  std::memcpy(raw, a.bytes(), a.size());
-  for (int bit = p.len(); bit < a.family_bits(); ++bit) raw[bit / 8] |= static_cast<uint8_t>(0x80 >> (bit % 8));
-  return IpAddress::FromBytes(a.is_v6(), raw);
-}
-
 // Ranges handed out so far (both families), pairwise disjoint, by first
 // address: finds an overlap in O(log n), so 1000 peers cost 1000 lookups
 // instead of the half million pairwise checks a list needs. IpAddress orders
@@ -46,7 +37,7 @@ class Claims {
  public:
   // Who holds a range overlapping `p`, or nullptr.
   const std::string* Overlapping(const IpPrefix& p) const {
-    IpAddress first = p.Masked().addr(), last = LastAddress(p);
+    IpAddress first = p.Masked().addr(), last = p.Last();
     auto it = by_first_.upper_bound(last);  // ranges starting after `p` cannot overlap
     if (it == by_first_.begin()) return nullptr;
     --it;  // the last range starting at or before p's end; earlier ones end before it starts
@@ -54,7 +45,7 @@ class Claims {
   }
   // REQUIRES: Overlapping(p) is nullptr.
   void Add(const IpPrefix& p, std::string owner) {
-    by_first_.emplace(p.Masked().addr(), Range{LastAddress(p), std::move(owner)});
+    by_first_.emplace(p.Masked().addr(), Range{p.Last(), std::move(owner)});
   }
 
  private:

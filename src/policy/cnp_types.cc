@@ -3,22 +3,13 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "base/json_util.h"
+
 namespace weft::policy::netpol {
 namespace {
 
 using nlohmann::json;
 
-const json& Member(const json& j, const char* key) {
-  static const json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-
-std::string Str(const json& j, const char* key) {
-  const json& v = Member(j, key);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
 
 // A selector the API server would accept; `what` names it in problems.
 std::optional<LabelSelector> Selector(const json& j, const std::string& what, std::vector<std::string>* problems) {
@@ -39,7 +30,7 @@ std::optional<LabelSelector> Selector(const json& j, const std::string& what, st
 // protocol). False when Weft cannot read it.
 bool DecodeProtocol(const json& p, std::vector<PortRef>* out) {
   if (!p.is_object() || p.size() != 1) return false;
-  const std::string named = Str(p, "destinationNamedPort");
+  const std::string named = JsonStr(p, "destinationNamedPort");
   if (!named.empty()) {
     for (Proto pr : {Proto::kTcp, Proto::kUdp, Proto::kSctp}) {
       PortRef r;
@@ -52,26 +43,26 @@ bool DecodeProtocol(const json& p, std::vector<PortRef>* out) {
   static const std::pair<const char*, Proto> kProtos[] = {{"tcp", Proto::kTcp}, {"udp", Proto::kUdp},
                                                           {"sctp", Proto::kSctp}};
   for (const auto& [key, pr] : kProtos) {
-    const json& body = Member(p, key);
+    const json& body = JsonMember(p, key);
     if (body.is_null()) continue;
     if (!body.is_object()) return false;
     PortRef r;
     r.proto = pr;
-    const json& dp = Member(body, "destinationPort");
+    const json& dp = JsonMember(body, "destinationPort");
     if (body.empty()) {
       out->push_back(r);  // every port of the protocol
       return true;
     }
     if (!dp.is_object() || body.size() != 1 || dp.size() != 1) return false;
-    const json& num = Member(dp, "number");
-    const json& range = Member(dp, "range");
+    const json& num = JsonMember(dp, "number");
+    const json& range = JsonMember(dp, "range");
     if (num.is_number_integer()) {
       int64_t n = num.get<int64_t>();
       if (n < 1 || n > 65535) return false;
       r.port = static_cast<uint16_t>(n);
     } else if (range.is_object()) {
-      const json& s = Member(range, "start");
-      const json& e = Member(range, "end");
+      const json& s = JsonMember(range, "start");
+      const json& e = JsonMember(range, "end");
       if (!s.is_number_integer() || !e.is_number_integer()) return false;
       int64_t a = s.get<int64_t>(), b = e.get<int64_t>();
       if (a < 1 || b > 65535 || a >= b) return false;
@@ -94,8 +85,8 @@ bool IsDomainName(const std::string& s) {
 // One rule; `where` is "spec.ingress[i]" or "spec.egress[i]".
 TierRule DecodeTierRule(const json& r, bool ingress, const std::string& where, std::vector<std::string>* problems) {
   TierRule rule;
-  rule.name = Str(r, "name");
-  const std::string action = Str(r, "action");
+  rule.name = JsonStr(r, "name");
+  const std::string action = JsonStr(r, "action");
   bool fail_closed_all = false;  // Deny/Pass that met something unreadable: deny all
   if (action == "Accept") {
     rule.action = Action::kAccept;
@@ -120,7 +111,7 @@ TierRule DecodeTierRule(const json& r, bool ingress, const std::string& where, s
     }
   };
   const char* peers_key = ingress ? "from" : "to";
-  const json& peers = Member(r, peers_key);
+  const json& peers = JsonMember(r, peers_key);
   rule.match.any_peer = false;
   if (!peers.is_array() || peers.empty()) {
     unreadable(where + "." + peers_key + ": missing or empty");
@@ -144,10 +135,10 @@ TierRule DecodeTierRule(const json& r, bool ingress, const std::string& where, s
         peer.namespace_selector = *sel;
         rule.match.peers.push_back(std::move(peer));
       } else if (field == "pods") {
-        const json& ns = Member(v, "namespaceSelector");
+        const json& ns = JsonMember(v, "namespaceSelector");
         auto nsel = ns.is_null() ? std::optional<LabelSelector>(LabelSelector{})
                                  : Selector(ns, pw + ".pods.namespaceSelector", problems);
-        auto psel = Selector(Member(v, "podSelector"), pw + ".pods.podSelector", problems);
+        auto psel = Selector(JsonMember(v, "podSelector"), pw + ".pods.podSelector", problems);
         if (!nsel || !psel) {
           unreadable(pw + ".pods");
           continue;
@@ -187,7 +178,7 @@ TierRule DecodeTierRule(const json& r, bool ingress, const std::string& where, s
       }
     }
   }
-  const json& protos = Member(r, "protocols");
+  const json& protos = JsonMember(r, "protocols");
   if (!protos.is_null()) {
     rule.match.any_port = false;
     if (!protos.is_array() || protos.empty()) {
@@ -232,16 +223,16 @@ bool ClusterPolicy::SameSpec(const ClusterPolicy& o) const {
 }
 
 std::optional<ClusterPolicy> DecodeClusterPolicy(const json& obj) {
-  const json& meta = Member(obj, "metadata");
+  const json& meta = JsonMember(obj, "metadata");
   ClusterPolicy p;
-  p.name = Str(meta, "name");
+  p.name = JsonStr(meta, "name");
   if (p.name.empty()) return std::nullopt;
-  const json& gen = Member(meta, "generation");
+  const json& gen = JsonMember(meta, "generation");
   if (gen.is_number_integer()) p.generation = gen.get<int64_t>();
-  const json& spec = Member(obj, "spec");
+  const json& spec = JsonMember(obj, "spec");
   std::vector<std::string>& problems = p.problems;
 
-  const std::string tier = Str(spec, "tier");
+  const std::string tier = JsonStr(spec, "tier");
   if (tier == "Admin") {
     p.tier = Tier::kAdmin;
   } else if (tier == "Baseline") {
@@ -250,14 +241,14 @@ std::optional<ClusterPolicy> DecodeClusterPolicy(const json& obj) {
     problems.push_back("spec.tier: unknown tier \"" + tier + "\"");
     p.enforced = false;
   }
-  const json& prio = Member(spec, "priority");
+  const json& prio = JsonMember(spec, "priority");
   if (!prio.is_number_integer() || prio.get<int64_t>() < 0 || prio.get<int64_t>() > 1000) {
     problems.push_back("spec.priority: must be an integer from 0 to 1000");
     p.enforced = false;
   } else {
     p.priority = static_cast<int32_t>(prio.get<int64_t>());
   }
-  const json& subject = Member(spec, "subject");
+  const json& subject = JsonMember(spec, "subject");
   if (!subject.is_object() || subject.size() != 1) {
     problems.push_back("spec.subject: exactly one of namespaces, pods must be set");
     p.enforced = false;
@@ -267,10 +258,10 @@ std::optional<ClusterPolicy> DecodeClusterPolicy(const json& obj) {
     else p.enforced = false;
   } else if (subject.contains("pods")) {
     const json& v = subject["pods"];
-    const json& ns = Member(v, "namespaceSelector");
+    const json& ns = JsonMember(v, "namespaceSelector");
     auto nsel = ns.is_null() ? std::optional<LabelSelector>(LabelSelector{})
                              : Selector(ns, "spec.subject.pods.namespaceSelector", &problems);
-    auto psel = Selector(Member(v, "podSelector"), "spec.subject.pods.podSelector", &problems);
+    auto psel = Selector(JsonMember(v, "podSelector"), "spec.subject.pods.podSelector", &problems);
     if (nsel && psel) {
       p.subject_ns = *nsel;
       p.subject_pods = *psel;
@@ -284,7 +275,7 @@ std::optional<ClusterPolicy> DecodeClusterPolicy(const json& obj) {
   for (int dir = 0; dir < 2; ++dir) {
     bool ingress = dir == 0;
     const char* key = ingress ? "ingress" : "egress";
-    const json& rules = Member(spec, key);
+    const json& rules = JsonMember(spec, key);
     if (rules.is_null()) continue;
     if (!rules.is_array()) {
       problems.push_back(std::string("spec.") + key + ": not a list");
@@ -304,17 +295,17 @@ std::optional<ClusterPolicy> DecodeClusterPolicy(const json& obj) {
 
   // What status says now.
   json others = json::array();
-  const json& conds = Member(Member(obj, "status"), "conditions");
+  const json& conds = JsonMember(JsonMember(obj, "status"), "conditions");
   if (conds.is_array()) {
     for (const auto& c : conds) {
-      if (Str(c, "type") != kCnpConditionType) {
+      if (JsonStr(c, "type") != kCnpConditionType) {
         others.push_back(c);
         continue;
       }
-      p.seen.status = Str(c, "status");
-      p.seen.reason = Str(c, "reason");
-      p.seen.message = Str(c, "message");
-      const json& og = Member(c, "observedGeneration");
+      p.seen.status = JsonStr(c, "status");
+      p.seen.reason = JsonStr(c, "reason");
+      p.seen.message = JsonStr(c, "message");
+      const json& og = JsonMember(c, "observedGeneration");
       p.seen.observed_generation = og.is_number_integer() ? og.get<int64_t>() : 0;
     }
   }
@@ -323,18 +314,18 @@ std::optional<ClusterPolicy> DecodeClusterPolicy(const json& obj) {
 }
 
 std::optional<NodeInfo> DecodeNodeInfo(const json& obj) {
-  const json& meta = Member(obj, "metadata");
+  const json& meta = JsonMember(obj, "metadata");
   NodeInfo n;
-  n.name = Str(meta, "name");
+  n.name = JsonStr(meta, "name");
   if (n.name.empty()) return std::nullopt;
-  const json& labels = Member(meta, "labels");
+  const json& labels = JsonMember(meta, "labels");
   if (labels.is_object())
     for (const auto& [k, v] : labels.items())
       if (v.is_string()) n.labels[k] = v.get<std::string>();
-  const json& addrs = Member(Member(obj, "status"), "addresses");
+  const json& addrs = JsonMember(JsonMember(obj, "status"), "addresses");
   if (addrs.is_array())
     for (const auto& a : addrs)
-      if (auto ip = IpAddress::Parse(Str(a, "address"))) n.ips.push_back(*ip);  // Hostname entries do not parse
+      if (auto ip = IpAddress::Parse(JsonStr(a, "address"))) n.ips.push_back(*ip);  // Hostname entries do not parse
   std::sort(n.ips.begin(), n.ips.end());
   n.ips.erase(std::unique(n.ips.begin(), n.ips.end()), n.ips.end());
   return n;

@@ -3,22 +3,13 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "base/json_util.h"
+
 namespace weft::policy::netpol {
 namespace {
 
 using nlohmann::json;
 
-const json& Member(const json& j, const char* key) {
-  static const json kNull;
-  if (!j.is_object()) return kNull;
-  auto it = j.find(key);
-  return it == j.end() ? kNull : *it;
-}
-
-std::string Str(const json& j, const char* key) {
-  const json& v = Member(j, key);
-  return v.is_string() ? v.get<std::string>() : std::string();
-}
 
 Labels DecodeLabels(const json& j) {
   Labels out;
@@ -29,11 +20,11 @@ Labels DecodeLabels(const json& j) {
 }
 
 std::optional<IpBlock> DecodeIpBlock(const json& j) {
-  auto cidr = IpPrefix::Parse(Str(j, "cidr"));
+  auto cidr = IpPrefix::Parse(JsonStr(j, "cidr"));
   if (!cidr) return std::nullopt;
   IpBlock b;
   b.cidr = cidr->Masked();
-  const json& ex = Member(j, "except");
+  const json& ex = JsonMember(j, "except");
   if (ex.is_array())
     for (const auto& e : ex)
       if (e.is_string())
@@ -47,14 +38,14 @@ std::vector<Rule> DecodeRules(const json& list, const char* peers_key) {
   if (!list.is_array()) return out;
   for (const auto& r : list) {
     Rule rule;
-    const json& peers = Member(r, peers_key);
+    const json& peers = JsonMember(r, peers_key);
     if (peers.is_array() && !peers.empty()) {
       rule.any_peer = false;
       for (const auto& p : peers) {
         Peer peer;
-        const json& ps = Member(p, "podSelector");
-        const json& ns = Member(p, "namespaceSelector");
-        const json& ib = Member(p, "ipBlock");
+        const json& ps = JsonMember(p, "podSelector");
+        const json& ns = JsonMember(p, "namespaceSelector");
+        const json& ib = JsonMember(p, "ipBlock");
         if (ps.is_object()) peer.pod_selector = DecodeSelector(ps);
         if (ns.is_object()) peer.namespace_selector = DecodeSelector(ns);
         if (ib.is_object()) {
@@ -77,22 +68,22 @@ std::vector<Rule> DecodeRules(const json& list, const char* peers_key) {
         rule.peers.push_back(std::move(peer));
       }
     }
-    const json& ports = Member(r, "ports");
+    const json& ports = JsonMember(r, "ports");
     if (ports.is_array() && !ports.empty()) {
       rule.any_port = false;
       for (const auto& p : ports) {
         PortRef ref;
-        std::string proto = Str(p, "protocol");
+        std::string proto = JsonStr(p, "protocol");
         if (proto.empty()) proto = "TCP";
         auto pr = ParseProto(proto);
         ref.proto_valid = pr.has_value();
         if (pr) ref.proto = *pr;
-        const json& port = Member(p, "port");
+        const json& port = JsonMember(p, "port");
         if (port.is_number_integer()) {
           int64_t n = port.get<int64_t>();
           if (n < 1 || n > 65535) ref.proto_valid = false;
           else ref.port = static_cast<uint16_t>(n);
-          const json& end = Member(p, "endPort");
+          const json& end = JsonMember(p, "endPort");
           if (end.is_number_integer()) {
             int64_t e = end.get<int64_t>();
             if (e < n || e > 65535) ref.proto_valid = false;
@@ -167,19 +158,19 @@ bool LabelSelector::Matches(const Labels& labels) const {
 
 LabelSelector DecodeSelector(const json& obj) {
   LabelSelector s;
-  const json& ml = Member(obj, "matchLabels");
+  const json& ml = JsonMember(obj, "matchLabels");
   if (ml.is_object())
     for (const auto& [k, v] : ml.items()) {
       if (v.is_string()) s.match_labels[k] = v.get<std::string>();
       else s.valid = false;
     }
-  const json& me = Member(obj, "matchExpressions");
+  const json& me = JsonMember(obj, "matchExpressions");
   if (me.is_array()) {
     for (const auto& e : me) {
       LabelRequirement r;
-      r.key = Str(e, "key");
-      std::string op = Str(e, "operator");
-      const json& vals = Member(e, "values");
+      r.key = JsonStr(e, "key");
+      std::string op = JsonStr(e, "operator");
+      const json& vals = JsonMember(e, "values");
       if (vals.is_array())
         for (const auto& v : vals)
           if (v.is_string()) r.values.push_back(v.get<std::string>());
@@ -203,21 +194,21 @@ uint16_t Pod::ResolvePort(const std::string& port_name, Proto proto) const {
 }
 
 std::optional<Policy> DecodePolicy(const json& obj) {
-  const json& meta = Member(obj, "metadata");
+  const json& meta = JsonMember(obj, "metadata");
   Policy p;
-  p.ns = Str(meta, "namespace");
-  p.name = Str(meta, "name");
+  p.ns = JsonStr(meta, "namespace");
+  p.name = JsonStr(meta, "name");
   if (p.name.empty()) return std::nullopt;
   if (p.ns.empty()) p.ns = "default";
-  const json& spec = Member(obj, "spec");
-  const json& ps = Member(spec, "podSelector");
+  const json& spec = JsonMember(obj, "spec");
+  const json& ps = JsonMember(spec, "podSelector");
   // A policy whose selector cannot be read selects every pod of its
   // namespace: isolation fails closed.
   p.pod_selector = ps.is_object() ? DecodeSelector(ps) : LabelSelector{};
   if (!p.pod_selector.valid) p.pod_selector = LabelSelector{};
-  p.ingress = DecodeRules(Member(spec, "ingress"), "from");
-  p.egress = DecodeRules(Member(spec, "egress"), "to");
-  const json& types = Member(spec, "policyTypes");
+  p.ingress = DecodeRules(JsonMember(spec, "ingress"), "from");
+  p.egress = DecodeRules(JsonMember(spec, "egress"), "to");
+  const json& types = JsonMember(spec, "policyTypes");
   if (types.is_array() && !types.empty()) {
     p.isolates_ingress = false;
     p.isolates_egress = false;
@@ -234,32 +225,32 @@ std::optional<Policy> DecodePolicy(const json& obj) {
 }
 
 std::optional<Pod> DecodePod(const json& obj) {
-  const json& meta = Member(obj, "metadata");
+  const json& meta = JsonMember(obj, "metadata");
   Pod p;
-  p.ns = Str(meta, "namespace");
-  p.name = Str(meta, "name");
+  p.ns = JsonStr(meta, "namespace");
+  p.name = JsonStr(meta, "name");
   if (p.name.empty()) return std::nullopt;
   if (p.ns.empty()) p.ns = "default";
-  p.labels = DecodeLabels(Member(meta, "labels"));
-  const json& spec = Member(obj, "spec");
-  p.node = Str(spec, "nodeName");
-  const json& hn = Member(spec, "hostNetwork");
+  p.labels = DecodeLabels(JsonMember(meta, "labels"));
+  const json& spec = JsonMember(obj, "spec");
+  p.node = JsonStr(spec, "nodeName");
+  const json& hn = JsonMember(spec, "hostNetwork");
   p.host_network = hn.is_boolean() && hn.get<bool>();
   for (const char* list : {"containers", "initContainers"}) {
-    const json& cs = Member(spec, list);
+    const json& cs = JsonMember(spec, list);
     if (!cs.is_array()) continue;
     for (const auto& c : cs) {
-      const json& ports = Member(c, "ports");
+      const json& ports = JsonMember(c, "ports");
       if (!ports.is_array()) continue;
       for (const auto& port : ports) {
         ContainerPort cp;
-        cp.name = Str(port, "name");
-        const json& n = Member(port, "containerPort");
+        cp.name = JsonStr(port, "name");
+        const json& n = JsonMember(port, "containerPort");
         if (cp.name.empty() || !n.is_number_integer()) continue;
         int64_t v = n.get<int64_t>();
         if (v < 1 || v > 65535) continue;
         cp.port = static_cast<uint16_t>(v);
-        std::string proto = Str(port, "protocol");
+        std::string proto = JsonStr(port, "protocol");
         auto pr = ParseProto(proto.empty() ? "TCP" : proto);
         if (!pr) continue;
         cp.proto = *pr;
@@ -267,26 +258,26 @@ std::optional<Pod> DecodePod(const json& obj) {
       }
     }
   }
-  const json& status = Member(obj, "status");
-  std::string phase = Str(status, "phase");
+  const json& status = JsonMember(obj, "status");
+  std::string phase = JsonStr(status, "phase");
   p.terminal = phase == "Succeeded" || phase == "Failed";
-  const json& ips = Member(status, "podIPs");
+  const json& ips = JsonMember(status, "podIPs");
   if (ips.is_array())
     for (const auto& e : ips)
-      if (auto a = IpAddress::Parse(Str(e, "ip"))) p.ips.push_back(*a);
+      if (auto a = IpAddress::Parse(JsonStr(e, "ip"))) p.ips.push_back(*a);
   if (p.ips.empty())
-    if (auto a = IpAddress::Parse(Str(status, "podIP"))) p.ips.push_back(*a);
+    if (auto a = IpAddress::Parse(JsonStr(status, "podIP"))) p.ips.push_back(*a);
   std::sort(p.ips.begin(), p.ips.end());
   p.ips.erase(std::unique(p.ips.begin(), p.ips.end()), p.ips.end());
   return p;
 }
 
 std::optional<Namespace> DecodeNamespace(const json& obj) {
-  const json& meta = Member(obj, "metadata");
+  const json& meta = JsonMember(obj, "metadata");
   Namespace n;
-  n.name = Str(meta, "name");
+  n.name = JsonStr(meta, "name");
   if (n.name.empty()) return std::nullopt;
-  n.labels = DecodeLabels(Member(meta, "labels"));
+  n.labels = DecodeLabels(JsonMember(meta, "labels"));
   n.labels.emplace(kNamespaceNameLabel, n.name);
   return n;
 }

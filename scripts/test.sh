@@ -44,6 +44,7 @@ PHASE_START=$SECONDS
 PHASE_NAME=""
 SUMMARY=()
 FAILED=()
+WHY=()      # a few lines per failure, printed after the summary (CI shows the tail)
 SAN_PID=""
 phase_end() {
   [ -n "$PHASE_NAME" ] && SUMMARY+=("$(printf '%5ds  %s' $((SECONDS - PHASE_START)) "$PHASE_NAME")")
@@ -82,12 +83,31 @@ trap cleanup EXIT
 test_names() { (cd "$1" && shift && ctest -N "$@") | sed -n 's/^ *Test *#[0-9]*: //p' | sort -u; }
 # The names among stdin that are targets of build dir $1 (tests run by a
 # script, such as fake_apiserver_test, have none).
+# why LOG: the lines of a failed suite's LOG that say what failed (gtest's,
+# ctest's and our scripts' FAIL lines, at most 8), then its last 3 lines.
+why() {
+  WHY+=("---- $1")
+  local l
+  while IFS= read -r l; do WHY+=("  ${l:0:200}"); done < <(
+    { grep -aE '^\[  FAILED  \]|^FAIL|[0-9]+ - .*\(Failed|Timeout\)|\[FAIL\]|^--- FAIL' "$1" | head -n 8; tail -n 3 "$1"; } 2>/dev/null)
+}
+# logged NAME CMD...: runs CMD with its output also in $BUILD_DIR/test-logs/NAME.log;
+# on failure that log goes to why.
+logged() {
+  local name=$1; shift
+  mkdir -p "$BUILD_DIR/test-logs"
+  local log="$BUILD_DIR/test-logs/$name.log"
+  if "$@" 2>&1 | tee "$log"; then return 0; fi
+  why "$log"
+  return 1
+}
 only_targets() { grep -Fxf <(ninja -C "$1" -t targets all | sed -n 's/^\([^:/]*\): .*/\1/p') || true; }
 summary() {
   phase_end
   printf '\n==== took %ds ====\n' $((SECONDS - START))
   printf '%s\n' "${SUMMARY[@]}"
   if [ ${#FAILED[@]} -gt 0 ]; then
+    [ ${#WHY[@]} -gt 0 ] && printf '%s\n' "${WHY[@]}"
     printf 'FAILED: %s\n' "${FAILED[@]}"
     exit 1
   fi
@@ -142,7 +162,7 @@ bash scripts/build.sh weft weftd weftctl weft-bench $PHASE1_TARGETS
 
 phase "1. integration (network namespaces), the virtual cluster, real runtimes, benchmark quick mode"
 (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900 -j"$JOBS" -E "$SAN_SET" "$@") ||
-  FAILED+=("phase 1 (./build)")
+  { FAILED+=("phase 1 (./build)"); why "$BUILD_DIR/Testing/Temporary/LastTest.log"; }
 
 # A real control plane (issue 21, docs/cluster.md): Kubernetes built from the
 # Go module proxy (tests/k8s; Go's caches under $HOME keep it warm), weftd
@@ -152,12 +172,12 @@ phase "1. integration (network namespaces), the virtual cluster, real runtimes, 
 if [ $# -eq 0 ]; then
   phase "1b. a real Kubernetes: the build, weftd against kube-apiserver, the stand-in's fidelity, 2 real nodes"
   if bash scripts/k8s-build.sh; then
-    WEFTD="$PWD/$BUILD_DIR/cmd/weftd/weftd" bash tests/k8s/weftd_apiserver_test.sh ||
+    WEFTD="$PWD/$BUILD_DIR/cmd/weftd/weftd" logged weftd_apiserver bash tests/k8s/weftd_apiserver_test.sh ||
       FAILED+=("phase 1b: weftd against kube-apiserver")
-    python3 tests/k8s/fidelity_test.py || FAILED+=("phase 1b: the stand-in's fidelity")
-    bash tests/k8s/images_test.sh || FAILED+=("phase 1b: the node images (tests/k8s/images_test.sh)")
-    (cd tests/k8s && go test -mod=readonly ./cmd/kubedns/) || FAILED+=("phase 1b: the cluster DNS's unit test")
-    E2E_SMOKE=1 WEFT_BUILD="$PWD/$BUILD_DIR" bash tests/k8s/cluster_nodes_test.sh ||
+    logged fidelity python3 tests/k8s/fidelity_test.py || FAILED+=("phase 1b: the stand-in's fidelity")
+    logged images bash tests/k8s/images_test.sh || FAILED+=("phase 1b: the node images (tests/k8s/images_test.sh)")
+    logged kubedns bash -c 'cd tests/k8s && go test -mod=readonly ./cmd/kubedns/' || FAILED+=("phase 1b: the cluster DNS's unit test")
+    E2E_SMOKE=1 WEFT_BUILD="$PWD/$BUILD_DIR" logged cluster_nodes bash tests/k8s/cluster_nodes_test.sh ||
       FAILED+=("phase 1b: real nodes (containerd, kubelet, kube-proxy) with Weft from deploy/")
   else
     FAILED+=("phase 1b: the Kubernetes build (scripts/k8s-build.sh)")
@@ -178,7 +198,7 @@ fi
 phase "2. unit, plugin and reliability suites under ASan+UBSan, with the crash points compiled in"
 (cd "$SAN_DIR" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
    ctest --output-on-failure --timeout 900 -j"$JOBS" -R "$SAN_SET") ||
-  FAILED+=("phase 2 (./build-san)")
+  { FAILED+=("phase 2 (./build-san)"); why "$SAN_DIR/Testing/Temporary/LastTest.log"; }
 
 phase "3. fuzzers, 10 s each"
 WEFT_FUZZ_NO_BUILD=1 bash scripts/fuzz.sh 10 || FAILED+=("phase 3 (fuzzers)")

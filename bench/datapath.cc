@@ -5,12 +5,15 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <random>
 #include <thread>
 
 #include "base/unique_fd.h"
@@ -18,6 +21,8 @@
 #include "bench/ns.h"
 #include "bench/stats.h"
 #include "sys/exec.h"
+#include "sys/files.h"
+#include "sys/sysctl.h"
 
 namespace weft::bench {
 
@@ -546,6 +551,323 @@ json RunDatapath(const DatapathOptions& opt, const Runner& runner, const std::ve
     rows.push_back(r);
   }
   return {{"seconds", opt.seconds}, {"rounds", opt.rounds}, {"rows", rows}};
+}
+
+
+// ---- The source guard's paired A/B (issue 22 §1) ----
+
+std::array<double, 3> MedianWithCi(const std::vector<double>& ratios) {
+  if (ratios.empty()) return {0, 0, 0};
+  std::mt19937 rng(22);
+  std::uniform_int_distribution<size_t> pick(0, ratios.size() - 1);
+  std::vector<double> medians, sample(ratios.size());
+  for (int i = 0; i < 2000; ++i) {
+    for (auto& x : sample) x = ratios[pick(rng)];
+    medians.push_back(Median(sample));
+  }
+  return {Median(ratios), Percentile(medians, 2.5), Percentile(medians, 97.5)};
+}
+
+namespace {
+
+Status PinAndSchedule(const std::vector<int>& cpus, size_t which, bool fifo) {
+  if (which < cpus.size()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpus[which], &set);
+    if (::sched_setaffinity(0, sizeof set, &set) != 0)
+      return Status::FromErrno(Reason::kFailed, Domain::kKernel, "sched_setaffinity", errno);
+  }
+  if (fifo) {
+    // Children (nft) start as ordinary processes again.
+    sched_param sp{};
+    sp.sched_priority = 10;
+    if (::sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) != 0)
+      return Status::FromErrno(Reason::kFailed, Domain::kKernel, "sched_setscheduler SCHED_FIFO", errno);
+  }
+  return Status::Ok();
+}
+
+void Unschedule() {
+  sched_param sp{};
+  (void)::sched_setscheduler(0, SCHED_OTHER, &sp);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int i = 0; i < CPU_SETSIZE; ++i) CPU_SET(i, &set);
+  (void)::sched_setaffinity(0, sizeof set, &set);
+}
+
+// Two long-lived connections between the pods: a TCP_RR echo and a bulk
+// stream into a sink. The peers run on one thread each in the server pod's
+// sockets; the caller's thread is the client. Each Window* runs for `ms` and
+// returns the rate over the time it measured.
+class PairLoad {
+ public:
+  static Result<std::unique_ptr<PairLoad>> Open(const PodPair& t, const GuardAbOptions& opt) {
+    auto p = std::unique_ptr<PairLoad>(new PairLoad());
+    p->opt_ = &opt;
+    int one = 1;
+    for (int port : {kRrPort, kRrPort + 1}) {
+      WEFT_ASSIGN_OR_RETURN(UniqueFd lfd, SocketIn(t.server_ns));
+      ::setsockopt(lfd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      sockaddr_in sa = Addr(t.server_ip, port);
+      if (::bind(lfd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+        return Status::FromErrno(Reason::kFailed, Domain::kFile, "bind " + t.server_ip, errno);
+      if (::listen(lfd.get(), 1) != 0) return Status::FromErrno(Reason::kFailed, Domain::kFile, "listen", errno);
+      WEFT_ASSIGN_OR_RETURN(UniqueFd cfd, SocketIn(t.client_ns));
+      ::setsockopt(cfd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      timeval tv{5, 0};
+      ::setsockopt(cfd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      ::setsockopt(cfd.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+      if (::connect(cfd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+        return Status::FromErrno(Reason::kFailed, Domain::kFile, "connect " + t.server_ip, errno);
+      int c = ::accept4(lfd.get(), nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) return Status::FromErrno(Reason::kFailed, Domain::kFile, "accept", errno);
+      ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      (port == kRrPort ? p->rr_client_ : p->st_client_) = std::move(cfd);
+      (port == kRrPort ? p->rr_server_ : p->st_server_) = UniqueFd(c);
+    }
+    PairLoad* self = p.get();
+    p->echo_ = std::thread([self] {
+      (void)PinAndSchedule(self->opt_->cpus, 1, self->opt_->fifo);
+      char b;
+      while (::read(self->rr_server_.get(), &b, 1) == 1 && ::write(self->rr_server_.get(), &b, 1) == 1) {
+      }
+    });
+    p->sink_ = std::thread([self] {
+      (void)PinAndSchedule(self->opt_->cpus, 1, self->opt_->fifo);
+      std::vector<char> buf(1 << 17);
+      for (;;) {
+        ssize_t n = ::read(self->st_server_.get(), buf.data(), buf.size());
+        if (n <= 0) return;
+        self->received_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+      }
+    });
+    return p;
+  }
+  ~PairLoad() {
+    ::shutdown(rr_client_.get(), SHUT_RDWR);
+    ::shutdown(st_client_.get(), SHUT_RDWR);
+    ::shutdown(rr_server_.get(), SHUT_RDWR);
+    ::shutdown(st_server_.get(), SHUT_RDWR);
+    if (echo_.joinable()) echo_.join();
+    if (sink_.joinable()) sink_.join();
+  }
+
+  // Transactions per second.
+  Result<double> WindowRr(int ms) {
+    uint64_t n = 0;
+    char b = 'x';
+    auto start = Clock::now(), end = start + std::chrono::milliseconds(ms);
+    Clock::time_point now = start;
+    while (now < end) {
+      for (int i = 0; i < 32; ++i, ++n)  // the clock read 32x less often
+        if (::write(rr_client_.get(), &b, 1) != 1 || ::read(rr_client_.get(), &b, 1) != 1)
+          return Status::FromErrno(Reason::kFailed, Domain::kFile, "request/response", errno);
+      now = Clock::now();
+    }
+    return static_cast<double>(n) / std::chrono::duration<double>(now - start).count();
+  }
+  // Gbit/s received by the sink.
+  Result<double> WindowStream(int ms) {
+    static const std::vector<char> buf(1 << 17, 'x');
+    // Let the previous window's bytes drain first.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const uint64_t before = received_.load();
+    auto start = Clock::now(), end = start + std::chrono::milliseconds(ms);
+    Clock::time_point now = start;
+    while (now < end) {
+      if (::write(st_client_.get(), buf.data(), buf.size()) <= 0)
+        return Status::FromErrno(Reason::kFailed, Domain::kFile, "stream write", errno);
+      now = Clock::now();
+    }
+    const uint64_t got = received_.load() - before;
+    return got * 8 / 1e9 / std::chrono::duration<double>(now - start).count();
+  }
+
+ private:
+  PairLoad() = default;
+  const GuardAbOptions* opt_ = nullptr;
+  UniqueFd rr_client_, rr_server_, st_client_, st_server_;
+  std::atomic<uint64_t> received_{0};
+  std::thread echo_, sink_;
+};
+
+Result<sys::ExecResult> NftIn(const Node& node, std::vector<std::string> argv, std::string in = "") {
+  sys::ExecRequest req;
+  req.path = "/usr/sbin/nft";
+  req.argv = std::move(argv);
+  req.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  req.netns_fd = node.ns.fd();
+  req.stdin_data = std::move(in);
+  return sys::Exec(req);
+}
+
+// What each node needs for one state of the A/B.
+struct GuardState {
+  std::vector<std::string> script;  // per node: nft -f text
+  bool rp_filter = false;
+};
+
+Status ApplyState(const std::vector<const Node*>& nodes, const GuardState& st) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    WEFT_ASSIGN_OR_RETURN(auto r, NftIn(*nodes[i], {"nft", "-f", "-"}, st.script[i]));
+    if (r.exit_code != 0) return Status::Error(Reason::kFailed, Domain::kFirewall, nodes[i]->name + ": nft -f: " + r.err);
+    WEFT_RETURN_IF_ERROR(sys::RunInNetns(nodes[i]->ns, [&]() -> Status {
+      WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::Open());
+      WEFT_ASSIGN_OR_RETURN(auto links, nl.ListLinks());
+      for (const auto& l : links)
+        if (l.name.rfind("wft", 0) == 0)
+          WEFT_RETURN_IF_ERROR(sys::EnsureSysctl("net/ipv4/conf/" + l.name + "/rp_filter", st.rp_filter ? "1" : "0"));
+      return Status::Ok();
+    }));
+  }
+  return Status::Ok();
+}
+
+// Removes both guard tables (and bench/guard_variants/ip6-only.nft's),
+// whatever exists.
+const char kNoGuard[] =
+    "add table inet weft-guard\ndelete table inet weft-guard\n"
+    "add table bridge weft-guard\ndelete table bridge weft-guard\n"
+    "add table ip6 weft-guard6\ndelete table ip6 weft-guard6\n";
+
+}  // namespace
+
+json RunGuardAb(const GuardAbOptions& opt, const Runner& runner, const std::vector<NetConfig>& configs) {
+  json rows = json::array();
+  int idx = 0;
+  for (const auto& key : opt.topologies) {
+    Topology t;
+    t.key = key;
+    t.label = key;
+    const bool two_nodes = key == "weft-vxlan" || key == "weft-host-gw";
+    if (!two_nodes) {
+      for (const auto& c : configs)
+        if (c.key == key) t.cfg = &c;
+      if (!t.cfg) {
+        rows.push_back({{"topology", key}, {"error", "unknown topology"}});
+        continue;
+      }
+    }
+    DatapathOptions dopt{opt.prefix, 1, 1, opt.weftd_bin};
+    auto fail = [&](const Status& st) {
+      rows.push_back({{"topology", key}, {"error", st.ToString()}});
+      Unschedule();
+      Teardown(t);
+    };
+    Status st = Setup(t, dopt, runner, idx++);
+    if (!st.ok()) {
+      fail(st);
+      continue;
+    }
+    std::vector<const Node*> nodes = {t.node.get()};
+    if (t.node2) nodes.push_back(t.node2.get());
+    // The states: "on" is what ADD installed, listed now (bridge: with the
+    // ports' bindings), unless a script replaces it.
+    GuardState on, off;
+    on.rp_filter = opt.rp_filter_on;
+    off.rp_filter = opt.rp_filter_off;
+    for (const Node* n : nodes) {
+      std::string listed;
+      for (const char* family : {"inet", "bridge"}) {
+        auto r = NftIn(*n, {"nft", "list", "table", family, "weft-guard"});
+        if (r.ok() && r->exit_code == 0) listed += r->out;
+      }
+      on.script.push_back(opt.on_script.empty() ? std::string(kNoGuard) + listed : opt.on_script);
+      off.script.push_back(opt.off_script.empty() ? std::string(kNoGuard) : opt.off_script);
+      if (opt.on_script.empty() && listed.empty()) st = Status::Error(Reason::kFailed, Domain::kFirewall, n->name + ": no guard table after ADD");
+    }
+    if (!st.ok()) {
+      fail(st);
+      continue;
+    }
+    const PodPair pair{t.client_ns, t.server_ns, t.server_ip};
+    auto load = PairLoad::Open(pair, opt);
+    if (!load.ok()) {
+      fail(load.status());
+      continue;
+    }
+    std::vector<double> rr_on, rr_off, st_on, st_off, rr_ratio, st_ratio;
+    std::string loadavg_start, loadavg_end;
+    {
+      auto f = sys::ReadFile("/proc/loadavg", 4096);
+      if (f.ok()) loadavg_start = f->substr(0, f->find(' ', f->find(' ', f->find(' ') + 1) + 1));
+    }
+    try {
+      // Warm up: one window of each, in each state, not kept.
+      for (const GuardState* s : {&on, &off}) {
+        if (!(st = ApplyState(nodes, *s)).ok()) break;
+        if (auto r = (*load)->WindowRr(opt.window_ms / 2); !r.ok()) st = r.status();
+        if (opt.stream)
+          if (auto r = (*load)->WindowStream(opt.window_ms / 2); !r.ok()) st = r.status();
+      }
+      for (int i = 0; i < opt.pairs && st.ok(); ++i) {
+        CheckInterrupt();
+        double rr[2] = {0, 0}, gb[2] = {0, 0};
+        for (int k = 0; k < 2 && st.ok(); ++k) {
+          const bool is_on = (k == 0) == (i % 2 == 0);
+          if (!(st = ApplyState(nodes, is_on ? on : off)).ok()) break;
+          // The client's pinning/priority only for the windows: the nft
+          // runs between them stay ordinary.
+          if (!(st = PinAndSchedule(opt.cpus, 0, opt.fifo)).ok()) break;
+          auto r = (*load)->WindowRr(opt.window_ms);
+          Result<double> g = 0.0;
+          if (r.ok() && opt.stream) g = (*load)->WindowStream(opt.window_ms);
+          Unschedule();
+          if (!r.ok()) st = r.status();
+          else if (!g.ok()) st = g.status();
+          else {
+            rr[is_on ? 0 : 1] = *r;
+            gb[is_on ? 0 : 1] = *g;
+          }
+        }
+        if (!st.ok()) break;
+        rr_on.push_back(rr[0]);
+        rr_off.push_back(rr[1]);
+        rr_ratio.push_back(rr[0] / rr[1]);
+        if (opt.stream) {
+          st_on.push_back(gb[0]);
+          st_off.push_back(gb[1]);
+          st_ratio.push_back(gb[0] / gb[1]);
+        }
+        std::fprintf(stderr, "[guard-ab] %s pair %d/%d: TCP_RR %.0f / %.0f = %.3f", key.c_str(), i + 1, opt.pairs,
+                     rr[0], rr[1], rr[0] / rr[1]);
+        if (opt.stream) std::fprintf(stderr, "  stream %.2f / %.2f Gbit/s = %.3f", gb[0], gb[1], gb[0] / gb[1]);
+        std::fprintf(stderr, "\n");
+      }
+    } catch (const Interrupted&) {
+      Unschedule();
+      load->reset();
+      Teardown(t);
+      throw;
+    }
+    {
+      auto f = sys::ReadFile("/proc/loadavg", 4096);
+      if (f.ok()) loadavg_end = f->substr(0, f->find(' ', f->find(' ', f->find(' ') + 1) + 1));
+    }
+    // Leave the node as ADD left it (then removed with it).
+    (void)ApplyState(nodes, on);
+    load->reset();
+    Teardown(t);
+    auto row = [&](const char* metric, const std::vector<double>& a, const std::vector<double>& b,
+                   const std::vector<double>& ratio) {
+      auto [m, lo, hi] = MedianWithCi(ratio);
+      // The target: the guard costs at most 2 %, i.e. on/off >= 0.98.
+      std::string verdict = lo >= 0.98 ? "met" : hi < 0.98 ? "missed" : "undecided (the interval holds 0.98)";
+      json j = {{"topology", key},       {"metric", metric},       {"pairs", ratio.size()},
+                {"on", Median(a)},       {"off", Median(b)},       {"ratio", m},
+                {"ci_low", lo},          {"ci_high", hi},          {"cost_pct", (1 - m) * 100},
+                {"target_pct", 2.0},     {"verdict", verdict},     {"ratios", ratio},
+                {"loadavg_start", loadavg_start}, {"loadavg_end", loadavg_end},
+                {"on_label", opt.on_label}, {"off_label", opt.off_label}};
+      if (!st.ok()) j["error"] = st.ToString();
+      rows.push_back(j);
+    };
+    row("TCP_RR", rr_on, rr_off, rr_ratio);
+    if (opt.stream) row("TCP stream", st_on, st_off, st_ratio);
+  }
+  return {{"window_ms", opt.window_ms}, {"pairs", opt.pairs}, {"rows", rows}};
 }
 
 }  // namespace weft::bench

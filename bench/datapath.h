@@ -5,6 +5,7 @@
 // over a veth underlay, and a bare kernel VXLAN on it); and pod to pod across
 // two such nodes run by weftd (etcd, backend vxlan or host-gw).
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -43,5 +44,43 @@ struct DatapathOptions {
 // those with `datapath` set and available in `control`).
 nlohmann::json RunDatapath(const DatapathOptions& opt, const Runner& runner, const std::vector<NetConfig>& configs,
                            const nlohmann::json& control);
+
+// The source guard's cost (issue 22 §1), as a paired A/B: the same pods and
+// the same two long-lived TCP connections (a TCP_RR loop, one byte each way,
+// TCP_NODELAY; a bulk stream) measured in short windows, the node(s)
+// switched between state "on" and state "off" before every window, pairs in
+// alternating order (on, off / off, on). Each pair gives one ratio on/off;
+// the result is the median ratio with a bootstrap 95 % confidence interval,
+// so load that drifts over seconds cancels within a pair.
+//
+// "on" is the guard as the plugin installed it (its table listed after the
+// pods' ADDs and restored before each "on" window), or `on_script`; "off"
+// is no guard table, or `off_script`. A script is an nft -f text applied in
+// each node's netns (it should start by removing the weft-guard tables it
+// replaces). `rp_filter` = "on": the "on" state also sets
+// net.ipv4.conf.<pod port>.rp_filter=1 on every pod's host interface (0 in
+// "off"), the kernel's strict reverse-path check.
+struct GuardAbOptions {
+  std::string prefix;
+  std::string weftd_bin;
+  // weft-routed, weft-bridge (one node), weft-vxlan, weft-host-gw (two).
+  std::vector<std::string> topologies = {"weft-routed"};
+  int pairs = 40;
+  int window_ms = 500;
+  std::vector<int> cpus;  // {client, server}: pin the two threads
+  bool fifo = false;      // SCHED_FIFO for the two threads while measuring
+  bool stream = true;     // also measure the bulk stream
+  std::string on_script, off_script;  // file contents; empty: as described
+  std::string on_label = "guard on", off_label = "guard off";
+  bool rp_filter_on = false, rp_filter_off = false;
+};
+
+// One row per topology and metric: {topology, metric, pairs, on, off
+// (medians), ratio (median of on/off), ci_low, ci_high, cost_pct, verdict}.
+nlohmann::json RunGuardAb(const GuardAbOptions& opt, const Runner& runner, const std::vector<NetConfig>& configs);
+
+// Median of `ratios` and its bootstrap 95 % interval (2000 resamples, fixed
+// seed): {median, low, high}.
+std::array<double, 3> MedianWithCi(const std::vector<double>& ratios);
 
 }  // namespace weft::bench

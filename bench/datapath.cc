@@ -808,6 +808,7 @@ json RunGuardAb(const GuardAbOptions& opt, const Runner& runner, const std::vect
         for (int k = 0; k < 2 && st.ok(); ++k) {
           const bool is_on = (k == 0) == (i % 2 == 0);
           if (!(st = ApplyState(nodes, is_on ? on : off)).ok()) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(opt.settle_ms));
           // The client's pinning/priority only for the windows: the nft
           // runs between them stay ordinary.
           if (!(st = PinAndSchedule(opt.cpus, 0, opt.fifo)).ok()) break;

@@ -67,6 +67,10 @@ struct GuardAbOptions {
   std::vector<std::string> topologies = {"weft-routed"};
   int pairs = 40;
   int window_ms = 500;
+  // After each switch, before the window: the kernel's deferred work of the
+  // nft transaction (freeing the replaced table, hook unregistration) runs
+  // on a kworker and would bill the window that follows.
+  int settle_ms = 100;
   std::vector<int> cpus;  // {client, server}: pin the two threads
   bool fifo = false;      // SCHED_FIFO for the two threads while measuring
   bool stream = true;     // also measure the bulk stream

@@ -4,7 +4,7 @@
 //
 //   weft-bench-guard --out DIR [--prefix wbNNN] [--build-dir DIR]
 //                    [--topologies weft-routed,weft-bridge,weft-vxlan,weft-host-gw]
-//                    [--pairs N] [--window-ms MS] [--cpus C,S] [--fifo] [--no-stream]
+//                    [--pairs N] [--window-ms MS] [--settle-ms MS] [--cpus C,S] [--fifo] [--no-stream]
 //                    [--on FILE] [--off FILE] [--on-label L] [--off-label L]
 //                    [--rp-filter on|off|both]
 //
@@ -55,6 +55,7 @@ int Main(int argc, char** argv) {
     else if (k == "--topologies") opt.topologies = Split(val());
     else if (k == "--pairs") opt.pairs = std::atoi(val().c_str());
     else if (k == "--window-ms") opt.window_ms = std::atoi(val().c_str());
+    else if (k == "--settle-ms") opt.settle_ms = std::atoi(val().c_str());
     else if (k == "--cpus") {
       for (const auto& c : Split(val())) opt.cpus.push_back(std::atoi(c.c_str()));
     } else if (k == "--fifo") opt.fifo = true;
@@ -71,11 +72,11 @@ int Main(int argc, char** argv) {
     } else ok = false;
   }
   if (opt.prefix.empty()) opt.prefix = "wb" + std::to_string(::getpid());
-  if (!ok || out.empty() || opt.prefix.rfind("wb", 0) != 0 || opt.pairs < 2 || opt.window_ms < 50 ||
+  if (!ok || out.empty() || opt.prefix.rfind("wb", 0) != 0 || opt.pairs < 2 || opt.window_ms < 50 || opt.settle_ms < 0 ||
       opt.cpus.size() > 2) {
     std::fprintf(stderr,
                  "usage: weft-bench-guard --out DIR [--prefix wbNNN] [--build-dir DIR] [--topologies K,...]\n"
-                 "         [--pairs N>=2] [--window-ms MS>=50] [--cpus C,S] [--fifo] [--no-stream]\n"
+                 "         [--pairs N>=2] [--window-ms MS>=50] [--settle-ms MS] [--cpus C,S] [--fifo] [--no-stream]\n"
                  "         [--on FILE] [--off FILE] [--on-label L] [--off-label L] [--rp-filter on|off|both]\n");
     return 2;
   }

@@ -118,6 +118,7 @@ Result<std::vector<PolicyPod>> ParsePolicyPods(const std::string& body) {
     p.egress_policies = Strings(o, "egressPolicies");
     p.ingress_rules = Strings(o, "ingressRules");
     p.egress_rules = Strings(o, "egressRules");
+    p.node_rules = Strings(o, "nodeRules");  // older weftd: absent
     p.raw = o;
     out.push_back(std::move(p));
   }
@@ -201,6 +202,13 @@ std::string RenderPolicyText(const std::vector<PolicyPod>& pods, const NftTable*
                     max_elements, &shown);
     RenderDirection(out, "egress", p.isolated_egress, p.egress_policies, p.egress_rules, false, ruleset, max_elements,
                     &shown);
+    // Its traffic to its own node (input hook): the tiers only.
+    if (!p.node_rules.empty()) {
+      std::vector<std::string> tiers;
+      for (const auto& name : p.egress_policies)
+        if (name.rfind("Admin:", 0) == 0 || name.rfind("Baseline:", 0) == 0) tiers.push_back(name);
+      RenderDirection(out, "to node", true, tiers, p.node_rules, false, ruleset, max_elements, &shown);
+    }
   }
   return out.str();
 }

@@ -22,6 +22,7 @@ struct PolicyPod {
   bool isolated_egress = false;
   std::vector<std::string> ingress_policies, egress_policies;  // namespace/name
   std::vector<std::string> ingress_rules, egress_rules;        // nft rules of its chains, in order
+  std::vector<std::string> node_rules;  // its chain to its own node (ClusterNetworkPolicy tiers; may be empty)
   nlohmann::json raw;                                          // weftd's object as it came
 };
 

@@ -42,7 +42,7 @@ json PolicyJson(const std::string& addr, std::optional<bool> ready, const std::v
     json o = p.raw;
     if (ruleset) {
       json sets = json::object();
-      for (const auto* rules : {&p.ingress_rules, &p.egress_rules})
+      for (const auto* rules : {&p.ingress_rules, &p.egress_rules, &p.node_rules})
         for (const auto& r : *rules)
           for (const auto& name : RuleSetRefs(r))
             if (auto it = ruleset->sets.find(name); it != ruleset->sets.end())

@@ -67,6 +67,11 @@ void RenderSide(std::string& out, const json& side, const std::string& who, bool
     return;
   }
   out += "isolated by " + JoinComma(side.value("policies", json::array())) + "\n";
+  // A judged side with a note: the note decides (a pod to its own node).
+  if (std::string note = Str(side, "note"); !note.empty()) {
+    out += pad + note + "\n";
+    return;
+  }
   const json& rules = side.value("admittedBy", json::array());
   bool any = false;
   for (const auto& r : rules) {

@@ -134,6 +134,26 @@ TEST(Policy, RendersEachPodPerDirectionWithItsSets) {
   EXPECT_EQ(bare.find(" = { "), std::string::npos) << bare;
 }
 
+// A pod a tier denies its own node: the "to node" part (input hook).
+TEST(Policy, RendersTheChainToTheOwnNode) {
+  auto pods = ParsePolicyPods(R"([{"pod": "x/a", "ips": ["10.0.1.1"], "isolatedIngress": false, "isolatedEgress": true,
+    "ingressPolicies": [], "egressPolicies": ["Admin:no-nodes"], "ingressRules": [],
+    "egressRules": ["ct state invalid drop", "ip daddr @b1 goto drop-eg comment \"Admin:no-nodes egress 0 Deny\"",
+                    "return comment \"default\""],
+    "nodeRules": ["ct state invalid drop", "ip daddr @b1 goto drop-eg comment \"Admin:no-nodes egress 0 Deny\"",
+                  "accept comment \"default\""]}])");
+  ASSERT_TRUE(pods.ok()) << pods.status().ToString();
+  std::string text = RenderPolicyText(*pods, nullptr);
+  EXPECT_NE(text.find("  to node:   isolated by Admin:no-nodes\n    deny   ct state invalid\n"
+                      "    deny   ip daddr @b1      # Admin:no-nodes egress 0 Deny\n    allow  everything        # default\n"),
+            std::string::npos)
+      << text;
+  // Without a node chain (NetworkPolicy alone, older weftd): no such part.
+  auto plain = ParsePolicyPods(kNetpol);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(RenderPolicyText(*plain, nullptr).find("to node"), std::string::npos);
+}
+
 TEST(Policy, ReadyMetric) {
   EXPECT_EQ(NetpolReadyMetric("# HELP weft_netpol_ready x\n# TYPE weft_netpol_ready gauge\nweft_netpol_ready 1\n"),
             true);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 
 #include "policy/cnp_types.h"
 #include "policy/netpol_model.h"
@@ -405,6 +406,162 @@ TEST_F(TierTest, FullRenderIsValidStructureAndRemovalLeavesNothing) {
   EXPECT_TRUE(e_.desired().chains.empty());
   EXPECT_TRUE(e_.desired().ingress4.empty());
   EXPECT_EQ(e_.desired().sets.size(), 2u);  // local4, local6
+}
+
+// A pod's traffic to its own node never reaches the forward hook: the tiers'
+// egress rules that can match a node address are compiled into a node-<pod>
+// chain the input hook dispatches to by the pod's address.
+TEST_F(TierTest, TrafficToTheOwnNodeIsJudgedByTheTiersInTheInputHook) {
+  Pod dual = MakePod("x", "d", {{"pod", "d"}}, "n1", "10.0.1.9");
+  dual.ips.push_back(*IpAddress::Parse("fd00:1::9"));
+  e_.UpsertPod(dual);
+  e_.UpsertNode(Node("n1", {}, {"192.168.1.1", "fd00::1"}));
+  e_.UpsertNode(Node("n2", {}, {"192.168.1.2"}));
+  e_.MarkApplied(false);
+  auto node_chain = [&](const std::string& ip) {
+    const auto& m = ip.find(':') == std::string::npos ? e_.desired().node4 : e_.desired().node6;
+    auto it = m.find(ip);
+    return it == m.end() ? "" : it->second;
+  };
+  // A NetworkPolicy alone never restricts it (unchanged).
+  e_.UpsertPolicy(Np(R"({"metadata":{"namespace":"x","name":"np-eg"},"spec":{"podSelector":{"matchLabels":{"pod":"b"}},
+    "policyTypes":["Egress"],"egress":[]}})"));
+  EXPECT_FALSE(Chain("eg", "10.0.1.2").empty());
+  EXPECT_TRUE(e_.desired().node4.empty());
+  // A tier rule with pod peers only cannot match a node address: no chain.
+  e_.UpsertClusterPolicy(Cnp(OneRule("pods-only", "Admin", 1, "egress",
+                                     R"({"action":"Deny","to":[{"namespaces":{"matchLabels":{"ns":"y"}}}]})")));
+  EXPECT_FALSE(Chain("eg", "10.0.1.1").empty());
+  EXPECT_TRUE(e_.desired().node4.empty());
+  EXPECT_TRUE(e_.Tightened().size() > 0);
+  e_.MarkApplied(false);
+
+  // An Admin Deny to the nodes: every selected pod of n1 gets a node chain,
+  // both families, with only the rule that can match a node address.
+  e_.UpsertClusterPolicy(Cnp(OneRule("no-nodes", "Admin", 2, "egress",
+                                     R"({"action":"Deny","to":[{"nodes":{}}],"protocols":[{"tcp":{"destinationPort":{"number":10250}}}]})")));
+  std::string c = node_chain("10.0.1.1");
+  ASSERT_EQ(c.rfind("node-", 0), 0u) << c;
+  EXPECT_EQ(node_chain("10.0.1.9"), node_chain("fd00:1::9"));
+  EXPECT_EQ(e_.desired().node4r.at("10.0.1.1"), "r" + c);
+  EXPECT_EQ(node_chain("10.0.1.3"), "");  // y/b: not a subject
+  auto r = Rules(c);
+  ASSERT_EQ(r.size(), 4u) << ::testing::PrintToString(r);
+  EXPECT_EQ(r[0], "ct state invalid drop");
+  EXPECT_EQ(Find(r, "Admin:pods-only"), -1);
+  EXPECT_EQ(Find(r, "itself"), -1);
+  int deny = Find(r, "ip daddr @b");
+  ASSERT_EQ(deny, 1);
+  EXPECT_NE(r[deny].find("meta l4proto tcp th dport 10250 goto drop-eg comment \"Admin:no-nodes egress 0 Deny\""),
+            std::string::npos)
+      << r[deny];
+  EXPECT_NE(r[2].find("ip6 daddr @b"), std::string::npos) << r[2];
+  EXPECT_EQ(r.back(), "accept comment \"default\"");
+  std::string set = r[deny].substr(r[deny].find('@') + 1, 13);
+  EXPECT_EQ(e_.desired().sets.at(set + "-b4").elements, std::set<std::string>{"192.168.1.1-192.168.1.2"});
+  // The reply twin (output hook, rechecked connections): addresses and ports swapped.
+  auto rr = Rules("r" + c);
+  EXPECT_NE(rr[1].find("ip saddr @" + set + "-b4 meta l4proto tcp th sport 10250 goto rdrop-eg"), std::string::npos)
+      << rr[1];
+  // The forward chain keeps both rules (other nodes are peers there).
+  EXPECT_GE(Find(Rules(Chain("eg", "10.0.1.1")), "Admin:no-nodes"), 0);
+  // The pods whose node chain appeared are marked for a recheck.
+  auto t = e_.Tightened();
+  for (const char* ip : {"10.0.1.1", "10.0.1.2", "10.0.1.9", "fd00:1::9"})
+    EXPECT_NE(std::find(t.begin(), t.end(), ip), t.end()) << ip;
+  e_.MarkApplied(false);
+
+  // x/b, which a NetworkPolicy isolates for egress: the Admin tier still
+  // decides first, then NetworkPolicy stands for "allow".
+  auto rb = Rules(node_chain("10.0.1.2"));
+  EXPECT_GE(Find(rb, "Admin:no-nodes"), 0);
+  EXPECT_EQ(rb.back(), "accept comment \"NetworkPolicy: the pod's own node\"");
+
+  // networks covering a node address count too; an Admin Pass goes to the
+  // tail, where the Baseline tier (for pods no NP isolates) or NetworkPolicy's
+  // allow follows.
+  e_.RemoveClusterPolicy("no-nodes");
+  e_.UpsertClusterPolicy(Cnp(OneRule("pass-net", "Admin", 3, "egress",
+                                     R"({"action":"Pass","to":[{"networks":["192.168.0.0/16"]}]})")));
+  e_.UpsertClusterPolicy(Cnp(OneRule("base-deny", "Baseline", 1, "egress",
+                                     R"({"action":"Deny","to":[{"networks":["0.0.0.0/0","::/0"]}]})")));
+  c = node_chain("10.0.1.1");
+  r = Rules(c);
+  int pass = Find(r, "Admin:pass-net egress 0 Pass");
+  ASSERT_GE(pass, 0);
+  EXPECT_NE(r[pass].find("goto t" + c), std::string::npos) << r[pass];
+  EXPECT_EQ(r.back(), "goto t" + c);
+  auto tail = Rules("t" + c);
+  EXPECT_GE(Find(tail, "Baseline:base-deny egress 0 Deny"), 0);
+  EXPECT_EQ(tail.back(), "accept comment \"default\"");
+  EXPECT_EQ(Rules("rt" + c).size(), tail.size());
+  auto tb = Rules("t" + node_chain("10.0.1.2"));  // x/b: NetworkPolicy decides, the Baseline never
+  EXPECT_EQ(tb, std::vector<std::string>{"accept comment \"NetworkPolicy: the pod's own node\""});
+
+  // A Baseline alone, for a pod NetworkPolicy isolates: no node chain.
+  e_.RemoveClusterPolicy("pass-net");
+  EXPECT_FALSE(node_chain("10.0.1.1").empty());
+  EXPECT_EQ(node_chain("10.0.1.2"), "");
+  // Everything removed: no node chain, map entry or tail left.
+  e_.RemoveClusterPolicy("base-deny");
+  e_.RemoveClusterPolicy("pods-only");
+  e_.RemovePolicy("x/np-eg");
+  EXPECT_TRUE(e_.desired().chains.empty());
+  EXPECT_TRUE(e_.desired().node4.empty() && e_.desired().node6.empty() && e_.desired().node4r.empty() &&
+              e_.desired().node6r.empty());
+}
+
+// The input and output hooks: what always passes comes first (replies, the
+// node's own connections, neighbour discovery), then pending pods, then the
+// dispatch by the pod's address; the rule counts are the kernel check's.
+TEST_F(TierTest, InputAndOutputChainsKeepRepliesAndPendingPods) {
+  e_.UpsertNode(Node("n1", {}, {"192.168.1.1"}));
+  e_.UpsertClusterPolicy(Cnp(OneRule("no-nodes", "Admin", 2, "egress", R"({"action":"Deny","to":[{"nodes":{}}]})")));
+  std::string f = e_.RenderFull();
+  auto body = [&](const std::string& chain) {
+    size_t start = f.find("  chain " + chain + " {\n");
+    EXPECT_NE(start, std::string::npos) << chain;
+    size_t end = f.find("\n  }\n", start);
+    std::vector<std::string> lines;
+    std::istringstream in(f.substr(start, end - start));
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    return std::vector<std::string>(lines.begin() + 2, lines.end());  // "chain X {", the hook line
+  };
+  auto in = body("input");
+  auto out = body("output");
+  EXPECT_EQ(in.size(), kInputChainRules);
+  EXPECT_EQ(out.size(), kOutputChainRules);
+  auto at = [&](const std::string& needle) {
+    for (size_t i = 0; i < in.size(); ++i)
+      if (in[i].find(needle) != std::string::npos) return static_cast<int>(i);
+    return -1;
+  };
+  EXPECT_NE(f.find("type filter hook input priority filter; policy accept;"), std::string::npos);
+  EXPECT_EQ(at("ct mark & 0x20000000 == 0 ct state established,related accept"), 0);
+  int reply = at("ct direction reply accept"), nd = at("nd-neighbor-solicit"), ll = at("ip6 saddr fe80::/10 goto drop-eg");
+  int pend4 = at("iifgroup 22342 meta nfproto ipv4 ip saddr != @local4 goto pending-eg"),
+      pend6 = at("iifgroup 22342 meta nfproto ipv6 ip6 saddr != @local6 goto pending-eg");
+  int v4 = at("ip saddr vmap @node4"), v6 = at("ip6 saddr vmap @node6");
+  ASSERT_TRUE(reply > 0 && nd > 0 && ll > 0 && pend4 > 0 && pend6 > 0 && v4 > 0 && v6 > 0) << f;
+  EXPECT_LT(reply, pend4);
+  EXPECT_LT(nd, ll);
+  EXPECT_LT(ll, pend4);
+  EXPECT_LT(pend6, v4);
+  EXPECT_NE(in[ll].find("iifname \"wft*\""), std::string::npos);
+  EXPECT_NE(out[0].find("ct direction reply ct mark & 0x20000000 == 0x20000000 ip daddr vmap @node4r"),
+            std::string::npos);
+  EXPECT_NE(f.find("  map node4 {\n    type ipv4_addr : verdict;\n    elements = { 10.0.1.1 : jump node-"),
+            std::string::npos)
+      << f;
+  // The delta adds the map entries after the chains they jump to.
+  e_.MarkApplied(true);
+  e_.UpsertPod(MakePod("x", "n", {{"pod", "n"}}, "n1", "10.0.1.8"));
+  std::string d = e_.RenderDelta();
+  size_t chain = d.find("add chain inet weft-netpol node-"), entry = d.find("add element inet weft-netpol node4 {");
+  ASSERT_NE(chain, std::string::npos) << d;
+  ASSERT_NE(entry, std::string::npos) << d;
+  EXPECT_LT(chain, entry);
+  EXPECT_NE(d.find("add element inet weft-netpol node4r {"), std::string::npos) << d;
 }
 
 // The model after any event history equals the model built from the final

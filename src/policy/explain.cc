@@ -211,6 +211,12 @@ ExplainSide Judge(const Engine& engine, bool ingress, const Resolved& self, cons
   side.judged = true;
   const Pod& pod = *self.pod;
   const Pod* dst_pod = dst.pod && dst.pod->Addressable() ? dst.pod : nullptr;
+  // A pod's traffic to its own node (an address in its Node's
+  // status.addresses) is judged in the input hook, by the tiers only.
+  bool own_node = false;
+  if (!ingress && other.addr && !(other.pod && other.pod->Addressable()))
+    if (const NodeInfo* n = engine.node(pod.node))
+      own_node = std::find(n->ips.begin(), n->ips.end(), *other.addr) != n->ips.end();
   for (const Policy* pol : engine.PoliciesIn(pod.ns)) {
     if (!pol->pod_selector.Matches(pod.labels)) continue;
     if (ingress ? !pol->isolates_ingress : !pol->isolates_egress) continue;
@@ -235,6 +241,13 @@ ExplainSide Judge(const Engine& engine, bool ingress, const Resolved& self, cons
   if (admin && *admin != Action::kPass) {
     side.decided_by = what;
     side.allowed = *admin == Action::kAccept;
+    return side;
+  }
+  if (side.isolated && own_node) {
+    side.allowed = true;
+    side.note = "NetworkPolicy never restricts a pod's traffic to its own node (" + other.ep.ip + " is " + pod.node +
+                "'s address)";
+    if (admin) side.decided_by = what;  // the Pass that led here
     return side;
   }
   if (side.isolated) {
@@ -371,6 +384,10 @@ Result<Explanation> Explain(const Engine& engine, const ExplainQuery& q) {
         }
     }
     bool tiers = !e.egress.tier_policies.empty() || !e.ingress.tier_policies.empty();
+    if (by.empty() && e.egress.judged && e.egress.isolated && !e.egress.note.empty()) {
+      e.reason = e.egress.note;  // to its own node
+      return e;
+    }
     e.reason = !by.empty() ? "admitted by " + JoinComma(by)
                : tiers     ? "no rule of the cluster policies selecting the pods denies it"
                            : "neither side is isolated";

@@ -245,6 +245,40 @@ TEST_F(ExplainTest, AdminPassDefersToNetworkPolicyAndBaselineOnlyWhereNoneIsolat
   EXPECT_TRUE(Ask("x/a", "y/a", "80").allowed);
 }
 
+// A pod to its own node's address: the tiers judge it (input hook), and
+// NetworkPolicy, when it isolates the pod, stands for "allow" there (it never
+// restricts a pod's traffic to its own node); another node is a peer as before.
+TEST_F(ExplainTest, ThePodsOwnNodeIsJudgedByTheTiersOnly) {
+  NodeInfo n1, n2;
+  n1.name = "n1";
+  n1.ips = {*IpAddress::Parse("192.0.2.11")};
+  n2.name = "n2";
+  n2.ips = {*IpAddress::Parse("192.0.2.12")};
+  engine_.UpsertNode(n1);
+  engine_.UpsertNode(n2);
+  engine_.UpsertPolicy(P(R"({"metadata":{"namespace":"x","name":"no-egress"},"spec":{"podSelector":{},
+    "policyTypes":["Egress"]}})"));
+  Explanation e = Ask("x/a", "192.0.2.11", "80");  // x/a runs on n1
+  EXPECT_TRUE(e.allowed);
+  EXPECT_TRUE(e.egress.isolated);
+  EXPECT_EQ(e.reason, "NetworkPolicy never restricts a pod's traffic to its own node (192.0.2.11 is n1's address)");
+  EXPECT_FALSE(Ask("x/a", "192.0.2.12", "80").allowed);  // n2: an ordinary peer
+  EXPECT_FALSE(Ask("x/b", "192.0.2.11", "80").allowed);  // x/b runs on n2
+  // An Admin Deny to the nodes decides before NetworkPolicy, on its own node too.
+  engine_.UpsertClusterPolicy(Cnp("no-nodes", "Admin", 1, "egress", R"([{"action":"Deny","to":[{"nodes":{}}]}])"));
+  e = Ask("x/a", "192.0.2.11", "80");
+  EXPECT_FALSE(e.allowed);
+  EXPECT_EQ(e.egress.decided_by, "Admin:no-nodes egress 0 Deny");
+  // A Baseline Deny: not reached while NetworkPolicy isolates x/a, applies once none does.
+  engine_.RemoveClusterPolicy("no-nodes");
+  engine_.UpsertClusterPolicy(Cnp("base", "Baseline", 1, "egress", R"([{"action":"Deny","to":[{"networks":["192.0.2.0/24"]}]}])"));
+  EXPECT_TRUE(Ask("x/a", "192.0.2.11", "80").allowed);
+  engine_.RemovePolicy("x/no-egress");
+  e = Ask("x/a", "192.0.2.11", "80");
+  EXPECT_FALSE(e.allowed);
+  EXPECT_EQ(e.egress.decided_by, "Baseline:base egress 0 Deny");
+}
+
 TEST_F(ExplainTest, JsonCarriesVerdictSidesAndRules) {
   engine_.UpsertPolicy(P(R"({"metadata":{"namespace":"x","name":"allow"},"spec":{"podSelector":{},
     "ingress":[{"ports":[{"port":80}]}]}})"));

@@ -6,16 +6,27 @@
 #include <ctime>
 #include <map>
 #include <set>
+#include <string_view>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "base/list_watch.h"
 #include "base/log.h"
+#include "fw/source_guard.h"
 #include "fw/tool.h"
 #include "kube/informer.h"
 #include "sys/conntrack.h"
 #include "sys/files.h"
 #include "sys/nft_query.h"
+
+// The input hook's link-local rule names the pods' host veths as the plugin
+// creates them ("<prefix>*").
+static_assert(
+    [] {
+      std::string_view pat = weft::policy::netpol::kPodPortPattern, pre = weft::fw::kPodPortPrefix;
+      return pat.size() == pre.size() + 1 && pat.substr(0, pre.size()) == pre && pat.back() == '*';
+    }(),
+    "netpol::kPodPortPattern must be fw::kPodPortPrefix followed by *");
 
 namespace weft::policy {
 namespace {
@@ -213,6 +224,8 @@ struct NetpolController::Impl {
     for (const auto& [name, rules] : engine.desired().chains) want[name] = rules.size();
     want["forward"] = netpol::kForwardChainRules;
     want["recheck-reply"] = netpol::kRecheckChainRules;
+    want["input"] = netpol::kInputChainRules;
+    want["output"] = netpol::kOutputChainRules;
     for (const auto& [chain, kind] : netpol::kDropChains) want[chain] = netpol::kDropChainRules;
     return *counts == want;
   }

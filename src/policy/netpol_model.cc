@@ -539,9 +539,19 @@ bool Engine::SubjectSelects(const ClusterPolicy& p, const Pod& pod) const {
 // Baseline tier, then the default (allow). Accept and Deny end it; an Admin
 // Pass skips to the NetworkPolicy part (goto the tail chain), a Baseline
 // Pass to the default.
-Engine::TierChain Engine::ComposeChain(const Pod& pod, bool ingress, const std::string& name, bool np_isolated,
+//
+// kNode, the pod to its own node (input hook): the same order over the
+// tiers' egress rules, where NetworkPolicy, when it isolates the pod for
+// egress, decides "allow" (it never restricts a pod's traffic to its own
+// node, docs/networkpolicy.md "Always allowed"), and allow is final
+// (accept: no ingress side follows). Pod and named-port peers are left out:
+// a locally delivered packet's destination is a node address, never a
+// pod's.
+Engine::TierChain Engine::ComposeChain(const Pod& pod, ChainKind kind, const std::string& name, bool np_isolated,
                                        std::vector<std::string> np_rules) const {
-  const std::string allow = ingress ? "accept" : "return";
+  const bool ingress = kind == ChainKind::kIngress;
+  const bool node = kind == ChainKind::kNode;
+  const std::string allow = ingress || node ? "accept" : "return";
   bool pass = false;
   auto collect = [&](const std::set<std::pair<int32_t, std::string>>& order, bool admin,
                      std::vector<std::string>* into) {
@@ -551,21 +561,31 @@ Engine::TierChain Engine::ComposeChain(const Pod& pod, bool ingress, const std::
       const ClusterPolicy& p = st.policy;
       const auto& rules = ingress ? p.ingress : p.egress;
       if (rules.empty() || !SubjectSelects(p, pod)) continue;
-      any = true;
+      if (!node) any = true;
       const auto& sets = ingress ? st.sets.in : st.sets.eg;
       const auto& match = ingress ? st.sets.policy.ingress : st.sets.policy.egress;
       for (size_t r = 0; r < rules.size(); ++r) {
+        RuleSets rs = sets[r];
+        if (node) {
+          rs.pods.clear();
+          rs.named.clear();
+        }
         std::string verdict = allow;
+        bool passes = false;
         if (rules[r].action == Action::kDeny) {
           verdict = DropStatement(ingress);
         } else if (rules[r].action == Action::kPass && admin) {
           verdict = "goto t" + name;
-          pass = true;
+          passes = true;
         }
         std::string what = std::string(TierName(p.tier)) + ":" + p.name.substr(0, 80) +
                            (ingress ? " ingress " : " egress ") + std::to_string(r) + " " +
                            ActionName(rules[r].action);
-        for (auto& s : MatchStatements(what, match[r], sets[r], ingress, pod, verdict)) into->push_back(std::move(s));
+        auto statements = MatchStatements(what, match[r], rs, ingress, pod, verdict);
+        if (statements.empty()) continue;
+        any = true;
+        pass = pass || passes;
+        for (auto& s : statements) into->push_back(std::move(s));
       }
     }
     return any;
@@ -574,17 +594,20 @@ Engine::TierChain Engine::ComposeChain(const Pod& pod, bool ingress, const std::
   bool admin_any = collect(admin_order_, true, &admin);
   bool baseline_any = collect(baseline_order_, false, &baseline);
   TierChain out;
-  out.isolated = np_isolated || admin_any || baseline_any;
+  out.isolated = node ? admin_any || (baseline_any && !np_isolated) : np_isolated || admin_any || baseline_any;
   if (!out.isolated) return out;
   std::vector<std::string> rest;
-  if (np_isolated) {
+  if (node && np_isolated) {
+    rest.push_back("accept comment \"NetworkPolicy: the pod's own node\"");
+  } else if (np_isolated) {
     rest = std::move(np_rules);
     rest.push_back(DropStatement(ingress));
   } else {
     rest = std::move(baseline);
     rest.push_back(allow + " comment \"default\"");
   }
-  out.head = ChainPrefix(pod, ingress);
+  if (node) out.head = {"ct state invalid drop"};
+  else out.head = ChainPrefix(pod, ingress);
   for (auto& r : admin) out.head.push_back(std::move(r));
   if (pass) {
     out.head.push_back("goto t" + name);
@@ -605,11 +628,15 @@ void Engine::WithdrawLocalPod(const std::string& key) {
       desired_.egress4.erase(s);
       desired_.ingress4r.erase(s);
       desired_.egress4r.erase(s);
+      desired_.node4.erase(s);
+      desired_.node4r.erase(s);
     } else {
       desired_.ingress6.erase(s);
       desired_.egress6.erase(s);
       desired_.ingress6r.erase(s);
       desired_.egress6r.erase(s);
+      desired_.node6.erase(s);
+      desired_.node6r.erase(s);
     }
     ElementDelta(ip.is_v4() ? "local4" : "local6", s, false);
   }
@@ -657,11 +684,14 @@ void Engine::SetPodChain(const Pod& pod, const std::string& name, TierChain chai
   }
   PutChain(reply_name, reply_of(chain.head));
   PutChain(name, std::move(chain.head));
-  bool ingress = name.rfind("in-", 0) == 0;
+  Model& m = desired_;
+  const bool ingress = name.rfind("in-", 0) == 0, node = name.rfind("node-", 0) == 0;
   for (const auto& ip : pod.ips) {
     bool v4 = ip.is_v4();
-    auto& map = ingress ? (v4 ? desired_.ingress4 : desired_.ingress6) : (v4 ? desired_.egress4 : desired_.egress6);
-    auto& rmap = ingress ? (v4 ? desired_.ingress4r : desired_.ingress6r) : (v4 ? desired_.egress4r : desired_.egress6r);
+    auto& map = node ? (v4 ? m.node4 : m.node6) : ingress ? (v4 ? m.ingress4 : m.ingress6) : (v4 ? m.egress4 : m.egress6);
+    auto& rmap = node      ? (v4 ? m.node4r : m.node6r)
+                 : ingress ? (v4 ? m.ingress4r : m.ingress6r)
+                           : (v4 ? m.egress4r : m.egress6r);
     map[ip.ToString()] = name;
     rmap[ip.ToString()] = reply_name;
   }
@@ -669,19 +699,20 @@ void Engine::SetPodChain(const Pod& pod, const std::string& name, TierChain chai
 
 void Engine::RebuildLocalPod(const std::string& key) {
   std::string cid = PodChainId(key);
-  std::string in_chain = "in-" + cid, eg_chain = "eg-" + cid;
+  std::string in_chain = "in-" + cid, eg_chain = "eg-" + cid, node_chain = "node-" + cid;
   WithdrawLocalPod(key);
   auto pit = pods_.find(key);
   if (pit == pods_.end() || !IsLocal(pit->second)) {
-    for (const auto& c : {in_chain, eg_chain}) SetPodChain(Pod{}, c, TierChain{});
+    for (const auto& c : {in_chain, eg_chain, node_chain}) SetPodChain(Pod{}, c, TierChain{});
     return;
   }
   const Pod& pod = pit->second;
   local_ips_[key] = pod.ips;
   for (const auto& ip : pod.ips) ElementDelta(ip.is_v4() ? "local4" : "local6", ip.ToString(), true);
   PodRules rules = LocalPodRules(pod);
-  SetPodChain(pod, in_chain, ComposeChain(pod, true, in_chain, rules.isolated_in, std::move(rules.in)));
-  SetPodChain(pod, eg_chain, ComposeChain(pod, false, eg_chain, rules.isolated_eg, std::move(rules.eg)));
+  SetPodChain(pod, node_chain, ComposeChain(pod, ChainKind::kNode, node_chain, rules.isolated_eg, {}));
+  SetPodChain(pod, in_chain, ComposeChain(pod, ChainKind::kIngress, in_chain, rules.isolated_in, std::move(rules.in)));
+  SetPodChain(pod, eg_chain, ComposeChain(pod, ChainKind::kEgress, eg_chain, rules.isolated_eg, std::move(rules.eg)));
 }
 
 void Engine::RebuildLocalPodsOfNamespace(const std::string& ns) {
@@ -844,6 +875,7 @@ std::vector<PodPolicyView> Engine::LocalPods() const {
     std::string cid = PodChainId(key);
     if (auto it = desired_.chains.find("in-" + cid); it != desired_.chains.end()) v.ingress_rules = it->second;
     if (auto it = desired_.chains.find("eg-" + cid); it != desired_.chains.end()) v.egress_rules = it->second;
+    if (auto it = desired_.chains.find("node-" + cid); it != desired_.chains.end()) v.node_rules = it->second;
     out.push_back(std::move(v));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.pod < b.pod; });
@@ -867,7 +899,8 @@ std::string PodPolicyViewsJson(const std::vector<PodPolicyView>& pods) {
                    {"ingressPolicies", v.ingress_policies},
                    {"egressPolicies", v.egress_policies},
                    {"ingressRules", v.ingress_rules},
-                   {"egressRules", v.egress_rules}});
+                   {"egressRules", v.egress_rules},
+                   {"nodeRules", v.node_rules}});
   return out.dump(2) + "\n";
 }
 
@@ -947,6 +980,40 @@ std::string ForwardChain(uint32_t group) {
   return out;
 }
 
+// A local pod's traffic to its own node (docs/clusternetworkpolicy.md, "To
+// the pod's own node"): the input hook judges a new connection of a pod
+// with a node-<pod> chain by the pod's address, after what always passes
+// (replies, the node's own connections, neighbour discovery); the output
+// hook judges the node's replies of connections marked for a recheck. A
+// pending pod is dropped as in the forward hook. An IPv6 link-local source
+// names no pod (every pod has one, none is in the maps), so a pod port's
+// link-local packet to the node passes only for neighbour discovery and MLD.
+std::string NodeChains(uint32_t group) {
+  std::string g = std::to_string(group);
+  char mark[16];
+  std::snprintf(mark, sizeof mark, "0x%08x", kRecheckMark);
+  std::string out;
+  out += "  chain input {\n";
+  out += "    type filter hook input priority filter; policy accept;\n";
+  out += std::string("    ct mark & ") + mark + " == 0 ct state established,related accept\n";
+  out += "    ct state related accept\n";
+  out += "    ct direction reply accept comment \"the node's own connections\"\n";
+  out += "    icmpv6 type { nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert, mld-listener-report, "
+         "mld2-listener-report } accept comment \"neighbour discovery\"\n";
+  out += std::string("    iifname \"") + kPodPortPattern + "\" ip6 saddr fe80::/10 goto drop-eg comment \"pod link-local\"\n";
+  out += "    iifgroup " + g + " meta nfproto ipv4 ip saddr != @local4 goto pending-eg comment \"pending pod\"\n";
+  out += "    iifgroup " + g + " meta nfproto ipv6 ip6 saddr != @local6 goto pending-eg comment \"pending pod\"\n";
+  out += "    ip saddr vmap @node4\n";
+  out += "    ip6 saddr vmap @node6\n";
+  out += "  }\n";
+  out += "  chain output {\n";
+  out += "    type filter hook output priority filter; policy accept;\n";
+  out += std::string("    ct direction reply ct mark & ") + mark + " == " + mark + " ip daddr vmap @node4r\n";
+  out += std::string("    ct direction reply ct mark & ") + mark + " == " + mark + " ip6 daddr vmap @node6r\n";
+  out += "  }\n";
+  return out;
+}
+
 void AddElements(std::string& out, const std::string& set, const std::set<std::string>& elems, bool add) {
   if (elems.empty()) return;
   out += std::string(add ? "add" : "delete") + " element inet " + kTable + " " + set + " { " + Elements(elems) + " }\n";
@@ -998,7 +1065,12 @@ std::string Engine::RenderFull() const {
   MapDecl(out, "egress4r", "ipv4_addr", m.egress4r);
   MapDecl(out, "ingress6r", "ipv6_addr", m.ingress6r);
   MapDecl(out, "egress6r", "ipv6_addr", m.egress6r);
+  MapDecl(out, "node4", "ipv4_addr", m.node4);
+  MapDecl(out, "node6", "ipv6_addr", m.node6);
+  MapDecl(out, "node4r", "ipv4_addr", m.node4r);
+  MapDecl(out, "node6r", "ipv6_addr", m.node6r);
   out += ForwardChain(opts_.pending_group);
+  out += NodeChains(opts_.pending_group);
   out += "}\n";
   return out;
 }
@@ -1050,6 +1122,10 @@ std::string Engine::RenderDelta() const {
   MapDelta(maps_del, maps_add, "egress4r", desired_.egress4r, applied_.egress4r);
   MapDelta(maps_del, maps_add, "ingress6r", desired_.ingress6r, applied_.ingress6r);
   MapDelta(maps_del, maps_add, "egress6r", desired_.egress6r, applied_.egress6r);
+  MapDelta(maps_del, maps_add, "node4", desired_.node4, applied_.node4);
+  MapDelta(maps_del, maps_add, "node6", desired_.node6, applied_.node6);
+  MapDelta(maps_del, maps_add, "node4r", desired_.node4r, applied_.node4r);
+  MapDelta(maps_del, maps_add, "node6r", desired_.node6r, applied_.node6r);
   return elems_del + sets_add + chains + maps_del + maps_add + chains_del + sets_del;
 }
 
@@ -1072,6 +1148,10 @@ void Engine::MarkApplied(bool full) {
   applied_.egress4r = desired_.egress4r;
   applied_.ingress6r = desired_.ingress6r;
   applied_.egress6r = desired_.egress6r;
+  applied_.node4 = desired_.node4;
+  applied_.node6 = desired_.node6;
+  applied_.node4r = desired_.node4r;
+  applied_.node6r = desired_.node6r;
   set_changes_.clear();
   dirty_chains_.clear();
   has_applied_ = true;
@@ -1111,6 +1191,8 @@ std::vector<std::string> Engine::Tightened() const {
   scan(desired_.egress4, applied_.egress4);
   scan(desired_.ingress6, applied_.ingress6);
   scan(desired_.egress6, applied_.egress6);
+  scan(desired_.node4, applied_.node4);
+  scan(desired_.node6, applied_.node6);
   return {out.begin(), out.end()};
 }
 

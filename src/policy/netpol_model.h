@@ -54,6 +54,11 @@ inline constexpr size_t kDropChainRules = 2;
 // Rules of the table's base chains (the kernel check counts them).
 inline constexpr size_t kForwardChainRules = 11;
 inline constexpr size_t kRecheckChainRules = 5;
+inline constexpr size_t kInputChainRules = 9;
+inline constexpr size_t kOutputChainRules = 2;
+// The interface name prefix of pods' host veths (fw/source_guard.h's
+// kPodPortPrefix), for the input hook's rule on IPv6 link-local sources.
+inline constexpr char kPodPortPattern[] = "wft*";
 
 // One nft set of the model.
 struct SetDef {
@@ -72,6 +77,13 @@ struct Model {
   // recheck (kRecheckMark): pod address -> its chain with source and
   // destination swapped (rin-/reg-).
   std::map<std::string, std::string> ingress4r, egress4r, ingress6r, egress6r;
+  // A local pod's traffic to its own node (the input hook: the node's
+  // addresses, delivered locally, which the forward hook never sees): pod
+  // address -> its node-<pod> chain with the Admin and Baseline tiers'
+  // egress rules; the reply twins (rnode-<pod>) judge the node's replies in
+  // the output hook for connections marked for a recheck. Only pods whose
+  // tier rules can match a node address have an entry.
+  std::map<std::string, std::string> node4, node6, node4r, node6r;
   bool operator==(const Model&) const = default;
 };
 
@@ -85,6 +97,7 @@ struct PodPolicyView {
   std::vector<std::string> egress_policies;
   std::vector<std::string> ingress_rules;     // the nft rules of its chains
   std::vector<std::string> egress_rules;
+  std::vector<std::string> node_rules;        // its node-<pod> chain (to its own node; tiers only)
 };
 
 // GET /netpol's body: one object per local pod (weftctl policy reads it).
@@ -157,6 +170,11 @@ class Engine {
   // The first Node by name ("" when none is known): its weftd writes the
   // ClusterNetworkPolicies' status.
   std::string FirstNodeName() const { return nodes_.empty() ? "" : nodes_.begin()->first; }
+  // A Node by name (null when unknown).
+  const NodeInfo* node(const std::string& name) const {
+    auto it = nodes_.find(name);
+    return it == nodes_.end() ? nullptr : &it->second;
+  }
   size_t pod_count() const { return pods_.size(); }
   size_t local_isolated(bool ingress) const;
   std::vector<PodPolicyView> LocalPods() const;
@@ -250,14 +268,21 @@ class Engine {
   };
   PodRules LocalPodRules(const Pod& pod) const;
   // A local pod's chain in one direction with the tiers around its
-  // NetworkPolicy rules: `head` (the in-/eg- chain) and, when an Admin rule
-  // passes, `tail` (the NetworkPolicy and Baseline part, "t"-prefixed chain
-  // the Pass rules go to). isolated false: no chain at all.
+  // NetworkPolicy rules: `head` (the in-/eg-/node- chain) and, when an Admin
+  // rule passes, `tail` (the NetworkPolicy and Baseline part, "t"-prefixed
+  // chain the Pass rules go to). isolated false: no chain at all.
   struct TierChain {
     bool isolated = false;
     std::vector<std::string> head, tail;
   };
-  TierChain ComposeChain(const Pod& pod, bool ingress, const std::string& name, bool np_isolated,
+  // kIngress/kEgress: the forward hook's in-/eg- chains. kNode: the input
+  // hook's node- chain (the pod to its own node): the tiers' egress rules
+  // that can match a node address (networks, nodes, fail-closed deny-all;
+  // never pod peers), NetworkPolicy standing for "allow" (Weft's
+  // NetworkPolicy never restricts a pod's traffic to its own node), allow =
+  // accept; no chain unless a tier rule is in it.
+  enum class ChainKind { kIngress, kEgress, kNode };
+  TierChain ComposeChain(const Pod& pod, ChainKind kind, const std::string& name, bool np_isolated,
                          std::vector<std::string> np_rules) const;
   bool SubjectSelects(const ClusterPolicy& p, const Pod& pod) const;
   // The statements of a rule with `verdict` ("accept", "return", "counter
@@ -275,8 +300,9 @@ class Engine {
   // Removes the dispatch-map entries and local-set elements of the pod's
   // last addresses.
   void WithdrawLocalPod(const std::string& key);
-  // Installs chain `name` and its reply twin "r<name>" with the dispatch
-  // entries of the pod's addresses, or drops both when not isolated.
+  // Installs chain `name` (in-, eg- or node-) and its reply twin "r<name>"
+  // with the dispatch entries of the pod's addresses, or drops both when
+  // not isolated.
   void SetPodChain(const Pod& pod, const std::string& name, TierChain chain);
   void PutChain(const std::string& name, std::vector<std::string> rules);
   void DropChain(const std::string& name);

@@ -1463,6 +1463,111 @@ TEST_F(NetpolTest, CnpAdminDenyCutsEstablishedFlows) {
 }
 
 
+// A pod's traffic to its own node's addresses is delivered locally (the
+// input hook), which the forward hook never sees: the tiers' egress rules
+// judge it there (docs/clusternetworkpolicy.md, "To the pod's own node").
+// Servers on both nodes; an Admin Deny to the `nodes` peer, then to a
+// `networks` CIDR holding only n1, then a Baseline Deny beside a
+// NetworkPolicy, each tried by real connections from the pods of n1 (own
+// node) and n2 (forward hook). Also: flows to the node established before
+// the Deny are cut, a new pod is dropped to its node while pending, the node
+// keeps reaching its pods, and pod-to-pod traffic is untouched.
+TEST_F(NetpolTest, CnpEgressToTheOwnNodeIsJudged) {
+  WeftNode& n1 = c_->node(0);
+  WeftNode& n2 = c_->node(1);
+  auto servers = std::make_shared<std::vector<std::unique_ptr<Child>>>();
+  for (WeftNode* n : {&n1, &n2})
+    servers->push_back(std::make_unique<Child>(
+        n->ns.name(),
+        std::vector<std::string>{AgentPath(), "serve", "--name", "node-" + n->name, "--tcp", "80", "--udp", "80", "--sctp", ""},
+        c_->root() + "/agent-node-" + n->name + ".log"));
+  const std::string echo_log = c_->root() + "/echo-node-n1.log";
+  std::remove(echo_log.c_str());
+  servers->push_back(std::make_unique<Child>(
+      n1.ns.name(), std::vector<std::string>{AgentPath(), "echo", "--tcp", std::to_string(kEchoPort)}, echo_log));
+  cleanups_.push_back([servers] {
+    for (auto& s : *servers) s->Stop(SIGKILL);
+  });
+  for (WeftNode* n : {&n1, &n2})
+    ASSERT_TRUE(WaitFor([&] { return c_->ProbeFrom(n->ns, {"tcp:127.0.0.1:80"}, 200)[0].ok; }, 5000, 50)) << n->name;
+  ASSERT_TRUE(WaitFor([&] { return ReadLog(echo_log).find("echoing\n") != std::string::npos; }, 3000, 10));
+  auto to = [&](const std::string& from, WeftNode& n, PortSpec port, bool allowed) {
+    return Probe{&Ns(from), from, port.Target(n.ip()), allowed, "", allowed ? "node-" + n.name : ""};
+  };
+  // x/a, x/c, y/b, z/a, z/c run on n1; x/b, y/a, y/c, z/b on n2.
+  ASSERT_TRUE(Probes("no policy: every pod reaches both nodes",
+                     {to("x/a", n1, Tcp(80), true), to("x/c", n1, Udp(80), true), to("x/b", n1, Tcp(80), true),
+                      to("x/a", n2, Tcp(80), true), to("y/b", n1, Tcp(80), true)}));
+
+  // Flows to n1 established before the Deny: x/a's (a subject, on n1) are
+  // cut, y/b's (not a subject, on n1) go on.
+  Streams streams(*c_, kStreamMs);
+  const std::vector<std::string> targets = {Udp(80).Target(n1.ip()), Tcp(kEchoPort).Target(n1.ip())};
+  streams.Add("x/a", targets);
+  streams.Add("y/b", targets);
+  ASSERT_TRUE(streams.WaitFlowing(1500)) << "the flows to n1 did not start";
+  const long long posted = MonotonicMs();
+  Apply(Cnp("x-not-to-nodes", "Admin", 1, kSubjectX, "egress", R"([{"action": "Deny", "to": [{"nodes": {}}]}])"_json));
+  long denied_ms = c_->WaitProbe(Ns("x/a"), Tcp(80).Target(n1.ip()), false, 3000);
+  auto flows = streams.Finish();
+  ASSERT_GE(denied_ms, 0) << "x/a still reaches its own node under the admin Deny to the nodes\n" << c_->Diagnostics();
+  std::cout << "CNP-LATENCY case=EgressToTheOwnNode post_to_denied_ms=" << denied_ms << "\n";
+  for (const auto& f : flows) {
+    std::cerr << "[netpol] own node: " << f.Describe(posted) << "\n";
+    if (f.from == "x/a")
+      EXPECT_TRUE(f.reported && f.first > 0 && f.first < posted && f.last - posted < 1000)
+          << "an established flow to its own node that the admin Deny denies was not cut within 1 s: "
+          << f.Describe(posted);
+    else
+      EXPECT_TRUE(f.reported && f.error == "-" && f.first < posted && f.last > posted + 1500 && f.maxgap < 190)
+          << "a flow to the node from a pod no policy selects did not go on: " << f.Describe(posted);
+  }
+  const std::vector<Probe> nodes_denied = {
+      to("x/a", n1, Tcp(80), false), to("x/a", n1, Udp(80), false), to("x/c", n1, Tcp(80), false),  // own node: input
+      to("x/b", n1, Tcp(80), false), to("x/a", n2, Tcp(80), false), to("x/b", n2, Udp(80), false),  // forward, and n2's input
+      to("y/b", n1, Tcp(80), true),  to("z/c", n1, Udp(80), true),  to("y/a", n1, Tcp(80), true),   // not subjects
+      // The node reaches its pods (kubelet's probes), as before.
+      {&n1.ns, "n1", Tcp(80).Target(Ip("x/a")), true, n1.ip(), "x/a"},
+      {&n2.ns, "n2", Tcp(80).Target(Ip("x/b")), true, n2.ip(), "x/b"}};
+  ASSERT_TRUE(Probes("admin Deny to the nodes peer", nodes_denied));
+  ASSERT_TRUE(Matrix("pod to pod untouched by the nodes Deny", AllPorts(R())));
+  std::string out, err;
+  EXPECT_EQ(c_->WeftctlExplain(0, {"x/a", n1.ip(), "80"}, &out, &err), 1) << out << err;
+  EXPECT_NE(out.find("Admin:x-not-to-nodes egress 0 Deny"), std::string::npos) << out;
+  std::cout << "CNP-EXPLAIN " << out;
+
+  // A new pod of x on n1: dropped to its node while pending, then by the Deny.
+  NetpolPod& xd = c_->AddPod("x", "d", 0, nullptr, /*post=*/false);
+  ASSERT_EQ(xd.pod->add_error, "");
+  const std::vector<Probe> xd_denied = {
+      {&xd.pod->ns, "x/d", Tcp(80).Target(n1.ip()), false}, {&xd.pod->ns, "x/d", Udp(80).Target(n1.ip()), false}};
+  ASSERT_TRUE(Probes("x/d pending, to its own node", xd_denied, 0));
+  c_->PostPod(xd);
+  ASSERT_TRUE(WaitFor([&] { return c_->ProbeFrom(Ns("y/b"), {Tcp(80).Target(xd.ip())}, 300)[0].ok; }, 5000, 50))
+      << "y/b does not reach x/d once its Pod object is posted";
+  ASSERT_TRUE(Probes("x/d known, to its own node: the admin Deny", xd_denied));
+
+  // `networks` holding n1's address only: n2 is open again.
+  Apply(Cnp("x-not-to-nodes", "Admin", 1, kSubjectX, "egress",
+            json::parse(R"([{"action": "Deny", "to": [{"networks": [")" + n1.ip() + R"(/32"]}]}])")));
+  ASSERT_TRUE(Probes("admin Deny to a networks CIDR holding n1",
+                     {to("x/a", n1, Tcp(80), false), to("x/c", n1, Udp(80), false), to("x/b", n1, Tcp(80), false),
+                      to("x/a", n2, Tcp(80), true), to("x/b", n2, Tcp(80), true), to("y/b", n1, Tcp(80), true)}));
+
+  // A Baseline Deny to both nodes beside a NetworkPolicy that isolates x/a
+  // for egress (allowing everything): NetworkPolicy decides for x/a (it never
+  // restricts a pod's traffic to its own node; n2 it allows), the Baseline
+  // for x/b and x/c.
+  c_->api().Delete("ClusterNetworkPolicy", "", "x-not-to-nodes");
+  Apply(Cnp("x-base-not-to-nodes", "Baseline", 1, kSubjectX, "egress",
+            R"([{"action": "Deny", "to": [{"networks": ["192.0.2.0/24"]}]}])"_json));
+  Apply(R"({"metadata": {"namespace": "x", "name": "a-egress-all"},
+            "spec": {"podSelector": {"matchLabels": {"pod": "a"}}, "policyTypes": ["Egress"], "egress": [{}]}})"_json);
+  ASSERT_TRUE(Probes("baseline Deny to the nodes, NetworkPolicy for x/a",
+                     {to("x/a", n1, Tcp(80), true), to("x/a", n2, Tcp(80), true), to("x/c", n1, Tcp(80), false),
+                      to("x/b", n2, Udp(80), false), to("x/b", n1, Tcp(80), false), to("y/b", n1, Tcp(80), true)}));
+}
+
 // weftd restarts under an Admin Deny: the rules stay while it is down, a pod
 // created meanwhile in a namespace the policy's subject selects starts
 // isolated (pending), and after the restart the policy holds for it too.

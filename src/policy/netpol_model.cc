@@ -547,20 +547,31 @@ bool Engine::SubjectSelects(const ClusterPolicy& p, const Pod& pod) const {
 // (accept: no ingress side follows). Pod and named-port peers are left out:
 // a locally delivered packet's destination is a node address, never a
 // pod's.
-Engine::TierChain Engine::ComposeChain(const Pod& pod, ChainKind kind, const std::string& name, bool np_isolated,
+Engine::TierSelection Engine::SelectTiers(const Pod& pod) const {
+  TierSelection out;
+  for (const auto* order : {&admin_order_, &baseline_order_})
+    for (const auto& entry : *order) {
+      const CnpState& st = cnps_.at(entry.second);
+      if ((st.policy.ingress.empty() && st.policy.egress.empty()) || !SubjectSelects(st.policy, pod)) continue;
+      (order == &admin_order_ ? out.admin : out.baseline).push_back(&st);
+    }
+  return out;
+}
+
+Engine::TierChain Engine::ComposeChain(const Pod& pod, const TierSelection& tiers, ChainKind kind,
+                                       const std::string& name, bool np_isolated,
                                        std::vector<std::string> np_rules) const {
   const bool ingress = kind == ChainKind::kIngress;
   const bool node = kind == ChainKind::kNode;
   const std::string allow = ingress || node ? "accept" : "return";
   bool pass = false;
-  auto collect = [&](const std::set<std::pair<int32_t, std::string>>& order, bool admin,
-                     std::vector<std::string>* into) {
+  auto collect = [&](const std::vector<const CnpState*>& selected, bool admin, std::vector<std::string>* into) {
     bool any = false;
-    for (const auto& entry : order) {
-      const CnpState& st = cnps_.at(entry.second);
+    for (const CnpState* stp : selected) {
+      const CnpState& st = *stp;
       const ClusterPolicy& p = st.policy;
       const auto& rules = ingress ? p.ingress : p.egress;
-      if (rules.empty() || !SubjectSelects(p, pod)) continue;
+      if (rules.empty()) continue;
       if (!node) any = true;
       const auto& sets = ingress ? st.sets.in : st.sets.eg;
       const auto& match = ingress ? st.sets.policy.ingress : st.sets.policy.egress;
@@ -591,8 +602,8 @@ Engine::TierChain Engine::ComposeChain(const Pod& pod, ChainKind kind, const std
     return any;
   };
   std::vector<std::string> admin, baseline;
-  bool admin_any = collect(admin_order_, true, &admin);
-  bool baseline_any = collect(baseline_order_, false, &baseline);
+  bool admin_any = collect(tiers.admin, true, &admin);
+  bool baseline_any = collect(tiers.baseline, false, &baseline);
   TierChain out;
   out.isolated = node ? admin_any || (baseline_any && !np_isolated) : np_isolated || admin_any || baseline_any;
   if (!out.isolated) return out;
@@ -710,9 +721,12 @@ void Engine::RebuildLocalPod(const std::string& key) {
   local_ips_[key] = pod.ips;
   for (const auto& ip : pod.ips) ElementDelta(ip.is_v4() ? "local4" : "local6", ip.ToString(), true);
   PodRules rules = LocalPodRules(pod);
-  SetPodChain(pod, node_chain, ComposeChain(pod, ChainKind::kNode, node_chain, rules.isolated_eg, {}));
-  SetPodChain(pod, in_chain, ComposeChain(pod, ChainKind::kIngress, in_chain, rules.isolated_in, std::move(rules.in)));
-  SetPodChain(pod, eg_chain, ComposeChain(pod, ChainKind::kEgress, eg_chain, rules.isolated_eg, std::move(rules.eg)));
+  const TierSelection tiers = SelectTiers(pod);  // once for the three chains
+  SetPodChain(pod, node_chain, ComposeChain(pod, tiers, ChainKind::kNode, node_chain, rules.isolated_eg, {}));
+  SetPodChain(pod, in_chain,
+              ComposeChain(pod, tiers, ChainKind::kIngress, in_chain, rules.isolated_in, std::move(rules.in)));
+  SetPodChain(pod, eg_chain,
+              ComposeChain(pod, tiers, ChainKind::kEgress, eg_chain, rules.isolated_eg, std::move(rules.eg)));
 }
 
 void Engine::RebuildLocalPodsOfNamespace(const std::string& ns) {

@@ -282,8 +282,14 @@ class Engine {
   // NetworkPolicy never restricts a pod's traffic to its own node), allow =
   // accept; no chain unless a tier rule is in it.
   enum class ChainKind { kIngress, kEgress, kNode };
-  TierChain ComposeChain(const Pod& pod, ChainKind kind, const std::string& name, bool np_isolated,
-                         std::vector<std::string> np_rules) const;
+  // The tier policies (with rules) whose subject selects a pod, in
+  // precedence order: computed once per pod rebuild for its three chains.
+  struct TierSelection {
+    std::vector<const CnpState*> admin, baseline;
+  };
+  TierSelection SelectTiers(const Pod& pod) const;
+  TierChain ComposeChain(const Pod& pod, const TierSelection& tiers, ChainKind kind, const std::string& name,
+                         bool np_isolated, std::vector<std::string> np_rules) const;
   bool SubjectSelects(const ClusterPolicy& p, const Pod& pod) const;
   // The statements of a rule with `verdict` ("accept", "return", "counter
   // ... drop", "goto X") and comment `what`. Pure.

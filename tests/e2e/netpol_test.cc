@@ -1535,6 +1535,19 @@ TEST_F(NetpolTest, CnpEgressToTheOwnNodeIsJudged) {
   EXPECT_EQ(c_->WeftctlExplain(0, {"x/a", n1.ip(), "80"}, &out, &err), 1) << out << err;
   EXPECT_NE(out.find("Admin:x-not-to-nodes egress 0 Deny"), std::string::npos) << out;
   std::cout << "CNP-EXPLAIN " << out;
+  // x/a's chain to its node, as the kernel has it (docs/clusternetworkpolicy.md quotes it).
+  {
+    std::string table;
+    n1.ns.Exec({"nft", "list", "table", "inet", "weft-netpol"}, &table);
+    const std::string chain = "chain node-";
+    std::istringstream lines(table);
+    bool in = false;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("chain ") != std::string::npos) in = false;
+      if (line.find("\t" + chain) != std::string::npos || line.find("\tchain input {") != std::string::npos) in = true;
+      if (in) std::cout << "CNP-NODE-RULESET " << line << "\n";
+    }
+  }
 
   // A new pod of x on n1: dropped to its node while pending, then by the Deny.
   NetpolPod& xd = c_->AddPod("x", "d", 0, nullptr, /*post=*/false);

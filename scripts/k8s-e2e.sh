@@ -115,7 +115,7 @@ else
         echo "k8s-e2e: installing the cluster DNS (kube-system/kube-dns at $dns_ip, $image)"
         sed -e "s|__DNS_IP__|$dns_ip|" -e "s|__IMAGE__|$image|" "$repo/tests/k8s/manifests/kube-dns.yaml" |
             kc apply -f - >/dev/null || die "kubectl apply of tests/k8s/manifests/kube-dns.yaml failed"
-        kc -n kube-system rollout status deployment/kube-dns --timeout=180s ||
+        kc -n kube-system rollout status deployment/kube-dns --timeout=600s ||
             die "the cluster DNS did not become ready (kubectl -n kube-system describe pod -l k8s-app=kube-dns)"
         (( dns_only )) && exit 0
     fi

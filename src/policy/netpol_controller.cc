@@ -18,6 +18,7 @@
 #include "sys/conntrack.h"
 #include "sys/files.h"
 #include "sys/nft_query.h"
+#include "sys/nft_script.h"
 
 // The input hook's link-local rule names the pods' host veths as the plugin
 // creates them ("<prefix>*").
@@ -37,9 +38,11 @@ using Clock = std::chrono::steady_clock;
 
 class SystemNetpolKernel : public NetpolKernel {
  public:
+  // In-process (libnftables): no fork of weftd and no nft start-up per
+  // event; still one transaction, all or nothing.
   Status Apply(const std::string& script) override {
-    WEFT_ASSIGN_OR_RETURN(auto r, fw::RunTool("nft", {"-f", "-"}, script));
-    if (r.exit_code != 0) return fw::ToolError(std::string("nft: apply table inet ") + netpol::kTable, r);
+    Status st = sys::NftRunScript(script);
+    if (!st.ok()) return st.WithPrefix(std::string("apply table inet ") + netpol::kTable);
     return Status::Ok();
   }
 

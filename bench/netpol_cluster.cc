@@ -176,7 +176,7 @@ json Cluster::PodObject(const BenchPod& p) const {
   const uint64_t id = static_cast<uint64_t>(p.ns) * 100000 + static_cast<uint64_t>(p.j);
   const std::string rs = p.app + "-" + Hex(static_cast<uint64_t>(p.ns) * 10 + p.j % 10, 10);
   const std::string vol = "kube-api-access-" + Hex(id, 5);
-  const std::string host_ip = p.local ? "192.0.2.11" : "198.18.0." + p.node.substr(p.node.rfind('-') + 1);
+  const std::string host_ip = p.local ? "192.0.2.11" : FakeNodeHostIp(std::stoi(p.node.substr(p.node.rfind('-') + 1)));
   const std::string ts = "2026-01-01T00:00:00Z";
   json c = {{"name", "app"},
             {"image", "registry.example/" + p.app + ":v1.2." + std::to_string(p.j % 7)},
@@ -261,6 +261,13 @@ json Cluster::PodObject(const BenchPod& p) const {
           {"status", status}};
 }
 
+std::string FakeNodePrefix(int f, const Scale& s) {
+  if (s.fake_nodes <= kNarrowMaxNodes) return "10.244." + std::to_string(f) + ".";
+  return "10." + std::to_string(240 + f / 256) + "." + std::to_string(f % 256) + ".";
+}
+
+std::string FakeNodeHostIp(int f) { return "198.18." + std::to_string(f / 256) + "." + std::to_string(f % 256); }
+
 Cluster MakeCluster(const Scale& s) {
   Cluster c;
   c.scale = s;
@@ -276,8 +283,8 @@ Cluster MakeCluster(const Scale& s) {
                      {"spec", {{"podCIDR", kNodeCidr}, {"podCIDRs", {kNodeCidr}}}},
                      {"status", {{"addresses", {{{"type", "InternalIP"}, {"address", "192.0.2.11"}}}}}}});
   for (int f = 1; f <= s.fake_nodes; ++f) {
-    const std::string cidr = "10.244." + std::to_string(f) + ".0/24";
-    const std::string ip = "198.18.0." + std::to_string(f);
+    const std::string cidr = FakeNodePrefix(f, s) + "0/24";
+    const std::string ip = FakeNodeHostIp(f);
     char mac[32];
     std::snprintf(mac, sizeof mac, "0a:02:00:00:%02x:%02x", (f >> 8) & 0xff, f & 0xff);
     char name[16];
@@ -323,7 +330,7 @@ Cluster MakeCluster(const Scale& s) {
       const size_t r = k - static_cast<size_t>(s.local_pods);
       const int f = static_cast<int>(r % static_cast<size_t>(fake)) + 1;
       p.node = "node-" + std::to_string(f);
-      p.ip = "10.244." + std::to_string(f) + "." + std::to_string(2 + r / static_cast<size_t>(fake));
+      p.ip = FakeNodePrefix(f, s) + std::to_string(2 + r / static_cast<size_t>(fake));
       c.remote.push_back(order[k]);
     }
   }

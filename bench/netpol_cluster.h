@@ -36,6 +36,18 @@ struct Scale {
 inline constexpr char kNode[] = "bench-node";
 inline constexpr char kNodeCidr[] = "10.244.0.0/24";
 inline constexpr char kClusterCidr[] = "10.244.0.0/16";
+// Above 255 fake nodes (the 100,000-pod row: 999) node f gets
+// 10.(240 + f / 256).(f % 256).0/24 inside this wider cluster CIDR, which
+// still holds the measured node's 10.244.0.0/24.
+inline constexpr char kWideClusterCidr[] = "10.240.0.0/12";
+inline constexpr int kNarrowMaxNodes = 255;
+// The fake node f's pod CIDR prefix ("10.244.7." or "10.241.3.") and host
+// address (198.18.<f / 256>.<f % 256>).
+std::string FakeNodePrefix(int f, const Scale& s);
+std::string FakeNodeHostIp(int f);
+inline const char* ClusterCidr(const Scale& s) {
+  return s.fake_nodes > kNarrowMaxNodes ? kWideClusterCidr : kClusterCidr;
+}
 // What the benchmark's real pods are allocated from (the node's lower half).
 inline constexpr char kRealPodRange[] = "10.244.0.0/25";
 

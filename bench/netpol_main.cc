@@ -3,7 +3,8 @@
 // runs:
 //
 //   weft-bench-netpol --out DIR --prefix P --build-dir B [--quick]
-//                     [--namespaces N] [--pods-per-ns N] [--local-pods N]
+//                     [--namespaces N] [--pods-per-ns N | --pods N] [--local-pods N]
+//                     [--nodes N] [--policies N]
 //                     [--iterations N] [--add-samples N] [--dp-rounds N] [--dp-seconds S]
 //                     [--events-only] [--profile] [--cnp N]
 //
@@ -102,7 +103,7 @@ struct Args {
 };
 
 bool ParseArgs(int argc, char** argv, Args* a) {
-  int ns = 0, per = 0, local = 0;
+  int ns = 0, per = 0, local = 0, pods = 0, nodes = 0, policies = 0;
   for (int i = 1; i < argc; ++i) {
     std::string k = argv[i];
     auto val = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -121,6 +122,12 @@ bool ParseArgs(int argc, char** argv, Args* a) {
       per = num();
     else if (k == "--local-pods")
       local = num();
+    else if (k == "--pods")
+      pods = num();
+    else if (k == "--nodes")
+      nodes = num();
+    else if (k == "--policies")
+      policies = num();
     else if (k == "--iterations")
       a->iterations = num();
     else if (k == "--add-samples")
@@ -142,6 +149,25 @@ bool ParseArgs(int argc, char** argv, Args* a) {
   if (ns > 0) a->scale.namespaces = ns;
   if (per > 0) a->scale.pods_per_ns = per;
   if (local > 0) a->scale.local_pods = local;
+  // The way of naming a scale: --pods 100000 --policies 10000
+  // --namespaces 1000 --nodes 1000 (policies are ten per namespace; nodes
+  // count the measured one).
+  if (pods > 0) {
+    if (pods % a->scale.namespaces != 0) {
+      std::cerr << "weft-bench-netpol: --pods " << pods << " is not a multiple of --namespaces\n";
+      return false;
+    }
+    a->scale.pods_per_ns = pods / a->scale.namespaces;
+  }
+  if (policies > 0 && policies != 10 * a->scale.namespaces) {
+    std::cerr << "weft-bench-netpol: --policies must be 10 x --namespaces (ten per namespace), not " << policies << "\n";
+    return false;
+  }
+  if (nodes > 0) a->scale.fake_nodes = nodes - 1;
+  if (a->scale.fake_nodes > 1023) {  // 10.240.0.0/14 for the fake ones; 10.244.0.0/24 is the measured node's
+    std::cerr << "weft-bench-netpol: at most 1,024 nodes\n";
+    return false;
+  }
   if (a->iterations <= 0) a->iterations = a->quick ? 10 : 50;
   if (a->add_samples <= 0) a->add_samples = a->quick ? 8 : 60;
   if (a->dp_rounds <= 0) a->dp_rounds = a->quick ? 1 : 5;
@@ -442,7 +468,7 @@ Status Bench::Populate() {
 Status Bench::StartWeftd() {
   std::vector<std::string> extra = {
       "--control-plane",    "kubernetes", "--kubeconfig", api_->kubeconfig(), "--cluster-cidr",
-      netpol::kClusterCidr, "--backend",  "vxlan",        "--network-policy", "true",
+      netpol::ClusterCidr(a_.scale), "--backend",  "vxlan",        "--network-policy", "true",
       "--resync-period",    "30"};
   auto argv = WeftdArgv(a_.build_dir + "/cmd/weftd/weftd", netpol::kNode, dir_, extra);
   for (size_t i = 0; i + 1 < argv.size(); ++i) {
@@ -1089,7 +1115,8 @@ int Main(int argc, char** argv) {
   if (!ParseArgs(argc, argv, &a)) {
     std::fprintf(stderr,
                  "usage: weft-bench-netpol --out DIR --prefix wbNNN-x --build-dir DIR [--quick] [--namespaces N]\n"
-                 "                         [--pods-per-ns N] [--local-pods N] [--iterations N] [--add-samples N]\n"
+                 "                         [--pods-per-ns N | --pods N] [--local-pods N] [--nodes N] [--policies N]\n"
+                 "                         [--iterations N] [--add-samples N]\n"
                  "                         [--dp-rounds N] [--dp-seconds S] [--events-only] [--profile] [--cnp N]\n");
     return 2;
   }

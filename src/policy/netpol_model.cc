@@ -309,7 +309,7 @@ std::string Engine::AcquireSet(PeerSet proto, const std::string& key) {
       candidate = any_ns_peer;
     }
     if (!candidate) continue;
-    for (const auto& k : keys) AddPodToSet(base, ps, pods_.at(k), true);
+    for (const auto& [k, pod] : keys) AddPodToSet(base, ps, *pod, true);
   }
   return base;
 }
@@ -732,8 +732,8 @@ void Engine::RebuildLocalPod(const std::string& key) {
 void Engine::RebuildLocalPodsOfNamespace(const std::string& ns) {
   auto it = pods_by_ns_.find(ns);
   if (it == pods_by_ns_.end()) return;
-  for (const auto& k : it->second)
-    if (IsLocal(pods_.at(k))) RebuildLocalPod(k);
+  for (const auto& [k, pod] : it->second)
+    if (IsLocal(*pod)) RebuildLocalPod(k);
 }
 
 void Engine::UpsertPod(const Pod& pod) {
@@ -747,8 +747,8 @@ void Engine::UpsertPod(const Pod& pod) {
     ForSetsSeeing(old.ns, [&](const std::string& b, const PeerSet& ps) { AddPodToSet(b, ps, old, false); });
     it->second = pod;
   } else {
-    pods_.emplace(key, pod);
-    pods_by_ns_[pod.ns].insert(key);
+    const Pod& stored = pods_.emplace(key, pod).first->second;
+    pods_by_ns_[pod.ns].emplace(key, &stored);
   }
   const Pod& cur = pods_.at(key);
   ForSetsSeeing(cur.ns, [&](const std::string& b, const PeerSet& ps) { AddPodToSet(b, ps, cur, true); });
@@ -779,20 +779,31 @@ void Engine::UpsertNamespace(const Namespace& ns) {
     namespaces_[n.name] = std::move(n);
     return;
   }
-  // Pods of this namespace move in or out of namespaceSelector peers.
-  std::vector<std::string> affected;
-  for (const auto& b : cross_ns_sets_)
-    if (peer_sets_.at(b).ns_selector) affected.push_back(b);
-  const std::set<std::string>* keys = nullptr;
+  // Pods of this namespace move in or out of namespaceSelector peers: only
+  // of the sets with a peer whose namespaceSelector decides differently on
+  // the old and the new labels (a pod's membership depends on its
+  // namespace's labels through those alone).
+  std::vector<const std::pair<const std::string, PeerSet>*> affected;
+  for (const auto& b : cross_ns_sets_) {
+    const auto& entry = *peer_sets_.find(b);
+    if (!entry.second.ns_selector) continue;
+    for (const auto& peer : entry.second.peers)
+      if (peer.namespace_selector &&
+          peer.namespace_selector->Matches(old) != peer.namespace_selector->Matches(n.labels)) {
+        affected.push_back(&entry);
+        break;
+      }
+  }
+  const std::map<std::string, const Pod*>* keys = nullptr;
   if (auto pit = pods_by_ns_.find(n.name); pit != pods_by_ns_.end()) keys = &pit->second;
   if (keys)
-    for (const auto& b : affected)
-      for (const auto& k : *keys) AddPodToSet(b, peer_sets_.at(b), pods_.at(k), false);
+    for (const auto* b : affected)
+      for (const auto& [k, pod] : *keys) AddPodToSet(b->first, b->second, *pod, false);
   std::string name = n.name;
   namespaces_[name] = std::move(n);
   if (keys)
-    for (const auto& b : affected)
-      for (const auto& k : *keys) AddPodToSet(b, peer_sets_.at(b), pods_.at(k), true);
+    for (const auto* b : affected)
+      for (const auto& [k, pod] : *keys) AddPodToSet(b->first, b->second, *pod, true);
   // ClusterNetworkPolicy subjects select by namespace labels.
   if (!cnps_.empty()) RebuildLocalPodsOfNamespace(name);
 }
@@ -1153,7 +1164,17 @@ void Engine::MarkApplied(bool full) {
       else if (c.created) applied_sets_.insert(name);
     }
   }
-  applied_.chains = desired_.chains;
+  if (full || !has_applied_) {
+    applied_.chains = desired_.chains;
+  } else {
+    // Only what changed since the last apply (an event touches a few of
+    // the node's hundreds of chains).
+    for (const auto& name : dirty_chains_) {
+      auto w = desired_.chains.find(name);
+      if (w == desired_.chains.end()) applied_.chains.erase(name);
+      else applied_.chains[name] = w->second;
+    }
+  }
   applied_.ingress4 = desired_.ingress4;
   applied_.egress4 = desired_.egress4;
   applied_.ingress6 = desired_.ingress6;

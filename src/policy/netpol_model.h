@@ -316,7 +316,10 @@ class Engine {
 
   EngineOptions opts_;
   std::unordered_map<std::string, Pod> pods_;
-  std::unordered_map<std::string, std::set<std::string>> pods_by_ns_;
+  // The pods of each namespace by key, pointing into pods_ (its nodes are
+  // stable): the hot loops (a set filled, a namespace relabelled) walk
+  // these without hashing every key again.
+  std::unordered_map<std::string, std::map<std::string, const Pod*>> pods_by_ns_;
   std::unordered_map<std::string, Namespace> namespaces_;
   std::map<std::string, PolicyState> policies_;  // by ns/name
   std::unordered_map<std::string, std::set<std::string>> policies_by_ns_;

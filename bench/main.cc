@@ -40,6 +40,10 @@ struct Args {
   std::set<std::string> only, configs;
   std::vector<int> levels;  // pods already on the node before sampling
   int samples = 0;          // ADD+DEL pairs timed at each level
+  // The NetworkPolicy section's scale and run flags, passed on to
+  // weft-bench-netpol as they are (--pods, --policies, --namespaces,
+  // --nodes, --local-pods, --iterations, --events-only).
+  std::vector<std::string> netpol_args;
 };
 
 std::set<std::string> SplitSet(const std::string& s) {
@@ -66,6 +70,12 @@ bool ParseArgs(int argc, char** argv, Args* a) {
       std::sort(a->levels.begin(), a->levels.end());
     } else if (k == "--samples") {
       a->samples = std::atoi(val().c_str());
+    } else if (k == "--pods" || k == "--policies" || k == "--namespaces" || k == "--nodes" || k == "--local-pods" ||
+               k == "--iterations") {
+      a->netpol_args.push_back(k);
+      a->netpol_args.push_back(val());
+    } else if (k == "--events-only") {
+      a->netpol_args.push_back(k);
     } else {
       return false;
     }
@@ -102,8 +112,10 @@ json RunHook(const Args& a, const std::string& name, const std::string& tag, con
   req.path = hook;
   req.argv = {hook, "--out", a.out, "--prefix", a.prefix + "-" + tag, "--build-dir", a.build_dir};
   if (a.quick) req.argv.push_back("--quick");
+  if (name == "netpol_hook") req.argv.insert(req.argv.end(), a.netpol_args.begin(), a.netpol_args.end());
   req.env = sys::CurrentEnv();
-  req.timeout = std::chrono::minutes(20);
+  // The 100,000-pod row populates the stand-in server for minutes.
+  req.timeout = std::chrono::minutes(a.netpol_args.empty() ? 20 : 60);
   auto r = sys::Exec(req);
   if (!r.ok() || r->exit_code != 0) {
     std::string err = r.ok() ? r->err : r.status().ToString();
@@ -124,7 +136,9 @@ int Main(int argc, char** argv) {
   if (!ParseArgs(argc, argv, &a)) {
     std::fprintf(stderr,
                  "usage: weft-bench [--quick] --out DIR [--prefix wbNNN] [--build-dir DIR] [--commit SHA]\n"
-                 "                  [--only floor,control,datapath,weftd,netpol] [--configs key,...]\n");
+                 "                  [--only floor,control,datapath,weftd,netpol] [--configs key,...]\n"
+                 "                  [--pods N --policies N --namespaces N --nodes N --local-pods N --iterations N\n"
+                 "                   --events-only]   (the NetworkPolicy section's scale, for weft-bench-netpol)\n");
     return 2;
   }
   if (::geteuid() != 0) {

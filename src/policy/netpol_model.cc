@@ -249,20 +249,25 @@ void Engine::DeleteSetDef(const std::string& name) {
 }
 
 void Engine::ElementDelta(const std::string& set, const std::string& elem, bool add) {
-  auto& refs = refs_[set];
   SetChange& c = set_changes_[set];
   bool whole = c.created || c.flushed;  // rendered from the desired elements
   if (add) {
-    if (refs[elem]++ != 0) return;
-    desired_.sets[set].elements.insert(elem);
+    if (!desired_.sets[set].elements.insert(elem).second) {
+      ++refs_[set][elem];  // a second reference: counted apart
+      return;
+    }
     if (!whole && !c.dels.erase(elem)) c.adds.insert(elem);
     return;
   }
-  auto it = refs.find(elem);
-  if (it == refs.end()) return;
-  if (--it->second != 0) return;
-  refs.erase(it);
-  desired_.sets[set].elements.erase(elem);
+  if (auto s = refs_.find(set); s != refs_.end()) {
+    if (auto it = s->second.find(elem); it != s->second.end()) {
+      if (--it->second == 0) s->second.erase(it);
+      if (s->second.empty()) refs_.erase(s);
+      return;  // other references remain
+    }
+  }
+  auto d = desired_.sets.find(set);
+  if (d == desired_.sets.end() || d->second.elements.erase(elem) == 0) return;
   if (!whole && !c.adds.erase(elem)) c.dels.insert(elem);
 }
 

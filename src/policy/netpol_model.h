@@ -326,8 +326,10 @@ class Engine {
   std::map<std::string, PeerSet> peer_sets_;     // by base name
   std::unordered_map<std::string, std::set<std::string>> sets_by_ns_;  // own-namespace kPods/kNamed sets
   std::set<std::string> cross_ns_sets_;
-  // Reference counts of set elements: two peers of one rule (or two pods
-  // sharing an address in a race) may add the same element.
+  // References to set elements beyond the first: two peers of one rule (or
+  // two pods sharing an address in a race) may add the same element. An
+  // element of desired_ without an entry here has exactly one reference
+  // (nearly all of them: no count is kept per element).
   std::unordered_map<std::string, std::unordered_map<std::string, int>> refs_;
 
   Model desired_;

@@ -101,10 +101,10 @@ int main(int argc, char** argv) {
 
   t = Clock::now();
   std::vector<np::Namespace> nss;
-  std::vector<np::Pod> ps;
+  std::vector<np::PodPtr> shared;  // as the informer's cache holds them, shared with the engine
   std::vector<np::Policy> pols;
   for (const auto& o : c.namespaces) nss.push_back(*np::DecodeNamespace(o));
-  for (const auto& o : pod_objects) ps.push_back(*np::DecodePod(o));
+  for (const auto& o : pod_objects) shared.push_back(np::DecodeSharedPod(o)->pod);
   for (const auto& o : c.policies) pols.push_back(*np::DecodePolicy(o));
   pod_objects.clear();
   pod_objects.shrink_to_fit();
@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
   t = Clock::now();
   engine.BeginBatch();
   for (const auto& n : nss) engine.UpsertNamespace(n);
-  for (const auto& p : ps) engine.UpsertPod(p);
+  for (const auto& p : shared) engine.UpsertPod(p);
   for (const auto& p : pols) engine.UpsertPolicy(p);
   engine.EndBatch();
   phase("engine", t);
@@ -155,6 +155,9 @@ int main(int argc, char** argv) {
     all.push_back(ms);
     (void)tight;
   };
+  std::vector<np::Pod> ps;  // the events' copies to relabel
+  if (iterations > 0)
+    for (const auto& p : shared) ps.push_back(*p);
   std::unordered_map<std::string, size_t> pod_index;
   for (size_t i = 0; i < ps.size(); ++i) pod_index[ps[i].key()] = i;
   std::vector<size_t> local, remote;

@@ -51,7 +51,7 @@ void Engine::CnpDenySets(const PolicyState& ps, const ClusterPolicy& p, int delt
 void Engine::RebuildCnpSubjects(const ClusterPolicy& a, const ClusterPolicy* b) {
   std::vector<std::string> keys;
   for (const auto& [key, ips] : local_ips_) {
-    const Pod& pod = pods_.at(key);
+    const Pod& pod = *pods_.at(key);
     if (SubjectSelects(a, pod) || (b && SubjectSelects(*b, pod))) keys.push_back(key);
   }
   for (const auto& k : keys) {

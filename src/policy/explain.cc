@@ -52,7 +52,7 @@ Result<Resolved> Resolve(const Engine& engine, const std::string& what) {
   auto it = engine.pods().find(what);
   if (it == engine.pods().end())
     return Status::Error(Reason::kNotFound, Domain::kControlPlane, "pod " + what + " is not known to weftd");
-  const Pod& p = it->second;
+  const Pod& p = *it->second;
   if (p.terminal)
     return Status::Error(Reason::kNotFound, Domain::kControlPlane,
                          "pod " + what + " has ended (Succeeded or Failed): its address may belong to another pod");
@@ -70,9 +70,9 @@ Result<Resolved> Resolve(const Engine& engine, const std::string& what) {
 const Pod* PodByAddress(const Engine& engine, const IpAddress& ip) {
   const Pod* best = nullptr;
   for (const auto& [key, pod] : engine.pods()) {
-    if (!pod.Addressable()) continue;
-    for (const auto& a : pod.ips)
-      if (a == ip && (!best || key < best->key())) best = &pod;
+    if (!pod->Addressable()) continue;
+    for (const auto& a : pod->ips)
+      if (a == ip && (!best || key < best->key())) best = pod.get();
   }
   return best;
 }

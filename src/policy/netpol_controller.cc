@@ -110,7 +110,7 @@ struct NetpolController::Impl {
         apis(std::move(a)),
         kernel(std::move(k)),
         metrics(m),
-        pods(netpol::DecodePod, &notifier),
+        pods(netpol::DecodeSharedPod, &notifier),
         namespaces(netpol::DecodeNamespace, &notifier),
         policies(netpol::DecodePolicy, &notifier),
         cnps(netpol::DecodeClusterPolicy, &notifier),
@@ -141,7 +141,7 @@ struct NetpolController::Impl {
     // first order is the cheap one.
     for (auto& d : pods.Drain()) {
       ++n;
-      if (d.object) engine.UpsertPod(*d.object);
+      if (d.object) engine.UpsertPod(d.object->pod);
       else engine.RemovePod(d.key);
     }
     for (auto& d : policies.Drain()) {
@@ -422,7 +422,7 @@ struct NetpolController::Impl {
   NetpolMetrics& metrics;
   ControlPlaneStats stats;
   kube::ChangeNotifier notifier;
-  kube::Cache<netpol::Pod> pods;
+  kube::Cache<netpol::SharedPod> pods;  // the engine holds the same Pod objects
   kube::Cache<netpol::Namespace> namespaces;
   kube::Cache<netpol::Policy> policies;
   kube::Cache<netpol::ClusterPolicy> cnps;

@@ -718,11 +718,11 @@ void Engine::RebuildLocalPod(const std::string& key) {
   std::string in_chain = "in-" + cid, eg_chain = "eg-" + cid, node_chain = "node-" + cid;
   WithdrawLocalPod(key);
   auto pit = pods_.find(key);
-  if (pit == pods_.end() || !IsLocal(pit->second)) {
+  if (pit == pods_.end() || !IsLocal(*pit->second)) {
     for (const auto& c : {in_chain, eg_chain, node_chain}) SetPodChain(Pod{}, c, TierChain{});
     return;
   }
-  const Pod& pod = pit->second;
+  const Pod& pod = *pit->second;
   local_ips_[key] = pod.ips;
   for (const auto& ip : pod.ips) ElementDelta(ip.is_v4() ? "local4" : "local6", ip.ToString(), true);
   PodRules rules = LocalPodRules(pod);
@@ -741,21 +741,23 @@ void Engine::RebuildLocalPodsOfNamespace(const std::string& ns) {
     if (IsLocal(*pod)) RebuildLocalPod(k);
 }
 
-void Engine::UpsertPod(const Pod& pod) {
-  std::string key = pod.key();
+void Engine::UpsertPod(const Pod& pod) { UpsertPod(std::make_shared<const Pod>(pod)); }
+
+void Engine::UpsertPod(PodPtr pod) {
+  std::string key = pod->key();
   auto it = pods_.find(key);
   bool was_local = false;
   if (it != pods_.end()) {
-    if (it->second == pod) return;
-    was_local = IsLocal(it->second);
-    const Pod& old = it->second;
+    if (it->second == pod || *it->second == *pod) return;
+    was_local = IsLocal(*it->second);
+    const Pod& old = *it->second;
     ForSetsSeeing(old.ns, [&](const std::string& b, const PeerSet& ps) { AddPodToSet(b, ps, old, false); });
-    it->second = pod;
+    it->second = std::move(pod);
   } else {
-    const Pod& stored = pods_.emplace(key, pod).first->second;
-    pods_by_ns_[pod.ns].emplace(key, &stored);
+    it = pods_.emplace(key, std::move(pod)).first;
   }
-  const Pod& cur = pods_.at(key);
+  const Pod& cur = *it->second;
+  pods_by_ns_[cur.ns][key] = &cur;
   ForSetsSeeing(cur.ns, [&](const std::string& b, const PeerSet& ps) { AddPodToSet(b, ps, cur, true); });
   if (was_local || IsLocal(cur)) RebuildLocalPod(key);
 }
@@ -763,7 +765,7 @@ void Engine::UpsertPod(const Pod& pod) {
 void Engine::RemovePod(const std::string& key) {
   auto it = pods_.find(key);
   if (it == pods_.end()) return;
-  const Pod& old = it->second;
+  const Pod& old = *it->second;
   ForSetsSeeing(old.ns, [&](const std::string& b, const PeerSet& ps) { AddPodToSet(b, ps, old, false); });
   std::string ns = old.ns;
   pods_.erase(it);
@@ -878,7 +880,7 @@ size_t Engine::local_isolated(bool ingress) const {
 std::vector<PodPolicyView> Engine::LocalPods() const {
   std::vector<PodPolicyView> out;
   for (const auto& [key, ips] : local_ips_) {
-    const Pod& pod = pods_.at(key);
+    const Pod& pod = *pods_.at(key);
     PodPolicyView v;
     v.pod = key;
     for (const auto& ip : ips) v.ips.push_back(ip.ToString());

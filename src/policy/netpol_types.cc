@@ -272,6 +272,12 @@ std::optional<Pod> DecodePod(const json& obj) {
   return p;
 }
 
+std::optional<SharedPod> DecodeSharedPod(const json& obj) {
+  auto p = DecodePod(obj);
+  if (!p) return std::nullopt;
+  return SharedPod{std::make_shared<const Pod>(std::move(*p))};
+}
+
 std::optional<Namespace> DecodeNamespace(const json& obj) {
   const json& meta = JsonMember(obj, "metadata");
   Namespace n;

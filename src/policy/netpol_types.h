@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -117,6 +118,16 @@ struct Pod {
   bool operator==(const Pod&) const = default;
 };
 
+// Pods are shared between the informer's cache and the engine, never
+// copied between them.
+using PodPtr = std::shared_ptr<const Pod>;
+// The informer cache's value: a shared Pod compared by value (the cache
+// reports a change only when the decoded object differs).
+struct SharedPod {
+  PodPtr pod;
+  bool operator==(const SharedPod& o) const { return pod == o.pod || (pod && o.pod && *pod == *o.pod); }
+};
+
 struct Namespace {
   std::string name;
   Labels labels;
@@ -126,6 +137,7 @@ struct Namespace {
 // Decoders for the informers' caches; nullopt for an object without a name.
 std::optional<Policy> DecodePolicy(const nlohmann::json& obj);
 std::optional<Pod> DecodePod(const nlohmann::json& obj);
+std::optional<SharedPod> DecodeSharedPod(const nlohmann::json& obj);
 std::optional<Namespace> DecodeNamespace(const nlohmann::json& obj);
 LabelSelector DecodeSelector(const nlohmann::json& obj);
 

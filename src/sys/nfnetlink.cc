@@ -88,4 +88,34 @@ Status NfnlSend(int fd, const std::string& buf, const std::string& what) {
   return Status::Ok();
 }
 
+Status NfnlReadDump(int fd, const std::string& what, const std::function<void(const char*, size_t)>& on_msg) {
+  bool interrupted = false;
+  std::string buf(1 << 16, '\0');
+  while (true) {
+    ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return NfnlError(what, errno);
+    }
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buf.data()); NLMSG_OK(h, static_cast<size_t>(n));
+         h = NLMSG_NEXT(h, n)) {
+      if (h->nlmsg_flags & NLM_F_DUMP_INTR) interrupted = true;
+      if (h->nlmsg_type == NLMSG_DONE) {
+        if (interrupted) return NfnlError(what + ": interrupted by a concurrent change", EINTR);
+        return Status::Ok();
+      }
+      if (h->nlmsg_type == NLMSG_ERROR) {
+        const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
+        if (e->error == 0) continue;
+        return NfnlError(what, -e->error);
+      }
+      // A message too short for its nfgenmsg carries no attributes (and its
+      // length minus the header would wrap).
+      if (h->nlmsg_len < NLMSG_LENGTH(NLMSG_ALIGN(sizeof(nfgenmsg)))) continue;
+      on_msg(static_cast<const char*>(NLMSG_DATA(h)) + NLMSG_ALIGN(sizeof(nfgenmsg)),
+             h->nlmsg_len - NLMSG_LENGTH(NLMSG_ALIGN(sizeof(nfgenmsg))));
+    }
+  }
+}
+
 }  // namespace weft::sys

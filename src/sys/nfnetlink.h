@@ -1,13 +1,14 @@
 #pragma once
-// The raw nfnetlink pieces shared by src/sys's nftables (nft_set.cc) and
-// conntrack (conntrack.cc) code: one message builder, one socket, one send,
-// one attribute walker. Only the kernel's wire format lives here; what a
+// The raw nfnetlink pieces shared by src/sys's nftables (nft_set.cc,
+// nft_query.cc) and conntrack (conntrack.cc) code: one message builder, one
+// socket, one send, one dump reader, one attribute walker. Only the kernel's wire format lives here; what a
 // message means is the caller's.
 
 #include <linux/netlink.h>
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "base/status.h"
@@ -45,6 +46,14 @@ Result<UniqueFd> NfnlConnect();
 
 // One datagram to the kernel; a short send is an error.
 Status NfnlSend(int fd, const std::string& buf, const std::string& what);
+
+// Reads the answer to a dump request sent on `fd` to its end: on_msg(the
+// attributes after the message's nfgenmsg, their length) for each message.
+// A dump the kernel interrupted (NLM_F_DUMP_INTR: a concurrent commit) is an
+// error with EINTR, read to its end first (RetryInterruptedNftDump asks
+// again); an error the kernel answers is NfnlError(what, its errno), so
+// callers tell ENOENT (no such table or set) apart.
+Status NfnlReadDump(int fd, const std::string& what, const std::function<void(const char*, size_t)>& on_msg);
 
 // The attributes of a message (after its nfgenmsg) or of a nest: f(type
 // without flag bits, payload, payload length). Stops at a malformed one.

@@ -1,5 +1,6 @@
 #pragma once
-// Read-only nftables queries over raw nfnetlink (libnl-3 core). The plugin
+// Read-only nftables queries over raw nfnetlink (the shared stack of
+// sys/nfnetlink.h, as nft_set.h and conntrack.h use it). The plugin
 // uses this to check, in tens of microseconds, whether a ruleset it owns is
 // already in place, so it only pays for `nft -f` when something is missing.
 

@@ -178,53 +178,30 @@ Result<std::vector<NftElement>> DumpElements(NftFamily family, const std::string
   const std::string what = "dump nftables set " + table + "/" + set;
   WEFT_RETURN_IF_ERROR(NfnlSend(fd.get(), m.Done(), what));
   std::vector<NftElement> out;
-  bool interrupted = false;
-  std::string buf(1 << 16, '\0');
-  while (true) {
-    ssize_t n = ::recv(fd.get(), buf.data(), buf.size(), 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return NfnlError(what, errno);
-    }
-    for (auto* h = reinterpret_cast<nlmsghdr*>(buf.data()); NLMSG_OK(h, static_cast<size_t>(n));
-         h = NLMSG_NEXT(h, n)) {
-      if (h->nlmsg_flags & NLM_F_DUMP_INTR) interrupted = true;
-      if (h->nlmsg_type == NLMSG_DONE) {
-        if (interrupted) return NfnlError(what + ": interrupted by a concurrent change", EINTR);
-        return out;
-      }
-      if (h->nlmsg_type == NLMSG_ERROR) {
-        const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
-        if (e->error == 0) continue;
-        if (e->error == -ENOENT) return std::vector<NftElement>{};
-        return NfnlError(what, -e->error);
-      }
-      // A message too short for its nfgenmsg carries no elements (and its
-      // length minus the header would wrap).
-      if (h->nlmsg_len < NLMSG_LENGTH(NLMSG_ALIGN(sizeof(nfgenmsg)))) continue;
-      const char* p = static_cast<const char*>(NLMSG_DATA(h)) + NLMSG_ALIGN(sizeof(nfgenmsg));
-      size_t len = h->nlmsg_len - NLMSG_LENGTH(NLMSG_ALIGN(sizeof(nfgenmsg)));
-      ForEachNfAttr(p, len, [&](uint16_t t, const char* d, size_t l) {
-        if (t != NFTA_SET_ELEM_LIST_ELEMENTS) return;
-        ForEachNfAttr(d, l, [&](uint16_t t2, const char* d2, size_t l2) {
-          if (t2 != NFTA_LIST_ELEM) return;
-          NftElement e;
-          e.set = set;
-          ForEachNfAttr(d2, l2, [&](uint16_t t3, const char* d3, size_t l3) {
-            if (t3 == NFTA_SET_ELEM_KEY) e.key = DataValue(d3, l3);
-            if (t3 == NFTA_SET_ELEM_KEY_END) e.key_end = DataValue(d3, l3);
-            if (t3 == NFTA_SET_ELEM_DATA) e.data = DataValue(d3, l3);
-            if (t3 == NFTA_SET_ELEM_FLAGS && l3 == 4) {
-              uint32_t be;
-              std::memcpy(&be, d3, sizeof be);
-              e.flags = ntohl(be);
-            }
-          });
-          out.push_back(std::move(e));
+  Status st = NfnlReadDump(fd.get(), what, [&](const char* p, size_t len) {
+    ForEachNfAttr(p, len, [&](uint16_t t, const char* d, size_t l) {
+      if (t != NFTA_SET_ELEM_LIST_ELEMENTS) return;
+      ForEachNfAttr(d, l, [&](uint16_t t2, const char* d2, size_t l2) {
+        if (t2 != NFTA_LIST_ELEM) return;
+        NftElement e;
+        e.set = set;
+        ForEachNfAttr(d2, l2, [&](uint16_t t3, const char* d3, size_t l3) {
+          if (t3 == NFTA_SET_ELEM_KEY) e.key = DataValue(d3, l3);
+          if (t3 == NFTA_SET_ELEM_KEY_END) e.key_end = DataValue(d3, l3);
+          if (t3 == NFTA_SET_ELEM_DATA) e.data = DataValue(d3, l3);
+          if (t3 == NFTA_SET_ELEM_FLAGS && l3 == 4) {
+            uint32_t be;
+            std::memcpy(&be, d3, sizeof be);
+            e.flags = ntohl(be);
+          }
         });
+        out.push_back(std::move(e));
       });
-    }
-  }
+    });
+  });
+  if (!st.ok() && st.sys_errno() == ENOENT) return std::vector<NftElement>{};
+  if (!st.ok()) return st;
+  return out;
 }
 
 }  // namespace

@@ -22,4 +22,9 @@ namespace weft::sys {
 // `nft -f` prints it. Thread-safe: each call has a context of its own.
 Status NftRunScript(const std::string& script);
 
+// Runs one read-only nft command (e.g. "list counters table inet x") in the
+// calling thread's network namespace and returns nft's JSON output (what
+// `nft -j <command>` prints). Errors as NftRunScript's.
+Result<std::string> NftQueryJson(const std::string& command);
+
 }  // namespace weft::sys

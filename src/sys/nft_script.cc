@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <memory>
+#include <mutex>
 
 #include "base/unique_fd.h"
 
@@ -15,6 +16,15 @@ namespace {
 struct CtxFree {
   void operator()(nft_ctx* c) const { nft_ctx_free(c); }
 };
+
+// libnftables does not document its contexts as independent between
+// threads (it has process-wide pieces: GMP's allocator hooks, libxtables
+// when it translates), and weftd calls it from its sync thread and its
+// metrics thread: one call at a time in the process.
+std::mutex& LibMutex() {
+  static std::mutex mu;
+  return mu;
+}
 
 }  // namespace
 
@@ -36,6 +46,7 @@ Status NftRunScript(const std::string& script) {
   // evaluation (its cache) in the context, and weftd's table is large; the
   // next call would read it again anyway, since this commit changed the
   // kernel's generation.
+  std::lock_guard lock(LibMutex());
   std::unique_ptr<nft_ctx, CtxFree> ctx(nft_ctx_new(NFT_CTX_DEFAULT));
   if (!ctx) return Status::Error(Reason::kFailed, Domain::kFirewall, "libnftables: cannot create a context");
   if (nft_ctx_buffer_output(ctx.get()) != 0 || nft_ctx_buffer_error(ctx.get()) != 0)
@@ -54,6 +65,7 @@ Status NftRunScript(const std::string& script) {
 }
 
 Result<std::string> NftQueryJson(const std::string& command) {
+  std::lock_guard lock(LibMutex());
   std::unique_ptr<nft_ctx, CtxFree> ctx(nft_ctx_new(NFT_CTX_DEFAULT));
   if (!ctx) return Status::Error(Reason::kFailed, Domain::kFirewall, "libnftables: cannot create a context");
   if (nft_ctx_buffer_output(ctx.get()) != 0 || nft_ctx_buffer_error(ctx.get()) != 0)

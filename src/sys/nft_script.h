@@ -19,7 +19,8 @@ namespace weft::sys {
 // network namespace as one transaction. A parse, evaluation or kernel error
 // leaves the kernel as it was and comes back as a firewall error whose
 // details are nft's own message (the offending line and the reason), as
-// `nft -f` prints it. Thread-safe: each call has a context of its own.
+// `nft -f` prints it. Thread-safe: calls in one process take turns (one
+// libnftables context at a time, each call its own).
 Status NftRunScript(const std::string& script);
 
 // Runs one read-only nft command (e.g. "list counters table inet x") in the

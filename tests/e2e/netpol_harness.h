@@ -129,7 +129,10 @@ class NetpolCluster {
  public:
   static constexpr int kProbeTimeoutMs = 1000;
   static constexpr int kDeadlineMs = 5000;
-  static constexpr int kPollMs = 300;
+  // CheckMatrix and CheckProbes poll with kPollProbeMs probes, a round at
+  // most every kPollGapMs; a match is confirmed with kProbeTimeoutMs ones.
+  static constexpr int kPollProbeMs = 200;
+  static constexpr int kPollGapMs = 100;
 
   NetpolCluster() : NetpolCluster(ClusterOptions{}) {}
   explicit NetpolCluster(ClusterOptions options);
@@ -180,7 +183,12 @@ class NetpolCluster {
                                         int timeout_ms = kProbeTimeoutMs);
   // Probes until every matrix equals its expectation, or `deadline_ms`.
   // Returns "" on a match, else the tables of the last round (and notes).
-  // `took`: from the call to the start of the matching round.
+  // `took`: from the call to the start of the matching round. A denied cell
+  // is a probe that got no answer: the polling rounds give up on it after
+  // kPollProbeMs (an allowed cell is an answer, proven at any timeout), and
+  // a round that matches so is repeated with `probe_timeout_ms` probes,
+  // which alone decide a match with a denied cell in it, as the last round
+  // before a failure does.
   std::string CheckMatrix(const std::vector<Expectation>& want, int deadline_ms = kDeadlineMs,
                           std::chrono::milliseconds* took = nullptr, int probe_timeout_ms = kProbeTimeoutMs);
   // After a CheckMatrix that matched: weftd's `explain` must agree with the
@@ -194,7 +202,8 @@ class NetpolCluster {
   std::string CheckExplain();
   // `weftctl policy explain ARGS...` inside node `i`: its exit code, stdout and stderr.
   int WeftctlExplain(int i, const std::vector<std::string>& args, std::string* out, std::string* err = nullptr);
-  // The same for probes outside the matrix.
+  // The same for probes outside the matrix (polled the same way; with
+  // `deadline_ms` 0, one round of kProbeTimeoutMs probes).
   std::string CheckProbes(const std::vector<Probe>& want, int deadline_ms = kDeadlineMs);
   // Probes `target` from `from` until the result is `want`; the time from
   // the call until then, or -1 after `deadline_ms`. A UDP target that

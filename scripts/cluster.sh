@@ -409,6 +409,18 @@ extendedKeyUsage=clientAuth"
         sleep 2
     done
     log "$nodes node(s) Ready"
+    # The control plane reaches the pods as a control-plane node of a real
+    # cluster does (the API server's pods/proxy and services/proxy, webhooks):
+    # a route to each node's pod CIDRs via that node, as a routed network
+    # between hosts would have. Inside the run's namespaces only.
+    local cidr via
+    for (( n = 1; n <= nodes; n++ )); do
+        for cidr in $(kctl get node "$PREFIX-n$n" -o jsonpath='{.spec.podCIDRs[*]}'); do
+            via=192.0.2.$(( 10 + n ))
+            [[ $cidr == *:* ]] && via=$NODE_NET6$(( 10 + n ))
+            ip -n "$CP_NS" route replace "$cidr" via "$via"
+        done
+    done
 }
 
 kctl() { in_ns "$CP_NS" "$BIN/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }

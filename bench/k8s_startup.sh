@@ -14,7 +14,10 @@
 # and create -> the first HTTP answer of agnhost netexec at the pod's IP; p50
 # and p99 of each. The CNI ADD itself is timed by bench/k8s/cni_timer.c, put in
 # front of the plugin for both (bench-weft, bench-bridge: the same fork+exec
-# for each).
+# for each). Beside them, kubelet's own mean duration of its CRI calls over each
+# plugin's rounds (RunPodSandbox, with the CNI ADD inside it; CreateContainer;
+# StartContainer), from its metrics through the API server's node proxy, so
+# the part the plugin owns is set against containerd's and runc's.
 #
 # How the two are switched: containerd loads the lexically first conflist of
 # the node's /etc/cni/net.d. The bench writes 00-bench.conflist there: for
@@ -32,7 +35,7 @@ while (( $# )); do
         --pods) pods=$2; shift ;;
         --rounds) rounds=$2; shift ;;
         --node) n=$2; shift ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
         *) echo "k8s_startup: unknown argument $1 (--pods N, --rounds N, --node N)" >&2; exit 2 ;;
     esac
     shift
@@ -106,6 +109,13 @@ EOF
 kc create namespace podbench >/dev/null 2>&1 || true
 log=$nd/var-log/weft-bench-cni.log   # cni_timer's default, in the node's /var/log
 load() { cut -d' ' -f1-3 /proc/loadavg; }
+# kubelet's own timings of its CRI calls (sum and count of each histogram),
+# through the API server's node proxy: RunPodSandbox (containerd's sandbox
+# with the CNI ADD inside it), CreateContainer, StartContainer.
+kmetrics() {
+    kc get --raw "/api/v1/nodes/$node/proxy/metrics" 2>/dev/null |
+        grep -E '^kubelet_(runtime_operations_duration_seconds|run_podsandbox_duration_seconds|pod_worker_start_duration_seconds)_(sum|count)' || true
+}
 
 run() {  # run weft|ref ROUND
     local what=$1 r=$2
@@ -113,6 +123,7 @@ run() {  # run weft|ref ROUND
     mv "$nd/etc-cni/net.d/.00-bench.tmp" "$nd/etc-cni/net.d/00-bench.conflist"
     sleep 3   # containerd's CRI reloads the CNI configuration on the change
     echo "k8s_startup: round $r, $what: $pods pods on $node (load $(load))" >&2
+    kmetrics >"$out/$what-$r.kubelet.before"
     nsenter --net="/run/netns/$node" "$pb" --kubeconfig "$KUBECONFIG" --node "$node" --namespace podbench \
         --pods "$pods" --label "$what-$r" >"$out/$what-$r.json" || echo "k8s_startup: $what round $r incomplete" >&2
     # The pods are gone from the API; their CNI DEL (containerd runs it with
@@ -124,6 +135,7 @@ run() {  # run weft|ref ROUND
         sleep 1
     done
     grep " podbench-$what-$r-" "$log" >"$out/$what-$r.cni.log" || true
+    kmetrics >"$out/$what-$r.kubelet.after"
 }
 : >"$log"
 for (( r = 1; r <= rounds; r++ )); do
@@ -177,6 +189,57 @@ print(f"|{'-'*58}|---------:|---------:|--------:|--------:|")
 for label, k in rows:
     w, r = series["weft"].get(k, []), series["ref"].get(k, [])
     print(f"| {label:56} | {pct(w,50):8.0f} | {pct(w,99):8.0f} | {pct(r,50):7.0f} | {pct(r,99):7.0f} |")
+
+# kubelet's own view: the mean duration of its CRI calls over each plugin's rounds
+# (histogram sums and counts, after minus before), and the CNI ADD's mean inside
+# RunPodSandbox: containerd's sandbox without the plugin.
+def kubelet(what):
+    acc = {}
+    for f in sorted(glob.glob(f"{out}/{what}-*.kubelet.after")):
+        vals = {}
+        for tag, fn in (("b", f[:-6] + ".before"), ("a", f)):
+            try:
+                for line in open(fn):
+                    name, v = line.rsplit(" ", 1)
+                    vals[(tag, name)] = float(v)
+            except OSError:
+                pass
+        for (tag, name), v in vals.items():
+            if tag == "a":
+                acc[name] = acc.get(name, 0) + v - vals.get(("b", name), 0)
+    def mean(metric, op=None):
+        sel = (lambda n: f'operation_type="{op}"' in n) if op else (lambda n: True)
+        sm = sum(v for n, v in acc.items() if n.startswith(metric + "_sum") and sel(n))
+        ct = sum(v for n, v in acc.items() if n.startswith(metric + "_count") and sel(n))
+        return (1000 * sm / ct, ct) if ct else (float("nan"), 0)
+    return {"sandbox": mean("kubelet_runtime_operations_duration_seconds", "run_podsandbox"),
+            "create": mean("kubelet_runtime_operations_duration_seconds", "create_container"),
+            "start": mean("kubelet_runtime_operations_duration_seconds", "start_container"),
+            "worker": mean("kubelet_pod_worker_start_duration_seconds")}
+def mean(v): return sum(v) / len(v) if v else float("nan")
+k = {w: kubelet(w) for w in ("weft", "ref")}
+print(f"\nWhere a pod's start-up goes, mean ms per pod (kubelet's metrics of its CRI calls; the CNI ADD from cni_timer)")
+print(f"| {'':78} | Weft | ref |")
+print(f"|{'-'*80}|-----:|----:|")
+rowsk = [("create -> Ready (podbench)", mean(series["weft"].get("ready", [])), mean(series["ref"].get("ready", []))),
+         ("  kubelet: RunPodSandbox (containerd: netns, pause container, CNI ADD)", k["weft"]["sandbox"][0], k["ref"]["sandbox"][0]),
+         ("    of it the CNI ADD: the part the plugin owns", mean(series["weft"].get("cni", [])), mean(series["ref"].get("cni", []))),
+         ("    of it containerd's sandbox without the CNI ADD", k["weft"]["sandbox"][0] - mean(series["weft"].get("cni", [])),
+          k["ref"]["sandbox"][0] - mean(series["ref"].get("cni", []))),
+         ("  kubelet: CreateContainer (containerd, runc create)", k["weft"]["create"][0], k["ref"]["create"][0]),
+         ("  kubelet: StartContainer (runc start)", k["weft"]["start"][0], k["ref"]["start"][0]),
+         ("  the rest: API, scheduler, kubelet's queues, status updates, waiting for a CPU", None, None)]
+for label, w, r in rowsk:
+    if w is None:
+        tw = rowsk[0][1] - rowsk[1][1] - rowsk[4][1] - rowsk[5][1]
+        tr = rowsk[0][2] - rowsk[1][2] - rowsk[4][2] - rowsk[5][2]
+        w, r = tw, tr
+    print(f"| {label:78} | {w:5.0f} | {r:5.0f} |")
+for wh in ("weft", "ref"):
+    c = k[wh]
+    print(f"({wh}: kubelet counted {c['sandbox'][1]:.0f} RunPodSandbox, {c['create'][1]:.0f} CreateContainer, "
+          f"{c['start'][1]:.0f} StartContainer calls; the CNI ADD is {100 * mean(series[wh].get('cni', [])) / mean(series[wh].get('ready', [])):.1f} % "
+          f"of the mean create -> Ready)")
 w99, r99 = pct(series["weft"].get("ready", []), 99), pct(series["ref"].get("ready", []), 99)
 print(f"\ncreate -> Ready p99, Weft / reference: {w99 / r99:.2f} (target <= 0.5)")
 EOF

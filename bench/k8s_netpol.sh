@@ -26,7 +26,7 @@ while (( $# )); do
         --writes) [[ ${2:-} =~ ^[0-9]+$ ]] || { echo "k8s_netpol: --writes N" >&2; exit 2; }; writes=$2; shift ;;
         --updates) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || { echo "k8s_netpol: --updates N (>= 1)" >&2; exit 2; }; updates=$2; shift ;;
         --same-node) same=1 ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
         *) echo "k8s_netpol: unknown argument $1 (--writes N, --updates N, --same-node)" >&2; exit 2 ;;
     esac
     shift

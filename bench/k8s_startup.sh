@@ -35,7 +35,7 @@ while (( $# )); do
         --pods) pods=$2; shift ;;
         --rounds) rounds=$2; shift ;;
         --node) n=$2; shift ;;
-        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
         *) echo "k8s_startup: unknown argument $1 (--pods N, --rounds N, --node N)" >&2; exit 2 ;;
     esac
     shift

@@ -443,6 +443,10 @@ TEST_F(TierTest, TrafficToTheOwnNodeIsJudgedByTheTiersInTheInputHook) {
   std::string c = node_chain("10.0.1.1");
   ASSERT_EQ(c.rfind("node-", 0), 0u) << c;
   EXPECT_EQ(node_chain("10.0.1.9"), node_chain("fd00:1::9"));
+  // Pods with the same node rules share one chain (x/a and x/d); x/b, which a
+  // NetworkPolicy isolates, has its own.
+  EXPECT_EQ(node_chain("10.0.1.9"), c);
+  EXPECT_NE(node_chain("10.0.1.2"), c);
   EXPECT_EQ(e_.desired().node4r.at("10.0.1.1"), "r" + c);
   EXPECT_EQ(node_chain("10.0.1.3"), "");  // y/b: not a subject
   auto r = Rules(c);
@@ -502,6 +506,15 @@ TEST_F(TierTest, TrafficToTheOwnNodeIsJudgedByTheTiersInTheInputHook) {
   e_.RemoveClusterPolicy("pass-net");
   EXPECT_FALSE(node_chain("10.0.1.1").empty());
   EXPECT_EQ(node_chain("10.0.1.2"), "");
+  // A shared chain stays while one pod uses it.
+  std::string shared = node_chain("10.0.1.1");
+  ASSERT_EQ(node_chain("10.0.1.9"), shared);
+  e_.RemovePod("x/a");
+  EXPECT_EQ(node_chain("10.0.1.9"), shared);
+  EXPECT_FALSE(Rules(shared).empty());
+  e_.RemovePod("x/d");
+  EXPECT_TRUE(Rules(shared).empty());
+  EXPECT_TRUE(Rules("r" + shared).empty());
   // Everything removed: no node chain, map entry or tail left.
   e_.RemoveClusterPolicy("base-deny");
   e_.RemoveClusterPolicy("pods-only");
@@ -553,15 +566,24 @@ TEST_F(TierTest, InputAndOutputChainsKeepRepliesAndPendingPods) {
   EXPECT_NE(f.find("  map node4 {\n    type ipv4_addr : verdict;\n    elements = { 10.0.1.1 : jump node-"),
             std::string::npos)
       << f;
-  // The delta adds the map entries after the chains they jump to.
+  // A new pod with the same node rules: one map entry to the shared chain,
+  // no chain sent again.
   e_.MarkApplied(true);
   e_.UpsertPod(MakePod("x", "n", {{"pod", "n"}}, "n1", "10.0.1.8"));
   std::string d = e_.RenderDelta();
+  EXPECT_EQ(d.find("chain inet weft-netpol node-"), std::string::npos) << d;
+  EXPECT_NE(d.find("add element inet weft-netpol node4 { 10.0.1.8 : jump node-"), std::string::npos) << d;
+  EXPECT_NE(d.find("add element inet weft-netpol node4r { 10.0.1.8 : jump rnode-"), std::string::npos) << d;
+  // New rules: the new chain is declared before the map entries that jump to it.
+  e_.MarkApplied(false);
+  e_.UpsertClusterPolicy(Cnp(OneRule("no-nodes", "Admin", 2, "egress",
+                                     R"({"action":"Deny","to":[{"nodes":{}}],"protocols":[{"udp":{}}]})")));
+  d = e_.RenderDelta();
   size_t chain = d.find("add chain inet weft-netpol node-"), entry = d.find("add element inet weft-netpol node4 {");
   ASSERT_NE(chain, std::string::npos) << d;
   ASSERT_NE(entry, std::string::npos) << d;
   EXPECT_LT(chain, entry);
-  EXPECT_NE(d.find("add element inet weft-netpol node4r {"), std::string::npos) << d;
+  EXPECT_LT(entry, d.find("delete chain inet weft-netpol node-")) << d;  // the old one goes last
 }
 
 // The model after any event history equals the model built from the final

@@ -713,13 +713,62 @@ void Engine::SetPodChain(const Pod& pod, const std::string& name, TierChain chai
   }
 }
 
+// A node chain has nothing of its pod in it (no "itself", no named port
+// resolved on it, no pod peers): pods with the same rules share one chain,
+// named by a hash of its rules, so a policy change rewrites each distinct
+// chain once instead of once per pod. Reference-counted by pod.
+void Engine::SetNodeChain(const std::string& key, const Pod* pod, TierChain chain) {
+  std::string old;
+  if (auto it = pod_node_chain_.find(key); it != pod_node_chain_.end()) old = it->second;
+  std::string name;
+  if (pod && chain.isolated) {
+    auto named = [&](const std::string& n) {
+      TierChain c = chain;
+      for (auto* part : {&c.head, &c.tail})
+        for (auto& r : *part)
+          if (auto at = r.find("tnode-@"); at != std::string::npos) r.replace(at, 7, "t" + n);
+      return c;
+    };
+    std::string content;
+    for (const auto* part : {&chain.head, &chain.tail}) {
+      for (const auto& r : *part) content += r + "\n";
+      content += "|\n";
+    }
+    name = "node-" + Hex(Fnv64(content), 12);
+    TierChain placed = named(name);
+    auto existing = desired_.chains.find(name);
+    if (name != old && existing != desired_.chains.end() && existing->second != placed.head) {
+      name = "node-" + PodChainId(key);  // a hash collision: this pod's own chain
+      placed = named(name);
+    }
+    if (name != old) node_chain_refs_[name]++;
+    SetPodChain(*pod, name, std::move(placed));  // unchanged rules: nothing to send
+    pod_node_chain_[key] = name;
+    Model& m = desired_;
+    for (const auto& ip : pod->ips) {
+      (ip.is_v4() ? m.node4 : m.node6)[ip.ToString()] = name;
+      (ip.is_v4() ? m.node4r : m.node6r)[ip.ToString()] = "r" + name;
+    }
+  } else {
+    pod_node_chain_.erase(key);
+  }
+  if (!old.empty() && old != name) {
+    auto it = node_chain_refs_.find(old);
+    if (it != node_chain_refs_.end() && --it->second <= 0) {
+      node_chain_refs_.erase(it);
+      SetPodChain(Pod{}, old, TierChain{});
+    }
+  }
+}
+
 void Engine::RebuildLocalPod(const std::string& key) {
   std::string cid = PodChainId(key);
-  std::string in_chain = "in-" + cid, eg_chain = "eg-" + cid, node_chain = "node-" + cid;
+  std::string in_chain = "in-" + cid, eg_chain = "eg-" + cid;
   WithdrawLocalPod(key);
   auto pit = pods_.find(key);
   if (pit == pods_.end() || !IsLocal(*pit->second)) {
-    for (const auto& c : {in_chain, eg_chain, node_chain}) SetPodChain(Pod{}, c, TierChain{});
+    for (const auto& c : {in_chain, eg_chain}) SetPodChain(Pod{}, c, TierChain{});
+    SetNodeChain(key, nullptr, TierChain{});
     return;
   }
   const Pod& pod = *pit->second;
@@ -727,7 +776,7 @@ void Engine::RebuildLocalPod(const std::string& key) {
   for (const auto& ip : pod.ips) ElementDelta(ip.is_v4() ? "local4" : "local6", ip.ToString(), true);
   PodRules rules = LocalPodRules(pod);
   const TierSelection tiers = SelectTiers(pod);  // once for the three chains
-  SetPodChain(pod, node_chain, ComposeChain(pod, tiers, ChainKind::kNode, node_chain, rules.isolated_eg, {}));
+  SetNodeChain(key, &pod, ComposeChain(pod, tiers, ChainKind::kNode, "node-@", rules.isolated_eg, {}));
   SetPodChain(pod, in_chain,
               ComposeChain(pod, tiers, ChainKind::kIngress, in_chain, rules.isolated_in, std::move(rules.in)));
   SetPodChain(pod, eg_chain,
@@ -907,7 +956,8 @@ std::vector<PodPolicyView> Engine::LocalPods() const {
     std::string cid = PodChainId(key);
     if (auto it = desired_.chains.find("in-" + cid); it != desired_.chains.end()) v.ingress_rules = it->second;
     if (auto it = desired_.chains.find("eg-" + cid); it != desired_.chains.end()) v.egress_rules = it->second;
-    if (auto it = desired_.chains.find("node-" + cid); it != desired_.chains.end()) v.node_rules = it->second;
+    if (auto n = pod_node_chain_.find(key); n != pod_node_chain_.end())
+      if (auto it = desired_.chains.find(n->second); it != desired_.chains.end()) v.node_rules = it->second;
     out.push_back(std::move(v));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.pod < b.pod; });

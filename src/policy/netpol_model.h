@@ -79,8 +79,8 @@ struct Model {
   std::map<std::string, std::string> ingress4r, egress4r, ingress6r, egress6r;
   // A local pod's traffic to its own node (the input hook: the node's
   // addresses, delivered locally, which the forward hook never sees): pod
-  // address -> its node-<pod> chain with the Admin and Baseline tiers'
-  // egress rules; the reply twins (rnode-<pod>) judge the node's replies in
+  // address -> a node-<hash> chain (shared by the pods whose node rules are the same) with the Admin and Baseline tiers'
+  // egress rules; the reply twins (rnode-<hash>) judge the node's replies in
   // the output hook for connections marked for a recheck. Only pods whose
   // tier rules can match a node address have an entry.
   std::map<std::string, std::string> node4, node6, node4r, node6r;
@@ -97,7 +97,7 @@ struct PodPolicyView {
   std::vector<std::string> egress_policies;
   std::vector<std::string> ingress_rules;     // the nft rules of its chains
   std::vector<std::string> egress_rules;
-  std::vector<std::string> node_rules;        // its node-<pod> chain (to its own node; tiers only)
+  std::vector<std::string> node_rules;        // its node-<hash> chain (to its own node; tiers only)
 };
 
 // GET /netpol's body: one object per local pod (weftctl policy reads it).
@@ -313,6 +313,10 @@ class Engine {
   // with the dispatch entries of the pod's addresses, or drops both when
   // not isolated.
   void SetPodChain(const Pod& pod, const std::string& name, TierChain chain);
+  // The pod's chain to its own node (ComposeChain kNode with the name
+  // "node-@"), shared with every pod whose node rules are the same; null
+  // pod or not isolated: the pod has none.
+  void SetNodeChain(const std::string& key, const Pod* pod, TierChain chain);
   void PutChain(const std::string& name, std::vector<std::string> rules);
   void DropChain(const std::string& name);
   void ElementDelta(const std::string& set, const std::string& elem, bool add);
@@ -352,6 +356,10 @@ class Engine {
   // Peer-set bases a Deny or Pass rule uses (reference counts): an element
   // added to one of them narrows what its pods may do (Tightened()).
   std::map<std::string, int> deny_bases_;
+  // Shared node chains: the chain of each local pod that has one, and how
+  // many pods use each.
+  std::unordered_map<std::string, std::string> pod_node_chain_;
+  std::map<std::string, int> node_chain_refs_;
   bool batching_ = false;
   std::set<std::string> deferred_;  // local pods to rebuild at EndBatch()
 };

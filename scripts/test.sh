@@ -85,11 +85,13 @@ test_names() { (cd "$1" && shift && ctest -N "$@") | sed -n 's/^ *Test *#[0-9]*:
 # script, such as fake_apiserver_test, have none).
 # why LOG: the lines of a failed suite's LOG that say what failed (gtest's,
 # ctest's and our scripts' FAIL lines, at most 8), then its last 3 lines.
+# (The process substitution inherits errexit: a grep that finds nothing must not end it.)
 why() {
   WHY+=("---- $1")
   local l
   while IFS= read -r l; do WHY+=("  ${l:0:200}"); done < <(
-    { grep -aE '^\[  FAILED  \]|^FAIL|[0-9]+ - .*\(Failed|Timeout\)|\[FAIL\]|^--- FAIL' "$1" | head -n 8; tail -n 3 "$1"; } 2>/dev/null)
+    { grep -aE '^\[  FAILED  \]|^FAIL|[0-9]+ - .*\(Failed|Timeout\)|\[FAIL\]|^--- FAIL' "$1" | head -n 8 || true
+      tail -n 3 "$1"; } 2>/dev/null)
 }
 # logged NAME CMD...: runs CMD with its output also in $BUILD_DIR/test-logs/NAME.log;
 # on failure that log goes to why.

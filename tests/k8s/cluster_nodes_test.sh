@@ -36,6 +36,9 @@ say() { echo "cluster_nodes_test: [$(( SECONDS - t0 ))s] $*" >&2; }
 ok() { passed=$(( passed + 1 )); echo "PASS $1"; }
 bad() { failed=$(( failed + 1 )); failed_names+=("$1"); echo "FAIL $1${2:+: $2}"; }
 check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
+# jq_true FILTER FILE|-: jq's verdict on FILE (- reads stdin), its output
+# dropped (a redirect after `check ...` would swallow check's PASS/FAIL line).
+jq_true() { jq -e "$1" "$2" >/dev/null; }
 # The last lines name every failed check again (a log cut to its tail still says which).
 summary() {
     local f
@@ -104,7 +107,7 @@ for n in n1 n2; do
     check "$node: the DaemonSet's init container ($wpod: $init) installed the plugin (node's /opt/cni/bin/weft)" \
         bash -c "[[ '$init' == Completed && -x '$nd/opt/cni/bin/weft' ]]"
     check "$node: weftd wrote the conflist (node's /etc/cni/net.d/10-weft.conflist)" \
-        jq -e '.plugins[0].type == "weft"' "$nd/etc-cni/net.d/10-weft.conflist" >/dev/null
+        jq_true '.plugins[0].type == "weft"' "$nd/etc-cni/net.d/10-weft.conflist"
     check "$node: nothing in the machine's /etc/cni/net.d or /opt/cni from this node" \
         bash -c "! test -e /etc/cni/net.d/10-weft.conflist && ! test -e /opt/cni/bin/weft"
 done
@@ -364,13 +367,18 @@ EOF
     check "every weftd pod replaced ($old_pods -> $new_pods), running $images" bash -c \
         "for p in $old_pods; do [[ ' $new_pods ' != *\" \$p \"* ]] || exit 1; done; [[ '$images' == 'weft/weftd:0.1.1 weft/weftd:0.1.1' ]]"
     sleep 2
+    # A fast rollout (5 s in one CI run) can end before the prober made the
+    # tries its check asks for (about 2.5 a second): let both run on until
+    # they have, so the checks below judge enough of them.
+    poll 60 jq -e '.tries > 20' "$STATE/denied"
+    poll 60 jq -e '.requests > 20' "$STATE/keepalive"
     touch "$STATE/keepalive.stop" "$STATE/denied.stop"
     wait "$client_pid" "$prober_pid" "$copier_pid"; client_pid=""
     ka=$(cat "$STATE/keepalive") dn=$(cat "$STATE/denied")
     check "the established c1 -> s2 connection survived weftd's rolling update on both nodes ($ka, $before requests before)" \
-        jq -e '.errors == 0 and .requests > 20' <<<"$ka" >/dev/null
+        jq_true '.errors == 0 and .requests > 20' - <<<"$ka"
     check "no pod left without policy during the update: h2 -> s2 never accepted ($dn)" \
-        jq -e '.accepted == 0 and .tries > 20' <<<"$dn" >/dev/null
+        jq_true '.accepted == 0 and .tries > 20' - <<<"$dn"
     say "across weftd's rolling update: keep-alive $ka; refused prober $dn"
     got=$(answer "$C1" "$S2" 8080 http n1)
     check "a new connection c1 -> s2 after the update answers '$got'" test "$got" = s2

@@ -50,25 +50,11 @@ Status DrainErrors(int fd, const std::string& what) {
 Result<std::vector<CtEntry>> DumpMatching(int fd, uint8_t family, const CtAddrFilter& f, const std::string& what) {
   WEFT_RETURN_IF_ERROR(NfnlSend(fd, CtDumpRequest(family, 1), what));
   std::vector<CtEntry> out;
-  std::string buf(1 << 17, '\0');
-  while (true) {
-    ssize_t n = ::recv(fd, buf.data(), buf.size(), 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return NfnlError(what, errno);
-    }
-    for (auto* h = reinterpret_cast<nlmsghdr*>(buf.data()); NLMSG_OK(h, static_cast<size_t>(n));
-         h = NLMSG_NEXT(h, n)) {
-      if (h->nlmsg_type == NLMSG_DONE) return out;
-      if (h->nlmsg_type == NLMSG_ERROR) {
-        const auto* e = static_cast<const nlmsgerr*>(NLMSG_DATA(h));
-        if (e->error == 0) continue;
-        return NfnlError(what, -e->error);
-      }
-      auto e = ParseCtEntry(h);
-      if (e && e->family == family && CtEntryMatches(*e, f)) out.push_back(std::move(*e));
-    }
-  }
+  WEFT_RETURN_IF_ERROR(NfnlReadDumpMessages(fd, what, [&](const nlmsghdr* h) {
+    auto e = ParseCtEntry(h);
+    if (e && e->family == family && CtEntryMatches(*e, f)) out.push_back(std::move(*e));
+  }));
+  return out;
 }
 
 }  // namespace

@@ -88,7 +88,7 @@ Status NfnlSend(int fd, const std::string& buf, const std::string& what) {
   return Status::Ok();
 }
 
-Status NfnlReadDump(int fd, const std::string& what, const std::function<void(const char*, size_t)>& on_msg) {
+Status NfnlReadDumpMessages(int fd, const std::string& what, const std::function<void(const nlmsghdr*)>& on_msg) {
   bool interrupted = false;
   std::string buf(1 << 16, '\0');
   while (true) {
@@ -109,13 +109,19 @@ Status NfnlReadDump(int fd, const std::string& what, const std::function<void(co
         if (e->error == 0) continue;
         return NfnlError(what, -e->error);
       }
-      // A message too short for its nfgenmsg carries no attributes (and its
-      // length minus the header would wrap).
-      if (h->nlmsg_len < NLMSG_LENGTH(NLMSG_ALIGN(sizeof(nfgenmsg)))) continue;
-      on_msg(static_cast<const char*>(NLMSG_DATA(h)) + NLMSG_ALIGN(sizeof(nfgenmsg)),
-             h->nlmsg_len - NLMSG_LENGTH(NLMSG_ALIGN(sizeof(nfgenmsg))));
+      on_msg(h);
     }
   }
+}
+
+Status NfnlReadDump(int fd, const std::string& what, const std::function<void(const char*, size_t)>& on_msg) {
+  return NfnlReadDumpMessages(fd, what, [&](const nlmsghdr* h) {
+    // A message too short for its nfgenmsg carries no attributes (and its
+    // length minus the header would wrap).
+    if (h->nlmsg_len < NLMSG_LENGTH(NLMSG_ALIGN(sizeof(nfgenmsg)))) return;
+    on_msg(static_cast<const char*>(NLMSG_DATA(h)) + NLMSG_ALIGN(sizeof(nfgenmsg)),
+           h->nlmsg_len - NLMSG_LENGTH(NLMSG_ALIGN(sizeof(nfgenmsg))));
+  });
 }
 
 }  // namespace weft::sys

@@ -54,6 +54,10 @@ Status NfnlSend(int fd, const std::string& buf, const std::string& what);
 // again); an error the kernel answers is NfnlError(what, its errno), so
 // callers tell ENOENT (no such table or set) apart.
 Status NfnlReadDump(int fd, const std::string& what, const std::function<void(const char*, size_t)>& on_msg);
+// The same loop for a caller that needs each whole message (its nfgenmsg's
+// family, as conntrack's entries do): on_msg(the message) for each one
+// that is neither DONE nor an error.
+Status NfnlReadDumpMessages(int fd, const std::string& what, const std::function<void(const nlmsghdr*)>& on_msg);
 
 // The attributes of a message (after its nfgenmsg) or of a nest: f(type
 // without flag bits, payload, payload length). Stops at a malformed one.

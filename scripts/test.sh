@@ -89,8 +89,10 @@ test_names() { (cd "$1" && shift && ctest -N "$@") | sed -n 's/^ *Test *#[0-9]*:
 why() {
   WHY+=("---- $1")
   local l
-  while IFS= read -r l; do WHY+=("  ${l:0:200}"); done < <(
+  while IFS= read -r l; do WHY+=("  ${l:0:300}"); done < <(
     { grep -aE '^\[  FAILED  \]|^FAIL|[0-9]+ - .*\(Failed|Timeout\)|\[FAIL\]|^--- FAIL' "$1" | head -n 8 || true
+      # GoogleTest's own words: "file:line: Failure" and the message under it.
+      grep -a -A 5 ': Failure$' "$1" | head -n 24 || true
       tail -n 3 "$1"; } 2>/dev/null)
 }
 # logged NAME CMD...: runs CMD with its output also in $BUILD_DIR/test-logs/NAME.log;

@@ -1143,7 +1143,7 @@ EstablishedOutcome EstablishedFlows(NetpolCluster& c, std::vector<std::function<
 // change would show as a retransmission timeout, >= 200 ms).
 void ExpectAllowedFlowsGoOn(const EstablishedOutcome& o) {
   for (const auto& f : o.allowed) {
-    EXPECT_TRUE(f.reported && f.error == "-" && f.first > 0 && f.first < o.posted && f.last > o.posted + 1500 &&
+    EXPECT_TRUE(f.reported && f.error == "-" && f.first > 0 && f.first <= o.posted && f.last > o.posted + 1500 &&
                 f.maxgap < 190)
         << "an allowed established flow did not go on through the change: " << f.Describe(o.posted);
   }
@@ -1168,7 +1168,7 @@ TEST_F(NetpolTest, EstablishedFlowIsCutWhenAPolicyDeniesIt) {
   EXPECT_GE(o.new_denied_ms, 0) << "a new connection y/a -> x/a was never refused: the policy is not in force";
   for (const auto& f : o.denied) {
     const long long cut = f.last - o.posted;
-    EXPECT_TRUE(f.reported && f.first > 0 && f.first < o.posted && cut < 1000)
+    EXPECT_TRUE(f.reported && f.first > 0 && f.first <= o.posted && cut < 1000)
         << "an established flow the policy denies was not cut within 1 s of the POST: " << f.Describe(o.posted) << "\n"
         << o.conntrack;
     std::cout << "NETPOL-LATENCY case=EstablishedFlowIsCut flow=" << f.from << "->x/a " << f.target.substr(0, 3)
@@ -1201,7 +1201,7 @@ TEST_F(NetpolTest, EstablishedFlowGoesOnWithoutConntrackFlush) {
   PrintFlows("no flush", o);
   ASSERT_GE(o.new_denied_ms, 0) << "a new connection y/a -> x/a was never refused: the policy is not in force";
   for (const auto& f : o.denied) {
-    EXPECT_TRUE(f.reported && f.error == "-" && f.first > 0 && f.first < o.posted &&
+    EXPECT_TRUE(f.reported && f.error == "-" && f.first > 0 && f.first <= o.posted &&
                 f.last > o.posted + o.new_denied_ms + 500 && f.maxgap < 190)
         << "with --netpol-recheck-established=false, an established flow stopped after the policy (new connections were "
            "refused from "
@@ -1455,7 +1455,7 @@ TEST_F(NetpolTest, CnpAdminDenyCutsEstablishedFlows) {
   EXPECT_GE(o.new_denied_ms, 0) << "a new connection y/a -> x/a was never refused: the policy is not in force";
   for (const auto& f : o.denied) {
     const long long cut = f.last - o.posted;
-    EXPECT_TRUE(f.reported && f.first > 0 && f.first < o.posted && cut < 1000)
+    EXPECT_TRUE(f.reported && f.first > 0 && f.first <= o.posted && cut < 1000)
         << "an established flow the admin Deny denies was not cut within 1 s: " << f.Describe(o.posted) << "\n"
         << o.conntrack;
   }
@@ -1515,11 +1515,11 @@ TEST_F(NetpolTest, CnpEgressToTheOwnNodeIsJudged) {
   for (const auto& f : flows) {
     std::cerr << "[netpol] own node: " << f.Describe(posted) << "\n";
     if (f.from == "x/a")
-      EXPECT_TRUE(f.reported && f.first > 0 && f.first < posted && f.last - posted < 1000)
+      EXPECT_TRUE(f.reported && f.first > 0 && f.first <= posted && f.last - posted < 1000)
           << "an established flow to its own node that the admin Deny denies was not cut within 1 s: "
           << f.Describe(posted);
     else
-      EXPECT_TRUE(f.reported && f.error == "-" && f.first < posted && f.last > posted + 1500 && f.maxgap < 190)
+      EXPECT_TRUE(f.reported && f.error == "-" && f.first <= posted && f.last > posted + 1500 && f.maxgap < 190)
           << "a flow to the node from a pod no policy selects did not go on: " << f.Describe(posted);
   }
   const std::vector<Probe> nodes_denied = {

@@ -97,7 +97,8 @@ struct Args {
   int iterations = 0;   // rounds of the 7 event kinds
   int add_samples = 0;  // ADD+DEL pairs per variant
   int dp_rounds = 0, dp_seconds = 0;
-  bool profile = false;      // perf record weftd during the events (DIR/netpol/perf.data)
+  bool profile = false;      // perf record weftd until its first table (DIR/netpol/perf-resync.data) and during
+                             // the events (DIR/netpol/perf.data)
   bool events_only = false;  // skip the CNI ADD and datapath parts
   int cnp = 0;               // ClusterNetworkPolicies beside the NetworkPolicies (issue 23)
 };
@@ -1058,7 +1059,20 @@ Result<json> Bench::Run() {
                           s.fake_nodes + 1 >= 1000 && s.local_pods >= 110;
   std::cerr << "[netpol] starting weftd\n";
   WEFT_RETURN_IF_ERROR(StartWeftd());
-  WEFT_ASSIGN_OR_RETURN(out["resync"], Resync());
+  // --profile: weftd from its start until its first full table is in
+  // (the lists, the engine's first build, the apply), then the events apart.
+  Daemon perf_resync;
+  if (a_.profile) {
+    auto p = Daemon::Start("/proc/self/ns/net",
+                           {"/usr/bin/perf", "record", "-F", "999", "-g", "-p", std::to_string(weftd_.pid()), "-o",
+                            dir_ + "/perf-resync.data"},
+                           dir_ + "/perf-resync.log");
+    if (p.ok()) perf_resync = std::move(*p);
+  }
+  auto resync = Resync();
+  perf_resync.Stop(SIGINT, 10000);
+  if (!resync.ok()) return resync.status();
+  out["resync"] = std::move(*resync);
   out["resync"]["apiserver_list_pods_s"] = list_pods_s_;
   out["resync"]["apiserver_list_pods_mb"] = list_pods_mb_;
   // The conflist (the plugin's config with weftd's namespaces file).

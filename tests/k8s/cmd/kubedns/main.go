@@ -8,10 +8,18 @@
 //	                             addresses; CNAME for an ExternalName Service
 //	<a-b-c-d>.<ns>.pod.<domain>  A: the address the name spells (as CoreDNS's
 //	                             `pods insecure`)
+//	<host>.<svc>.<ns>.svc.<domain>  A/AAAA: the endpoint of the Service whose
+//	                             hostname (pod spec.hostname + subdomain) or
+//	                             dashed address is <host>
+//	_<port>._<proto>.<svc>.<ns>.svc.<domain>  SRV: per named port, the Service
+//	                             name (ClusterIP) or each ready endpoint's
+//	                             <host>.<svc>... name (headless)
+//	<reversed IP>.in-addr.arpa / ip6.arpa  PTR: a ClusterIP's Service name, a
+//	                             headless Service's endpoint's name
 //
 // from a client-go informer on Services and EndpointSlices (watches, so a new
 // Service resolves as soon as the API server has it). Any other name in
-// <domain> is NXDOMAIN; a name outside it is REFUSED (no recursion: the
+// <domain> is NXDOMAIN; a name outside it (and the reverse zones) is REFUSED (no recursion: the
 // cluster has no way out). UDP and TCP on --listen; --health serves /ready
 // (200 once the informers have synced) and /healthz.
 //
@@ -49,6 +57,8 @@ import (
 const (
 	typeA     = 1
 	typeCNAME = 5
+	typePTR   = 12
+	typeSRV   = 33
 	typeAAAA  = 28
 	typeANY   = 255
 	classIN   = 1
@@ -78,10 +88,19 @@ type answer struct {
 // lookup resolves name (lower case, dot-terminated) for qtype: the records,
 // and the rcode.
 func (s *server) lookup(name string, qtype uint16) ([]answer, int) {
+	if strings.HasSuffix(name, ".in-addr.arpa.") || strings.HasSuffix(name, ".ip6.arpa.") {
+		return s.reverse(name, qtype)
+	}
 	if name != s.domain && !strings.HasSuffix(name, "."+s.domain) {
 		return nil, rcodeRefused
 	}
 	labels := strings.Split(strings.TrimSuffix(strings.TrimSuffix(name, s.domain), "."), ".")
+	if n := len(labels); n == 4 && labels[3] == "svc" {
+		return s.endpointHost(labels[0], labels[2], labels[1], qtype)
+	}
+	if n := len(labels); n == 5 && labels[4] == "svc" && strings.HasPrefix(labels[0], "_") && strings.HasPrefix(labels[1], "_") {
+		return s.srv(labels[0][1:], labels[1][1:], labels[3], labels[2], qtype)
+	}
 	if len(labels) == 3 && labels[2] == "pod" {
 		addr, err := netip.ParseAddr(strings.ReplaceAll(labels[0], "-", "."))
 		if err != nil || !addr.Is4() {
@@ -128,6 +147,150 @@ func (s *server) lookup(name string, qtype uint16) ([]answer, int) {
 		}
 	}
 	return ipAnswers(addrs, qtype), rcodeOK
+}
+
+// endpoints calls f for every endpoint of the Service ns/svc (ready ones
+// only unless all) with its DNS host label: its hostname, else its first
+// address dashed (CoreDNS's endpoint names).
+func (s *server) endpoints(ns, svc string, all bool, f func(host string, ep discoveryv1.Endpoint, es *discoveryv1.EndpointSlice)) {
+	objs, _ := s.slices.ByIndex("service", ns+"/"+svc)
+	for _, o := range objs {
+		es := o.(*discoveryv1.EndpointSlice)
+		for _, ep := range es.Endpoints {
+			if len(ep.Addresses) == 0 || (!all && ep.Conditions.Ready != nil && !*ep.Conditions.Ready) {
+				continue
+			}
+			host := strings.NewReplacer(".", "-", ":", "-").Replace(ep.Addresses[0])
+			if ep.Hostname != nil && *ep.Hostname != "" {
+				host = strings.ToLower(*ep.Hostname)
+			}
+			f(host, ep, es)
+		}
+	}
+}
+
+// endpointHost: <host>.<svc>.<ns>.svc.<domain>.
+func (s *server) endpointHost(host, ns, svc string, qtype uint16) ([]answer, int) {
+	if _, ok, _ := s.services.GetByKey(ns + "/" + svc); !ok {
+		return nil, rcodeNXDomain
+	}
+	var addrs []netip.Addr
+	s.endpoints(ns, svc, false, func(h string, ep discoveryv1.Endpoint, _ *discoveryv1.EndpointSlice) {
+		if h != host {
+			return
+		}
+		for _, a := range ep.Addresses {
+			if addr, err := netip.ParseAddr(a); err == nil {
+				addrs = append(addrs, addr)
+			}
+		}
+	})
+	if len(addrs) == 0 {
+		return nil, rcodeNXDomain
+	}
+	return ipAnswers(addrs, qtype), rcodeOK
+}
+
+// srv: _<port>._<proto>.<svc>.<ns>.svc.<domain>, SRV 0 <weight> <port> <target>.
+func (s *server) srv(port, proto, ns, svcName string, qtype uint16) ([]answer, int) {
+	obj, ok, _ := s.services.GetByKey(ns + "/" + svcName)
+	if !ok {
+		return nil, rcodeNXDomain
+	}
+	svc := obj.(*corev1.Service)
+	record := func(p uint16, target string) answer {
+		rd := binary.BigEndian.AppendUint16(nil, 0) // priority
+		rd = binary.BigEndian.AppendUint16(rd, 100) // weight
+		rd = binary.BigEndian.AppendUint16(rd, p)
+		return answer{typeSRV, append(rd, encodeName(target)...)}
+	}
+	svcFQDN := svcName + "." + ns + ".svc." + s.domain
+	var out []answer
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		for _, p := range svc.Spec.Ports {
+			if strings.ToLower(p.Name) == port && strings.ToLower(string(p.Protocol)) == proto {
+				out = append(out, record(uint16(p.Port), svcFQDN))
+			}
+		}
+	} else {
+		s.endpoints(ns, svcName, false, func(host string, _ discoveryv1.Endpoint, es *discoveryv1.EndpointSlice) {
+			for _, p := range es.Ports {
+				if p.Name != nil && p.Port != nil && strings.ToLower(*p.Name) == port &&
+					p.Protocol != nil && strings.ToLower(string(*p.Protocol)) == proto {
+					out = append(out, record(uint16(*p.Port), host+"."+svcFQDN))
+				}
+			}
+		})
+	}
+	if len(out) == 0 {
+		return nil, rcodeNXDomain
+	}
+	if qtype != typeSRV && qtype != typeANY {
+		return nil, rcodeOK
+	}
+	return out, rcodeOK
+}
+
+// reverse: a PTR for a Service's ClusterIP or a headless Service's endpoint.
+func (s *server) reverse(name string, qtype uint16) ([]answer, int) {
+	var addr netip.Addr
+	if v4, ok := strings.CutSuffix(name, ".in-addr.arpa."); ok {
+		l := strings.Split(v4, ".")
+		if len(l) != 4 {
+			return nil, rcodeRefused
+		}
+		a, err := netip.ParseAddr(l[3] + "." + l[2] + "." + l[1] + "." + l[0])
+		if err != nil {
+			return nil, rcodeNXDomain
+		}
+		addr = a
+	} else {
+		n := strings.Split(strings.TrimSuffix(name, ".ip6.arpa."), ".")
+		if len(n) != 32 {
+			return nil, rcodeRefused
+		}
+		var b strings.Builder
+		for i := 31; i >= 0; i-- {
+			b.WriteString(n[i])
+			if i%4 == 0 && i > 0 {
+				b.WriteByte(':')
+			}
+		}
+		a, err := netip.ParseAddr(b.String())
+		if err != nil {
+			return nil, rcodeNXDomain
+		}
+		addr = a
+	}
+	var targets []string
+	for _, o := range s.services.List() {
+		svc := o.(*corev1.Service)
+		for _, ip := range svc.Spec.ClusterIPs {
+			if a, err := netip.ParseAddr(ip); err == nil && a == addr {
+				targets = append(targets, svc.Name+"."+svc.Namespace+".svc."+s.domain)
+			}
+		}
+		if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+			s.endpoints(svc.Namespace, svc.Name, false, func(host string, ep discoveryv1.Endpoint, _ *discoveryv1.EndpointSlice) {
+				for _, ip := range ep.Addresses {
+					if a, err := netip.ParseAddr(ip); err == nil && a == addr {
+						targets = append(targets, host+"."+svc.Name+"."+svc.Namespace+".svc."+s.domain)
+					}
+				}
+			})
+		}
+	}
+	if len(targets) == 0 {
+		return nil, rcodeNXDomain
+	}
+	if qtype != typePTR && qtype != typeANY {
+		return nil, rcodeOK
+	}
+	out := make([]answer, 0, len(targets))
+	for _, t := range targets {
+		out = append(out, answer{typePTR, encodeName(t)})
+	}
+	return out, rcodeOK
 }
 
 func ipAnswers(addrs []netip.Addr, qtype uint16) []answer {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -25,18 +26,22 @@ func testServer(t *testing.T) *server {
 		}
 	}
 	add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns1"},
-		Spec: corev1.ServiceSpec{ClusterIP: "10.96.3.4", ClusterIPs: []string{"10.96.3.4", "fd00:10:96::34"}}})
+		Spec: corev1.ServiceSpec{ClusterIP: "10.96.3.4", ClusterIPs: []string{"10.96.3.4", "fd00:10:96::34"},
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}}})
 	add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "ext", Namespace: "ns1"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "Foo.Example.com"}})
 	add(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hl", Namespace: "ns2"},
 		Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}})
 	no := false
+	pname, pport, pproto, host := "http", int32(8080), corev1.ProtocolTCP, "q1"
 	if err := slices.Add(&discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: "hl-x", Namespace: "ns2", Labels: map[string]string{discoveryv1.LabelServiceName: "hl"}},
 		Endpoints: []discoveryv1.Endpoint{
 			{Addresses: []string{"10.244.1.5"}},
 			{Addresses: []string{"10.244.2.6"}, Conditions: discoveryv1.EndpointConditions{Ready: &no}},
-		}}); err != nil {
+			{Addresses: []string{"10.244.2.7"}, Hostname: &host},
+		},
+		Ports: []discoveryv1.EndpointPort{{Name: &pname, Port: &pport, Protocol: &pproto}}}); err != nil {
 		t.Fatal(err)
 	}
 	s := &server{domain: "cluster.local.", ttl: 5, services: svcs, slices: slices}
@@ -79,6 +84,11 @@ func decode(t *testing.T, q, r []byte) (int, []string) {
 				labels = append(labels, string(rd[j+1:j+1+int(rd[j])]))
 			}
 			out = append(out, "CNAME "+strings.Join(labels, ".")+".")
+		case typePTR:
+			out = append(out, "PTR "+nameOf(rd))
+		case typeSRV:
+			out = append(out, fmt.Sprintf("SRV %d %d %d %s", binary.BigEndian.Uint16(rd), binary.BigEndian.Uint16(rd[2:]),
+				binary.BigEndian.Uint16(rd[4:]), nameOf(rd[6:])))
 		}
 		i += 12 + l
 	}
@@ -86,6 +96,14 @@ func decode(t *testing.T, q, r []byte) (int, []string) {
 		t.Fatalf("%d trailing bytes", len(r)-i)
 	}
 	return int(r[3] & 0xf), out
+}
+
+func nameOf(rd []byte) string {
+	var labels []string
+	for j := 0; rd[j] != 0; j += int(rd[j]) + 1 {
+		labels = append(labels, string(rd[j+1:j+1+int(rd[j])]))
+	}
+	return strings.Join(labels, ".") + "."
 }
 
 func TestLookup(t *testing.T) {
@@ -101,7 +119,21 @@ func TestLookup(t *testing.T) {
 		{"web.ns1.svc.cluster.local", typeAAAA, rcodeOK, "AAAA fd00:10:96::34"},
 		{"web.ns2.svc.cluster.local", typeA, rcodeNXDomain, ""},
 		{"ext.ns1.svc.cluster.local", typeA, rcodeOK, "CNAME foo.example.com."},
-		{"hl.ns2.svc.cluster.local", typeA, rcodeOK, "A 10.244.1.5"},
+		{"hl.ns2.svc.cluster.local", typeA, rcodeOK, "A 10.244.1.5,A 10.244.2.7"},
+		{"q1.hl.ns2.svc.cluster.local", typeA, rcodeOK, "A 10.244.2.7"},
+		{"10-244-1-5.hl.ns2.svc.cluster.local", typeA, rcodeOK, "A 10.244.1.5"},
+		{"10-244-2-6.hl.ns2.svc.cluster.local", typeA, rcodeNXDomain, ""}, // not ready
+		{"q2.hl.ns2.svc.cluster.local", typeA, rcodeNXDomain, ""},
+		{"_http._tcp.web.ns1.svc.cluster.local", typeSRV, rcodeOK, "SRV 0 100 80 web.ns1.svc.cluster.local."},
+		{"_http._tcp.web.ns1.svc.cluster.local", typeA, rcodeOK, ""},
+		{"_http._udp.web.ns1.svc.cluster.local", typeSRV, rcodeNXDomain, ""},
+		{"_http._tcp.hl.ns2.svc.cluster.local", typeSRV, rcodeOK,
+			"SRV 0 100 8080 10-244-1-5.hl.ns2.svc.cluster.local.,SRV 0 100 8080 q1.hl.ns2.svc.cluster.local."},
+		{"4.3.96.10.in-addr.arpa", typePTR, rcodeOK, "PTR web.ns1.svc.cluster.local."},
+		{"4.3.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa", typePTR, rcodeOK, "PTR web.ns1.svc.cluster.local."},
+		{"7.2.244.10.in-addr.arpa", typePTR, rcodeOK, "PTR q1.hl.ns2.svc.cluster.local."},
+		{"9.9.9.10.in-addr.arpa", typePTR, rcodeNXDomain, ""},
+		{"3.96.10.in-addr.arpa", typePTR, rcodeRefused, ""},
 		{"10-244-1-7.ns1.pod.cluster.local", typeA, rcodeOK, "A 10.244.1.7"},
 		{"x.ns1.pod.cluster.local", typeA, rcodeNXDomain, ""},
 		{"ns1.svc.cluster.local", typeA, rcodeOK, ""},

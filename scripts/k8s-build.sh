@@ -2,7 +2,9 @@
 # Builds the pinned Kubernetes (tests/k8s/versions.env) from the Go module
 # proxy into build-k8s/bin (or $WEFT_K8S_BIN): kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl,
-# agnhost, etcd and kubedns (the cluster DNS) in ONE `go build`, the sig-network e2e test binary
+# agnhost, regression-issue-74839 (an e2e image's binary), the ginkgo CLI
+# (parallel e2e runs), etcd and kubedns (the cluster DNS) in ONE `go build`,
+# the sig-network e2e test binary
 # (e2e-network.test, `go test -c`), then the pause binary from the pause.c
 # shipped in the k8s.io/kubernetes module zip; then, as root, the images
 # the nodes import (scripts/k8s-images.sh, build-k8s/images).

@@ -17,6 +17,16 @@
 #                    busybox-static (1.35) with its applets linked
 #   kubedns-<v>.tar  localhost/weft/kubedns:<k8s version>, the cluster DNS
 #                    (tests/k8s/cmd/kubedns; CoreDNS is not on the module proxy)
+#   and the images the [sig-network] specs of `k8s-e2e.sh --full` use:
+#   nginx-<v>.tar    registry.k8s.io/e2e-test-images/nginx:<v> (Nginx and
+#                    NginxNew: EndpointSlice, Endpoints), Debian 12's nginx
+#   glibc-dns-testing-<v>.tar  .../glibc-dns-testing:<v> (the DNS specs'
+#                    "jessie" querier: dig, getent), agnhost's Debian base
+#   distroless-iptables-<v>.tar  registry.k8s.io/build-image/distroless-iptables:<v>
+#                    (KubeProxy CLOSE_WAIT: sh, conntrack), Debian's conntrack
+#                    and iptables
+#   regression-issue-74839-<v>.tar  .../regression-issue-74839:<v> (Conntrack's
+#                    invalid-state spec), build-k8s/bin/regression-issue-74839
 #
 # Idempotent: an image is rebuilt only when the hash of its inputs (binaries,
 # tag, this script, docker_archive.py, the base root filesystem) differs from
@@ -45,7 +55,7 @@ for a in "$@"; do
     case $a in
         --force) force=1 ;;
         --list) list=1 ;;
-        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
         *) echo "k8s-images: unknown argument $a (--force, --list)" >&2; exit 2 ;;
     esac
 done
@@ -74,6 +84,11 @@ for t in "registry.k8s.io/pause:$(awk -F'= *' '/^TAG \?=/ { print $2 }' "$kdir/b
 done
 agnhost_tag=$(e2e_ref Agnhost)
 busybox_tag=$(e2e_ref BusyBox)
+nginx_tags=("$(e2e_ref Nginx)")
+[[ $(e2e_ref NginxNew) == "${nginx_tags[0]}" ]] || nginx_tags+=("$(e2e_ref NginxNew)")
+dnstest_tag=$(e2e_ref GlibcDnsTesting)
+iptables_tag=$(e2e_ref DistrolessIptables)
+r74839_tag=$(e2e_ref RegressionIssue74839)
 # shellcheck source=../tests/k8s/versions.env
 . "$mod/versions.env"
 kubedns_tag=localhost/weft/kubedns:$K8S_VERSION
@@ -82,11 +97,13 @@ tar_of() { local r=${1##*/}; echo "$out/${r/:/-}.tar"; }   # registry.k8s.io/pau
 if (( list )); then
     printf '%s\t%s\n' "$(tar_of "${pause_tags[0]}")" "${pause_tags[*]}" \
         "$(tar_of "$agnhost_tag")" "$agnhost_tag" "$(tar_of "$busybox_tag")" "$busybox_tag" \
-        "$(tar_of "$kubedns_tag")" "$kubedns_tag"
+        "$(tar_of "$kubedns_tag")" "$kubedns_tag" "$(tar_of "${nginx_tags[0]}")" "${nginx_tags[*]}" \
+        "$(tar_of "$dnstest_tag")" "$dnstest_tag" "$(tar_of "$iptables_tag")" "$iptables_tag" \
+        "$(tar_of "$r74839_tag")" "$r74839_tag"
     exit 0
 fi
 [[ $(id -u) == 0 ]] || fail "run as root (mmdebstrap makes the Debian root filesystem)"
-for b in pause agnhost kubedns; do
+for b in pause agnhost kubedns regression-issue-74839; do
     [[ -x $bin/$b ]] || fail "$bin/$b is missing (run scripts/k8s-build.sh)"
 done
 [[ -x /bin/busybox ]] && /bin/busybox --list-full >/dev/null 2>&1 ||
@@ -120,32 +137,46 @@ build "$(tar_of "${pause_tags[0]}")" "${pause_tags[*]}" "$bin/pause" -- \
     "${pause_tags[@]/#/--tag=}" --file "$bin/pause:/pause:0755" \
     --entrypoint '["/pause"]' --user 65535:65535
 
-# agnhost's base: Debian 12 with the packages upstream's Dockerfile adds to
-# Alpine (bind-tools -> dnsutils), upstream's users. Keyed by the list.
-pkgs=bash,curl,netcat-openbsd,iproute2,iperf,dnsutils,util-linux
-base=$cache/e2e-agnhost-base-$(echo "$pkgs" | sha256sum | cut -c1-12).tar
-if [[ ! -f $base ]]; then
-    echo "k8s-images: making agnhost's Debian 12 root filesystem with mmdebstrap ($pkgs)" >&2
-    # shellcheck disable=SC2086
-    if ! "${nice[@]}" mmdebstrap --variant=essential --format=tar --include="$pkgs" \
-        --skip=output/dev --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
-        --aptopt='Acquire::Languages "none"' \
-        --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
-        --dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-exclude=/usr/share/locale/*' \
-        --dpkgopt='path-exclude=/usr/share/info/*' \
-        --customize-hook='echo "user-defined-in-image:x:1000:1000:Linux User,,,:/home/user-defined-in-image:/bin/sh" >>"$1/etc/passwd"' \
-        --customize-hook='echo "user-defined-in-image:!::0:99999:7:::" >>"$1/etc/shadow"' \
-        --customize-hook='echo "user-defined-in-image:x:1000:" >>"$1/etc/group"' \
-        --customize-hook='echo "group-defined-in-image:x:50000:user-defined-in-image" >>"$1/etc/group"' \
-        --customize-hook='mkdir -p "$1/home/user-defined-in-image" && chown 1000:1000 "$1/home/user-defined-in-image"' \
-        --customize-hook='ln -s /usr/bin/iperf "$1/usr/local/bin/iperf"' \
-        bookworm "$base.tmp" ${WEFT_DEBIAN_MIRROR:-} >"$cache/e2e-agnhost-base.log" 2>&1; then
-        tail -20 "$cache/e2e-agnhost-base.log" >&2
-        rm -f "$base.tmp"
-        fail "mmdebstrap failed (log: $cache/e2e-agnhost-base.log)"
+# debian_base NAME PACKAGES [--customize-hook=...]...: prints the path of a
+# Debian 12 root filesystem (tar) with PACKAGES, made once by mmdebstrap and
+# kept in $cache, keyed by the packages and the hooks.
+debian_base() {
+    local name=$1 pkgs=$2; shift 2
+    local base
+    base=$cache/e2e-$name-base-$(printf '%s\n' "$pkgs" "$@" | sha256sum | cut -c1-12).tar
+    if [[ ! -f $base ]]; then
+        echo "k8s-images: making $name's Debian 12 root filesystem with mmdebstrap ($pkgs)" >&2
+        # shellcheck disable=SC2086
+        if ! "${nice[@]}" mmdebstrap --variant=essential --format=tar --include="$pkgs" \
+            --skip=output/dev --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
+            --aptopt='Acquire::Languages "none"' \
+            --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+            --dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-exclude=/usr/share/locale/*' \
+            --dpkgopt='path-exclude=/usr/share/info/*' "$@" \
+            bookworm "$base.tmp" ${WEFT_DEBIAN_MIRROR:-} >"$cache/e2e-$name-base.log" 2>&1; then
+            tail -20 "$cache/e2e-$name-base.log" >&2
+            rm -f "$base.tmp"
+            fail "mmdebstrap failed (log: $cache/e2e-$name-base.log)"
+        fi
+        mv "$base.tmp" "$base"
     fi
-    mv "$base.tmp" "$base"
-fi
+    echo "$base"
+}
+
+# agnhost's base: Debian 12 with the packages upstream's Dockerfile adds to
+# Alpine (bind-tools -> dnsutils), upstream's users; and a wget, which
+# upstream's has from Alpine's busybox (the Services specs run `wget -q -T 1
+# -O - IP:PORT` in it). Debian's busybox 1.35 (static or not) segfaults on
+# `wget -T`, so GNU wget, told to try once as busybox's does (/etc/wgetrc;
+# its default is 20 tries on a timeout).
+base=$(debian_base agnhost bash,curl,netcat-openbsd,iproute2,iperf,dnsutils,util-linux,wget \
+    --customize-hook='echo "tries = 1" >>"$1/etc/wgetrc"' \
+    --customize-hook='echo "user-defined-in-image:x:1000:1000:Linux User,,,:/home/user-defined-in-image:/bin/sh" >>"$1/etc/passwd"' \
+    --customize-hook='echo "user-defined-in-image:!::0:99999:7:::" >>"$1/etc/shadow"' \
+    --customize-hook='echo "user-defined-in-image:x:1000:" >>"$1/etc/group"' \
+    --customize-hook='echo "group-defined-in-image:x:50000:user-defined-in-image" >>"$1/etc/group"' \
+    --customize-hook='mkdir -p "$1/home/user-defined-in-image" && chown 1000:1000 "$1/home/user-defined-in-image"' \
+    --customize-hook='ln -s /usr/bin/iperf "$1/usr/local/bin/iperf"')
 porter=$kdir/test/images/agnhost/porter
 build "$(tar_of "$agnhost_tag")" "$agnhost_tag" "$bin/agnhost" "$base" "$porter/localhost.crt" "$porter/localhost.key" -- \
     --tag "$agnhost_tag" --layer-tar "$base" \
@@ -170,4 +201,31 @@ build "$(tar_of "$busybox_tag")" "$busybox_tag" /bin/busybox "$tmpetc/passwd" "$
 # kubedns: the static binary alone, as upstream's CoreDNS image is.
 build "$(tar_of "$kubedns_tag")" "$kubedns_tag" "$bin/kubedns" -- \
     --tag "$kubedns_tag" --file "$bin/kubedns:/kubedns:0755" --entrypoint '["/kubedns"]'
+# glibc-dns-testing: upstream's is Debian with dnsutils (its coredns binary,
+# downloaded from GitHub there, is used by no sig-network spec); agnhost's
+# base is exactly that (the same layer: imported once).
+build "$(tar_of "$dnstest_tag")" "$dnstest_tag" "$base" -- \
+    --tag "$dnstest_tag" --layer-tar "$base" --cmd '["/bin/sh"]'
+
+# nginx (Nginx and NginxNew, one image): Debian 12's nginx serving its default
+# page on port 80 as upstream's nginx:alpine does, logs to the container's
+# stdout and stderr, in the foreground.
+nbase=$(debian_base nginx nginx \
+    --customize-hook='ln -sf /dev/stdout "$1/var/log/nginx/access.log" && ln -sf /dev/stderr "$1/var/log/nginx/error.log"')
+build "$(tar_of "${nginx_tags[0]}")" "${nginx_tags[*]}" "$nbase" -- \
+    "${nginx_tags[@]/#/--tag=}" --layer-tar "$nbase" \
+    --cmd '["nginx", "-g", "daemon off;"]'
+
+# distroless-iptables: upstream's carries iptables, nftables, conntrack and a
+# shell for kube-proxy's tests; the spec execs `sh -c 'which conntrack'`,
+# `conntrack -L` in it (hostNetwork, privileged).
+ibase=$(debian_base iptables conntrack,iptables,nftables)
+build "$(tar_of "$iptables_tag")" "$iptables_tag" "$ibase" -- \
+    --tag "$iptables_tag" --layer-tar "$ibase" --cmd '["/bin/sh"]'
+
+# regression-issue-74839: the static binary alone (test/images/regression-issue-74839
+# of the pinned module, built by k8s-build.sh), as upstream's image.
+build "$(tar_of "$r74839_tag")" "$r74839_tag" "$bin/regression-issue-74839" -- \
+    --tag "$r74839_tag" --file "$bin/regression-issue-74839:/regression-issue-74839:0755" \
+    --entrypoint '["/regression-issue-74839"]'
 echo "k8s-images: $(cd "$out" && echo *.tar) in $out" >&2

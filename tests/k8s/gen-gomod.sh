@@ -36,6 +36,8 @@ tools=(
     k8s.io/kubernetes/cmd/kube-proxy
     k8s.io/kubernetes/cmd/kubectl
     k8s.io/kubernetes/test/images/agnhost
+    k8s.io/kubernetes/test/images/regression-issue-74839
+    github.com/onsi/ginkgo/v2/ginkgo
 )
 
 {

@@ -8,7 +8,12 @@
 #   - pause runs as upstream's (uid 65535) and stays up;
 #   - agnhost serves `netexec` and answers /hostname and /dial (curl), the
 #     shell tools the e2e suite execs in it exist (sh, curl, nc, ip, dig);
-#   - busybox runs `sh -c` with its applets.
+#   - busybox runs `sh -c` with its applets;
+#   - agnhost also has a `wget` (busybox's, as upstream's Alpine image);
+#   - nginx serves its page on port 80 under both tags' image;
+#   - glibc-dns-testing has sh, dig, getent, seq; distroless-iptables has sh,
+#     which, conntrack, iptables, nft; regression-issue-74839 runs (and stops
+#     at its missing POD_IP, as upstream's does outside a pod).
 # Names carry a prefix of the run (wkimg-<hex>); everything (containers,
 # cgroups, namespace, mounts, processes, temp dir) is removed, also on failure.
 #
@@ -97,6 +102,10 @@ pause=$(sed -n 1p <<<"${lines[0]#*$'\t'}" | cut -d' ' -f1)
 agnhost=${lines[1]#*$'\t'}
 busybox=${lines[2]#*$'\t'}
 kubedns=${lines[3]#*$'\t'}
+nginx=${lines[4]#*$'\t'}; nginx=${nginx%% *}
+dnstest=${lines[5]#*$'\t'}
+iptables=${lines[6]#*$'\t'}
+r74839=${lines[7]#*$'\t'}
 
 # --net-host: the containers share the shim's network namespace, which is
 # containerd's, $ns.
@@ -126,6 +135,9 @@ if run agnhost "$agnhost" /agnhost netexec --http-port=8080 --udp-port=8081; the
         'curl -s -m 2 http://127.0.0.1:8080/hostname && echo hostName | nc -v -t -w 2 127.0.0.1 8080 >/dev/null 2>&1 && echo " nc-ok" && ip -br addr show lo | cut -c1-2 && for t in dig iperf bash; do command -v $t; done' 2>&1)
     want=$(printf '%s nc-ok\nlo\n/usr/bin/dig\n/usr/local/bin/iperf\n/usr/bin/bash' "$h")
     [[ $x == "$want" ]] && ok "agnhost has sh, curl, nc, ip, dig, iperf, bash" || bad "agnhost tools: got '$x', want '$want'"
+    # the Services specs' `wget -q -T 1 -O - IP:PORT` (verifyServeHostnameServiceUp)
+    x=$("${C[@]}" tasks exec --exec-id t2 agnhost /bin/sh -c 'wget -q -T 1 -O - http://127.0.0.1:8080/hostname' 2>&1)
+    [[ -n $x && $x == "$h" ]] && ok "agnhost wget -q -T 1 -O - answers ($x)" || bad "agnhost wget: '$x'"
 else bad "ctr run $agnhost"; fi
 
 x=$("${C[@]}" run --rm --net-host --cgroup "$cg/bb" "$busybox" bb sh -c 'echo hello | wc -c; id -u; ls -ld /tmp | cut -c1-10' 2>&1)
@@ -149,6 +161,26 @@ print(s.recv(512)[3] & 15)')
     [[ $hz == 200 && $rd == 503 && $sf == 2 ]] && ok "kubedns runs: /healthz 200, /ready 503, SERVFAIL before sync" ||
         bad "kubedns: healthz '$hz' ready '$rd' rcode '$sf'"
 else bad "ctr run $kubedns"; fi
+
+# nginx in the foreground on port 80 (the EndpointSlice specs' pods).
+if run nginx "$nginx"; then
+    for _ in $(seq 50); do
+        x=$(ip netns exec "$ns" curl -s -m 1 http://127.0.0.1:80/) && break
+        sleep 0.2
+    done
+    [[ ${x:-} == *"Welcome to nginx"* ]] && ok "nginx serves on :80" || bad "nginx: '${x:-}' ($(tail -3 "$dir/containerd.log"))"
+    "${C[@]}" tasks kill -s KILL nginx >/dev/null 2>&1
+else bad "ctr run $nginx"; fi
+x=$("${C[@]}" run --rm --net-host --cgroup "$cg/dt" "$dnstest" dt /bin/sh -c \
+    'for t in dig getent seq; do command -v $t; done; getent hosts localhost | cut -d" " -f1' 2>&1)
+[[ $x == $'/usr/bin/dig\n/usr/bin/getent\n/usr/bin/seq\n::1' || $x == $'/usr/bin/dig\n/usr/bin/getent\n/usr/bin/seq\n127.0.0.1' ]] &&
+    ok "glibc-dns-testing has dig, getent, seq" || bad "glibc-dns-testing: '$x'"
+x=$("${C[@]}" run --rm --net-host --privileged --cgroup "$cg/ipt" "$iptables" ipt /bin/sh -c \
+    'which conntrack iptables nft sleep >/dev/null && conntrack -L >/dev/null 2>&1; echo rc=$?' 2>&1)
+[[ $x == rc=0 ]] && ok "distroless-iptables: which, conntrack -L, iptables, nft" || bad "distroless-iptables: '$x'"
+x=$("${C[@]}" run --rm --net-host --cgroup "$cg/r74839" "$r74839" r74839 2>&1)
+[[ $x == *"No valid IP found"* ]] && ok "regression-issue-74839 runs (no POD_IP: '$(grep -m1 -o 'No valid IP found' <<<"$x")')" ||
+    bad "regression-issue-74839: '$x'"
 
 echo "images_test: $pass passed, $failed failed"
 ((failed == 0))

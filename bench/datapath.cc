@@ -11,9 +11,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "base/unique_fd.h"
@@ -22,6 +24,7 @@
 #include "bench/stats.h"
 #include "sys/exec.h"
 #include "sys/files.h"
+#include "sys/netlink.h"
 #include "sys/sysctl.h"
 
 namespace weft::bench {
@@ -656,6 +659,11 @@ class PairLoad {
 
   // Transactions per second.
   Result<double> WindowRr(int ms) {
+    WEFT_ASSIGN_OR_RETURN(auto c, CountRr(ms));
+    return c.first / c.second;
+  }
+  // Transactions made in about `ms`, and the seconds they took.
+  Result<std::pair<double, double>> CountRr(int ms) {
     uint64_t n = 0;
     char b = 'x';
     auto start = Clock::now(), end = start + std::chrono::milliseconds(ms);
@@ -666,7 +674,7 @@ class PairLoad {
           return Status::FromErrno(Reason::kFailed, Domain::kFile, "request/response", errno);
       now = Clock::now();
     }
-    return static_cast<double>(n) / std::chrono::duration<double>(now - start).count();
+    return std::pair<double, double>{static_cast<double>(n), std::chrono::duration<double>(now - start).count()};
   }
   // Gbit/s received by the sink.
   Result<double> WindowStream(int ms) {
@@ -725,19 +733,217 @@ Status ApplyState(const std::vector<const Node*>& nodes, const GuardState& st) {
   return Status::Ok();
 }
 
+// The node's pod ports and the pod addresses routed to each.
+Result<std::vector<GuardPort>> PodPorts(const Node& node) {
+  std::vector<GuardPort> out;
+  WEFT_RETURN_IF_ERROR(sys::RunInNetns(node.ns, [&]() -> Status {
+    WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::Open());
+    WEFT_ASSIGN_OR_RETURN(auto links, nl.ListLinks());
+    WEFT_ASSIGN_OR_RETURN(auto r4, nl.ListRoutes(AF_INET));
+    WEFT_ASSIGN_OR_RETURN(auto r6, nl.ListRoutes(AF_INET6));
+    for (const auto& l : links) {
+      if (l.name.rfind("wft", 0) != 0) continue;
+      GuardPort p{l.name, "", ""};
+      for (const auto& r : r4)
+        if (r.oif == l.index && r.dst.len() == 32) p.addr4 = r.dst.addr().ToString();
+      for (const auto& r : r6)
+        if (r.oif == l.index && r.dst.len() == 128) p.addr6 = r.dst.addr().ToString();
+      out.push_back(p);
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
 // Removes both guard tables (and bench/guard_variants/ip6-only.nft's),
 // whatever exists.
 const char kNoGuard[] =
     "add table inet weft-guard\ndelete table inet weft-guard\n"
     "add table bridge weft-guard\ndelete table bridge weft-guard\n"
-    "add table ip6 weft-guard6\ndelete table ip6 weft-guard6\n";
+    "add table ip6 weft-guard6\ndelete table ip6 weft-guard6\n"
+    "add table netdev weft-guard-dev\ndelete table netdev weft-guard-dev\n"
+    "add table inet weft-guard-ing\ndelete table inet weft-guard-ing\n";
+
+// The two states of the A/B for `nodes`: "on" is what ADD installed,
+// listed now (bridge: with the ports' bindings), unless a script replaces
+// it. Applies the baseline first. `tables`: what else the nodes hold.
+Status PrepareStates(const GuardAbOptions& opt, const std::vector<const Node*>& nodes, GuardState* on_state,
+                     GuardState* off_state, json* tables_out) {
+  GuardState& on = *on_state;
+  GuardState& off = *off_state;
+  json& tables = *tables_out;
+  on.rp_filter = opt.rp_filter_on;
+  off.rp_filter = opt.rp_filter_off;
+  for (const Node* n : nodes) {
+    WEFT_ASSIGN_OR_RETURN(auto ports, PodPorts(*n));
+    if (!opt.baseline_script.empty()) {
+      WEFT_ASSIGN_OR_RETURN(auto r, NftIn(*n, {"nft", "-f", "-"}, ExpandPerPort(opt.baseline_script, ports)));
+      if (r.exit_code != 0) return Status::Error(Reason::kFailed, Domain::kFirewall, n->name + ": baseline: nft -f: " + r.err);
+    }
+    std::string listed;
+    for (const char* family : {"inet", "bridge"}) {
+      auto r = NftIn(*n, {"nft", "list", "table", family, "weft-guard"});
+      if (r.ok() && r->exit_code == 0) listed += r->out;
+    }
+    if (opt.on_script.empty() && listed.empty())
+      return Status::Error(Reason::kFailed, Domain::kFirewall, n->name + ": no guard table after ADD");
+    on.script.push_back(opt.on_script.empty() ? std::string(kNoGuard) + listed : ExpandPerPort(opt.on_script, ports));
+    off.script.push_back(opt.off_script.empty() ? std::string(kNoGuard) : ExpandPerPort(opt.off_script, ports));
+    // What the node holds besides the guard, in both states.
+    if (auto r = NftIn(*n, {"nft", "list", "tables"}); r.ok() && r->exit_code == 0) {
+      std::string line;
+      std::stringstream ss(r->out);
+      while (std::getline(ss, line))
+        if (line.find("weft-guard") == std::string::npos) tables.push_back(n->name + ": " + line);
+    }
+  }
+  return Status::Ok();
+}
+
+std::string LoadAvg() {
+  auto f = sys::ReadFile("/proc/loadavg", 4096);
+  if (!f.ok()) return "";
+  return f->substr(0, f->find(' ', f->find(' ', f->find(' ') + 1) + 1));
+}
+
+std::string Verdict(double lo, double hi) {
+  return lo >= 0.98 ? "met" : hi < 0.98 ? "missed" : "undecided (the interval holds 0.98)";
+}
+
+// GuardAbOptions::interleave_ms: the topology `key` twice, TCP_RR only.
+json RunInterleaved(const GuardAbOptions& opt, const Runner& runner, const std::vector<NetConfig>& configs,
+                    const std::string& key, int* idx) {
+  Topology ts[2];
+  const bool two_nodes = key == "weft-vxlan" || key == "weft-host-gw";
+  const NetConfig* cfg = nullptr;
+  for (const auto& c : configs)
+    if (c.key == key) cfg = &c;
+  if (!two_nodes && !cfg) return {{"topology", key}, {"error", "unknown topology"}};
+  std::vector<std::unique_ptr<PairLoad>> loads;
+  auto teardown = [&]() {
+    Unschedule();
+    loads.clear();
+    for (auto& t : ts) Teardown(t);
+  };
+  DatapathOptions dopt{opt.prefix, 1, 1, opt.weftd_bin};
+  std::vector<const Node*> nodes[2];
+  GuardState on[2], off[2];
+  json tables = json::array();
+  Status st;
+  for (int k = 0; k < 2 && st.ok(); ++k) {
+    ts[k].key = key;
+    ts[k].label = key;
+    ts[k].cfg = cfg;
+    st = Setup(ts[k], dopt, runner, (*idx)++);
+    if (!st.ok()) break;
+    nodes[k] = {ts[k].node.get()};
+    if (ts[k].node2) nodes[k].push_back(ts[k].node2.get());
+    st = PrepareStates(opt, nodes[k], &on[k], &off[k], &tables);
+    if (!st.ok()) break;
+    auto load = PairLoad::Open(PodPair{ts[k].client_ns, ts[k].server_ns, ts[k].server_ip}, opt);
+    if (!load.ok()) {
+      st = load.status();
+      break;
+    }
+    loads.push_back(std::move(*load));
+  }
+  if (!st.ok()) {
+    teardown();
+    return {{"topology", key}, {"error", st.ToString()}};
+  }
+  std::vector<double> rate_on, rate_off, window_ratio, ratio;
+  const std::string load_start = LoadAvg();
+  try {
+    // Warm up both pairs, both states.
+    for (int w = 0; w < 2 && st.ok(); ++w) {
+      if (!(st = ApplyState(nodes[w], on[w])).ok() || !(st = ApplyState(nodes[1 - w], off[1 - w])).ok()) break;
+      for (auto& l : loads)
+        if (auto r = l->CountRr(opt.window_ms / 4); !r.ok()) st = r.status();
+    }
+    for (int i = 0; i < 2 * opt.pairs && st.ok(); ++i) {
+      CheckInterrupt();
+      const int g = i % 2;  // the node (pair of nodes) in the "on" state
+      if (!(st = ApplyState(nodes[g], on[g])).ok() || !(st = ApplyState(nodes[1 - g], off[1 - g])).ok()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(opt.settle_ms));
+      if (!(st = PinAndSchedule(opt.cpus, 0, opt.fifo)).ok()) break;
+      double n[2] = {0, 0}, secs[2] = {0, 0};
+      const auto end = Clock::now() + std::chrono::milliseconds(opt.window_ms);
+      for (int slice = 0; Clock::now() < end && st.ok(); ++slice) {
+        const int k = (slice + i / 2) % 2;
+        auto r = loads[k]->CountRr(opt.interleave_ms);
+        if (!r.ok()) st = r.status();
+        else {
+          n[k] += r->first;
+          secs[k] += r->second;
+        }
+      }
+      Unschedule();
+      if (!st.ok()) break;
+      const double on_rate = n[g] / secs[g], off_rate = n[1 - g] / secs[1 - g];
+      rate_on.push_back(on_rate);
+      rate_off.push_back(off_rate);
+      window_ratio.push_back(on_rate / off_rate);
+      std::fprintf(stderr, "[guard-ab] %s interleaved window %d/%d (on: node set %d): TCP_RR %.0f / %.0f = %.3f\n",
+                   key.c_str(), i + 1, 2 * opt.pairs, g, on_rate, off_rate, on_rate / off_rate);
+      if (g == 1) ratio.push_back(std::sqrt(window_ratio[i - 1] * window_ratio[i]));
+    }
+  } catch (const Interrupted&) {
+    teardown();
+    throw;
+  }
+  // Leave each node as ADD left it.
+  for (int k = 0; k < 2; ++k) (void)ApplyState(nodes[k], on[k]);
+  teardown();
+  auto [m, lo, hi] = MedianWithCi(ratio);
+  auto [wm, wlo, whi] = MedianWithCi(window_ratio);
+  json j = {{"topology", key},         {"metric", "TCP_RR"},       {"pairs", ratio.size()},
+            {"on", Median(rate_on)},   {"off", Median(rate_off)},  {"ratio", m},
+            {"ci_low", lo},            {"ci_high", hi},            {"cost_pct", (1 - m) * 100},
+            {"target_pct", 2.0},       {"verdict", Verdict(lo, hi)}, {"ratios", ratio},
+            {"window_ratios", window_ratio}, {"window_ratio", wm}, {"window_ci", {wlo, whi}},
+            {"interleave_ms", opt.interleave_ms},
+            {"loadavg_start", load_start}, {"loadavg_end", LoadAvg()},
+            {"on_label", opt.on_label}, {"off_label", opt.off_label}, {"node_tables", tables},
+            {"on_script", on[0].script}, {"off_script", off[0].script}};
+  if (!st.ok()) j["error"] = st.ToString();
+  return j;
+}
 
 }  // namespace
+
+std::string ExpandPerPort(const std::string& script, const std::vector<GuardPort>& ports) {
+  static const std::string kEach = "@each-port ";
+  auto replace = [](std::string s, const std::string& from, const std::string& to) {
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+    return s;
+  };
+  std::string out;
+  std::stringstream in(script);
+  for (std::string line; std::getline(in, line);) {
+    const size_t ind = line.find_first_not_of(" \t");
+    if (ind == std::string::npos || line.compare(ind, kEach.size(), kEach) != 0) {
+      out += line + "\n";
+      continue;
+    }
+    const std::string body = line.substr(0, ind) + line.substr(ind + kEach.size());
+    for (const auto& p : ports) {
+      if ((body.find("@ADDR4@") != std::string::npos && p.addr4.empty()) ||
+          (body.find("@ADDR6@") != std::string::npos && p.addr6.empty()))
+        continue;
+      out += replace(replace(replace(body, "@PORT@", p.name), "@ADDR4@", p.addr4), "@ADDR6@", p.addr6) + "\n";
+    }
+  }
+  return out;
+}
 
 json RunGuardAb(const GuardAbOptions& opt, const Runner& runner, const std::vector<NetConfig>& configs) {
   json rows = json::array();
   int idx = 0;
   for (const auto& key : opt.topologies) {
+    if (opt.interleave_ms > 0) {
+      rows.push_back(RunInterleaved(opt, runner, configs, key, &idx));
+      continue;
+    }
     Topology t;
     t.key = key;
     t.label = key;
@@ -763,21 +969,9 @@ json RunGuardAb(const GuardAbOptions& opt, const Runner& runner, const std::vect
     }
     std::vector<const Node*> nodes = {t.node.get()};
     if (t.node2) nodes.push_back(t.node2.get());
-    // The states: "on" is what ADD installed, listed now (bridge: with the
-    // ports' bindings), unless a script replaces it.
     GuardState on, off;
-    on.rp_filter = opt.rp_filter_on;
-    off.rp_filter = opt.rp_filter_off;
-    for (const Node* n : nodes) {
-      std::string listed;
-      for (const char* family : {"inet", "bridge"}) {
-        auto r = NftIn(*n, {"nft", "list", "table", family, "weft-guard"});
-        if (r.ok() && r->exit_code == 0) listed += r->out;
-      }
-      on.script.push_back(opt.on_script.empty() ? std::string(kNoGuard) + listed : opt.on_script);
-      off.script.push_back(opt.off_script.empty() ? std::string(kNoGuard) : opt.off_script);
-      if (opt.on_script.empty() && listed.empty()) st = Status::Error(Reason::kFailed, Domain::kFirewall, n->name + ": no guard table after ADD");
-    }
+    json tables = json::array();
+    st = PrepareStates(opt, nodes, &on, &off, &tables);
     if (!st.ok()) {
       fail(st);
       continue;
@@ -861,7 +1055,8 @@ json RunGuardAb(const GuardAbOptions& opt, const Runner& runner, const std::vect
                 {"ci_low", lo},          {"ci_high", hi},          {"cost_pct", (1 - m) * 100},
                 {"target_pct", 2.0},     {"verdict", verdict},     {"ratios", ratio},
                 {"loadavg_start", loadavg_start}, {"loadavg_end", loadavg_end},
-                {"on_label", opt.on_label}, {"off_label", opt.off_label}};
+                {"on_label", opt.on_label}, {"off_label", opt.off_label}, {"node_tables", tables},
+                {"on_script", on.script}, {"off_script", off.script}};
       if (!st.ok()) j["error"] = st.ToString();
       rows.push_back(j);
     };

@@ -77,7 +77,31 @@ struct GuardAbOptions {
   std::string on_script, off_script;  // file contents; empty: as described
   std::string on_label = "guard on", off_label = "guard off";
   bool rp_filter_on = false, rp_filter_off = false;
+  // Applied once in each node's netns after the ADDs, before the "on" state
+  // is listed, and left in place through both states: what else the node
+  // runs (bench/guard_variants/kube-proxy.nft). Empty: nothing.
+  std::string baseline_script;
+  // > 0: the interleaved A/B (TCP_RR only). The topology is set up twice,
+  // on two identical nodes (or node pairs); before each window one is put
+  // in the "on" state and the other in "off", the roles swapped every
+  // window, and within the window the client alternates between the two
+  // pod pairs every `interleave_ms`, so both states see the same moments of
+  // the machine (the VM's rate jumps between levels from one 400-ms window
+  // to the next, which the classic pairs only average out). One pair = two
+  // windows with the roles swapped; its ratio, the geometric mean of the
+  // two windows' on/off, cancels any difference between the two nodes.
+  int interleave_ms = 0;
 };
+
+// A script line that starts with "@each-port " is repeated once per pod port
+// of the node (links named wft*), without that word, with @PORT@ replaced by
+// the port's name and @ADDR4@ / @ADDR6@ by the pod address the node routes
+// to it (/32, /128; a port without one is skipped): per-port rulesets such
+// as bench/guard_variants/netdev-port.nft. Exposed for the unit test.
+struct GuardPort {
+  std::string name, addr4, addr6;
+};
+std::string ExpandPerPort(const std::string& script, const std::vector<GuardPort>& ports);
 
 // One row per topology and metric: {topology, metric, pairs, on, off
 // (medians), ratio (median of on/off), ci_low, ci_high, cost_pct, verdict}.

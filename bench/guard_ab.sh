@@ -10,7 +10,11 @@
 # as ADD installed it ("on") against no guard table ("off"), switched before
 # every short window, pairs in alternating order; prints the median on/off
 # ratio with its bootstrap 95 % interval next to the 2 % target, and the load
-# average. Namespaces and dirs are named wb<pid>-*, removed at the end, on
+# average. --baseline FILE keeps another ruleset on every node in both states
+# (bench/guard_variants/kube-proxy.nft: what a Kubernetes node also runs);
+# --interleave-ms MS measures TCP_RR on two identical nodes at once, one on
+# and one off, alternating between them every MS (the steadier method,
+# docs/performance.md). Namespaces and dirs are named wb<pid>-*, removed at the end, on
 # failure and on Ctrl-C; the root netns is never touched. Needs root.
 set -euo pipefail
 
@@ -24,7 +28,7 @@ while [ $# -gt 0 ]; do
     --out) OUT="$2"; shift ;;
     --no-build) DO_BUILD=0 ;;
     --build-dir) BUILD="$2"; shift ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) EXTRA+=("$1") ;;
   esac
   shift

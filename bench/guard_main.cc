@@ -6,7 +6,8 @@
 //                    [--topologies weft-routed,weft-bridge,weft-vxlan,weft-host-gw]
 //                    [--pairs N] [--window-ms MS] [--settle-ms MS] [--cpus C,S] [--fifo] [--no-stream]
 //                    [--on FILE] [--off FILE] [--on-label L] [--off-label L]
-//                    [--rp-filter on|off|both]
+//                    [--rp-filter on|off|both] [--baseline FILE] [--baseline-label L]
+//                    [--interleave-ms MS]
 //
 // --on/--off: an nft -f script applied in each node's netns instead of the
 // guard as ADD installed it / no guard (bench/guard_variants/ has the ones
@@ -44,7 +45,7 @@ std::vector<std::string> Split(const std::string& s) {
 
 int Main(int argc, char** argv) {
   GuardAbOptions opt;
-  std::string out, build_dir = WEFT_BUILD_DIR, on_file, off_file;
+  std::string out, build_dir = WEFT_BUILD_DIR, on_file, off_file, baseline_file, baseline_label = "bare node";
   bool ok = true;
   for (int i = 1; i < argc; ++i) {
     std::string k = argv[i];
@@ -63,6 +64,9 @@ int Main(int argc, char** argv) {
     else if (k == "--on") on_file = val();
     else if (k == "--off") off_file = val();
     else if (k == "--on-label") opt.on_label = val();
+    else if (k == "--baseline") baseline_file = val();
+    else if (k == "--interleave-ms") opt.interleave_ms = std::atoi(val().c_str());
+    else if (k == "--baseline-label") baseline_label = val();
     else if (k == "--off-label") opt.off_label = val();
     else if (k == "--rp-filter") {
       std::string v = val();
@@ -72,19 +76,21 @@ int Main(int argc, char** argv) {
     } else ok = false;
   }
   if (opt.prefix.empty()) opt.prefix = "wb" + std::to_string(::getpid());
-  if (!ok || out.empty() || opt.prefix.rfind("wb", 0) != 0 || opt.pairs < 2 || opt.window_ms < 50 || opt.settle_ms < 0 ||
+  if (!ok || out.empty() || opt.prefix.rfind("wb", 0) != 0 || opt.pairs < 2 || opt.window_ms < 50 || opt.interleave_ms < 0 || opt.settle_ms < 0 ||
       opt.cpus.size() > 2) {
     std::fprintf(stderr,
                  "usage: weft-bench-guard --out DIR [--prefix wbNNN] [--build-dir DIR] [--topologies K,...]\n"
                  "         [--pairs N>=2] [--window-ms MS>=50] [--settle-ms MS] [--cpus C,S] [--fifo] [--no-stream]\n"
-                 "         [--on FILE] [--off FILE] [--on-label L] [--off-label L] [--rp-filter on|off|both]\n");
+                 "         [--on FILE] [--off FILE] [--on-label L] [--off-label L] [--rp-filter on|off|both]\n"
+                 "         [--baseline FILE] [--baseline-label L] [--interleave-ms MS]\n");
     return 2;
   }
   if (::geteuid() != 0) {
     std::fprintf(stderr, "weft-bench-guard: needs root (it creates network namespaces)\n");
     return 2;
   }
-  for (auto [file, dest] : {std::pair{&on_file, &opt.on_script}, std::pair{&off_file, &opt.off_script}}) {
+  for (auto [file, dest] : {std::pair{&on_file, &opt.on_script}, std::pair{&off_file, &opt.off_script},
+                            std::pair{&baseline_file, &opt.baseline_script}}) {
     if (file->empty()) continue;
     auto text = sys::ReadFile(*file, 1 << 20);
     if (!text.ok()) {
@@ -110,8 +116,14 @@ int Main(int argc, char** argv) {
   CleanupPrefix(opt.prefix);
   std::ofstream(out + "/guard_ab.json") << r.dump(2) << "\n";
   int rc = 0;
-  std::printf("source guard A/B: %d pairs of %d ms windows; %s / %s; target: costs <= 2 %% (ratio >= 0.98)\n",
-              opt.pairs, opt.window_ms, opt.on_label.c_str(), opt.off_label.c_str());
+  std::printf("source guard A/B: %d pairs of %d ms windows%s; %s / %s; node: %s; target: costs <= 2 %% (ratio >= 0.98)\n",
+              opt.pairs, opt.window_ms,
+              opt.interleave_ms > 0 ? (" (interleaved every " + std::to_string(opt.interleave_ms) +
+                                       " ms on two nodes, roles swapped each window)").c_str()
+                                    : "",
+              opt.on_label.c_str(), opt.off_label.c_str(), baseline_label.c_str());
+  r["baseline_label"] = baseline_label;
+  std::ofstream(out + "/guard_ab.json") << r.dump(2) << "\n";
   std::printf("%-14s %-11s %12s %12s %8s %17s %8s  %s\n", "topology", "metric", "on", "off", "on/off", "95% CI",
               "cost", "verdict (load)");
   for (const auto& row : r["rows"]) {
@@ -127,6 +139,11 @@ int Main(int argc, char** argv) {
                 row.value("ci_low", 0.0), row.value("ci_high", 0.0), row.value("cost_pct", 0.0),
                 row.value("verdict", "").c_str(), row.value("loadavg_start", "").c_str(),
                 row.value("loadavg_end", "").c_str());
+    if (rr && row.contains("node_tables")) {
+      std::string t;
+      for (const auto& x : row["node_tables"]) t += (t.empty() ? "" : "; ") + x.get<std::string>();
+      std::printf("%-14s   tables besides the guard, both states: %s\n", "", t.c_str());
+    }
     if (row.contains("error")) {
       std::printf("%-14s   stopped early: %s\n", "", row.value("error", "").c_str());
       rc = 1;

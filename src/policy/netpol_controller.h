@@ -26,6 +26,7 @@
 #include "policy/drop_log.h"
 #include "policy/explain.h"
 #include "policy/netpol_model.h"
+#include "sys/nft_set.h"
 
 namespace weft::kube {
 class KubeApi;
@@ -40,6 +41,13 @@ class NetpolKernel {
   virtual ~NetpolKernel() = default;
   // Runs one nft script as one transaction.
   virtual Status Apply(const std::string& script) = 0;
+  // Adds and deletes elements of the table's sets as one transaction over
+  // raw nfnetlink (no script to parse, no read-back of the table). A seam
+  // that cannot answers kUnsupported and is sent the script instead.
+  virtual Status ApplyElements(const std::vector<sys::NftChange>& changes) {
+    (void)changes;
+    return Status::Error(Reason::kUnsupported, Domain::kFirewall, "no element path");
+  }
   // Rules per chain of the table as the kernel has it (empty: no table).
   virtual Result<std::map<std::string, size_t>> ChainRuleCounts() = 0;
   // Packets dropped by policy so far: {ingress, egress}.

@@ -1211,6 +1211,81 @@ std::string Engine::RenderDelta() const {
   return elems_del + sets_add + chains + maps_del + maps_add + chains_del + sets_del;
 }
 
+Result<std::string> ElementKey(const std::string& type, const std::string& element) {
+  auto bad = [&](const std::string& why) {
+    return Status::Error(Reason::kMalformed, Domain::kFirewall,
+                         "set element \"" + element + "\" of type " + type + ": " + why);
+  };
+  std::vector<std::string> types, fields;
+  for (size_t at = 0;;) {
+    size_t dot = type.find(" . ", at);
+    types.push_back(type.substr(at, dot == std::string::npos ? std::string::npos : dot - at));
+    if (dot == std::string::npos) break;
+    at = dot + 3;
+  }
+  for (size_t at = 0;;) {
+    size_t dot = element.find(" . ", at);
+    fields.push_back(element.substr(at, dot == std::string::npos ? std::string::npos : dot - at));
+    if (dot == std::string::npos) break;
+    at = dot + 3;
+  }
+  if (types.size() != fields.size()) return bad("wrong number of fields");
+  std::string key;
+  for (size_t i = 0; i < types.size(); ++i) {
+    const std::string& t = types[i];
+    const std::string& f = fields[i];
+    if (t == "ipv4_addr" || t == "ipv6_addr") {
+      auto ip = IpAddress::Parse(f);
+      if (!ip || ip->is_v4() != (t == "ipv4_addr")) return bad("not an " + t + ": " + f);
+      key += ip->ToBytes();
+    } else if (t == "inet_proto") {
+      uint8_t proto = 0;
+      for (Proto p : {Proto::kTcp, Proto::kUdp, Proto::kSctp})
+        if (f == NftProtoName(p)) proto = static_cast<uint8_t>(p);
+      if (proto == 0) return bad("unknown protocol " + f);
+      key += std::string(1, static_cast<char>(proto)) + std::string(3, '\0');
+    } else if (t == "inet_service") {
+      if (f.empty() || f.size() > 5 || f.find_first_not_of("0123456789") != std::string::npos) return bad("bad port " + f);
+      unsigned long port = std::stoul(f);
+      if (port > 65535) return bad("bad port " + f);
+      key += static_cast<char>(port >> 8);
+      key += static_cast<char>(port & 0xff);
+      key += std::string(2, '\0');
+    } else {
+      return bad("unsupported type " + t);
+    }
+  }
+  return key;
+}
+
+std::optional<std::vector<ElementChange>> Engine::ElementOnlyDelta() const {
+  if (!has_applied_) return std::nullopt;
+  // The dispatch maps (local pods) and the chains go through RenderDelta.
+  const Model& w = desired_;
+  const Model& h = applied_;
+  if (w.ingress4 != h.ingress4 || w.egress4 != h.egress4 || w.ingress6 != h.ingress6 || w.egress6 != h.egress6 ||
+      w.ingress4r != h.ingress4r || w.egress4r != h.egress4r || w.ingress6r != h.ingress6r ||
+      w.egress6r != h.egress6r || w.node4 != h.node4 || w.node6 != h.node6 || w.node4r != h.node4r ||
+      w.node6r != h.node6r)
+    return std::nullopt;
+  for (const auto& name : dirty_chains_) {
+    auto wc = w.chains.find(name);
+    auto hc = h.chains.find(name);
+    if ((wc == w.chains.end()) != (hc == h.chains.end())) return std::nullopt;
+    if (wc != w.chains.end() && wc->second != hc->second) return std::nullopt;
+  }
+  std::vector<ElementChange> dels, adds;
+  for (const auto& [name, c] : set_changes_) {
+    if (c.created || c.flushed || c.deleted) return std::nullopt;
+    auto def = w.sets.find(name);
+    if (def == w.sets.end() || def->second.interval) return std::nullopt;
+    for (const auto& e : c.dels) dels.push_back({name, e, false});
+    for (const auto& e : c.adds) adds.push_back({name, e, true});
+  }
+  for (auto& a : adds) dels.push_back(std::move(a));
+  return dels;
+}
+
 void Engine::MarkApplied(bool full) {
   if (full || !has_applied_) {
     applied_sets_.clear();

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 #include <string>
@@ -26,6 +27,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "base/status.h"
 #include "policy/cnp_types.h"
 #include "policy/netpol_types.h"
 
@@ -103,6 +105,21 @@ struct PodPolicyView {
 // GET /netpol's body: one object per local pod (weftctl policy reads it).
 std::string PodPolicyViewsJson(const std::vector<PodPolicyView>& pods);
 
+// One element added to or deleted from a plain (non-interval) set of the
+// table, as RenderDelta would write it ("10.0.0.1", "10.0.0.1 . tcp . 80").
+struct ElementChange {
+  std::string set;
+  std::string element;
+  bool add = true;
+  bool operator==(const ElementChange&) const = default;
+};
+
+// The bytes of `element` as the kernel holds it in a set of `type`
+// (SetDef::type): an address in network order; a concatenation's fields each
+// padded to 4 bytes (inet_proto one byte, inet_service two in network
+// order). An element that does not parse as `type` is an error. Pure.
+Result<std::string> ElementKey(const std::string& type, const std::string& element);
+
 struct EngineOptions {
   std::string node_name;
   uint32_t pending_group = kDefaultPendingGroup;
@@ -146,6 +163,16 @@ class Engine {
   // desired one, touching only what changed since then ("" when nothing
   // did). One transaction when fed to `nft -f`.
   std::string RenderDelta() const;
+  // When everything that changed since the last apply is elements of plain
+  // sets the kernel already has (a remote pod relabelled, readdressed or
+  // gone; a namespace relabelled), those changes, deletions first: the
+  // controller sends them as one raw nfnetlink batch (sys/nft_set.h), which
+  // neither parses text nor reads the table back as libnftables does. Empty
+  // when nothing changed; nullopt when the delta needs RenderDelta() (a set
+  // created or deleted, an interval set, a chain or a dispatch map changed,
+  // or nothing applied yet). MarkApplied(false) after it as after
+  // RenderDelta().
+  std::optional<std::vector<ElementChange>> ElementOnlyDelta() const;
   // Marks the desired model as applied after RenderDelta()'s script (or,
   // with `full`, RenderFull()'s) was committed.
   void MarkApplied(bool full);

@@ -217,6 +217,65 @@ TEST_F(EngineTest, PodSelectorPeersAreSetsOfPodAddressesKeptInStepWithLabels) {
   EXPECT_EQ(e_.Tightened(), std::vector<std::string>{"10.0.1.2"});
 }
 
+TEST(NetpolElements, KeysAreTheKernelsBytes) {
+  EXPECT_EQ(*ElementKey("ipv4_addr", "10.0.1.2"), std::string("\x0a\x00\x01\x02", 4));
+  auto v6 = ElementKey("ipv6_addr", "fd00::1");
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(*v6, std::string("\xfd\x00", 2) + std::string(13, '\0') + "\x01");
+  // Each field of a concatenation padded to 4 bytes; the port in network order.
+  EXPECT_EQ(*ElementKey("ipv4_addr . inet_proto . inet_service", "10.0.1.2 . tcp . 8080"),
+            std::string("\x0a\x00\x01\x02" "\x06\x00\x00\x00" "\x1f\x90\x00\x00", 12));
+  EXPECT_EQ(ElementKey("ipv6_addr . inet_proto . inet_service", "fd00::1 . sctp . 1")->size(), 24u);
+  EXPECT_EQ(ElementKey("ipv6_addr . inet_proto . inet_service", "fd00::1 . sctp . 1")->substr(16, 1), "\x84");
+  // Anything else is an error, never a wrong key.
+  EXPECT_FALSE(ElementKey("ipv4_addr", "fd00::1").ok());
+  EXPECT_FALSE(ElementKey("ipv4_addr", "10.0.0.0-10.0.0.9").ok());
+  EXPECT_FALSE(ElementKey("ipv4_addr . inet_proto . inet_service", "10.0.1.2 . icmp . 1").ok());
+  EXPECT_FALSE(ElementKey("ipv4_addr . inet_proto . inet_service", "10.0.1.2 . tcp . 65536").ok());
+  EXPECT_FALSE(ElementKey("ipv4_addr . inet_proto . inet_service", "10.0.1.2 . tcp").ok());
+  EXPECT_FALSE(ElementKey("ipv4_addr : verdict", "10.0.1.2").ok());
+}
+
+TEST_F(EngineTest, ElementOnlyDeltasAreThoseOfPlainSetsAlone) {
+  e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"allow-b"},"spec":{"podSelector":{"matchLabels":{"pod":"a"}},
+     "ingress":[{"from":[{"podSelector":{"matchLabels":{"pod":"b"}}}]}]}})"));
+  // A new policy: sets and chains, the script.
+  EXPECT_FALSE(e_.ElementOnlyDelta().has_value());
+  e_.MarkApplied(false);
+  EXPECT_EQ(e_.ElementOnlyDelta(), std::vector<ElementChange>{});  // nothing changed
+  std::string set;
+  for (const auto& [name, s] : e_.desired().sets)
+    if (name.ends_with("-p4") && name[0] == 's') set = name;
+  ASSERT_FALSE(set.empty());
+  // A local pod relabelled out of the peers and another one in: elements,
+  // deletions first, the same as the script's.
+  e_.UpsertPod(MakePod("x", "b", {{"pod", "c"}}, "n1", "10.0.1.2"));
+  e_.UpsertPod(MakePod("x", "c", {{"pod", "b"}}, "n2", "10.0.1.9"));
+  auto d = e_.ElementOnlyDelta();
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(*d, (std::vector<ElementChange>{{set, "10.0.1.2", false}, {set, "10.0.1.9", true}}));
+  EXPECT_EQ(e_.RenderDelta(), "delete element inet weft-netpol " + set + " { 10.0.1.2 }\n" +
+                                  "add element inet weft-netpol " + set + " { 10.0.1.9 }\n");
+  e_.MarkApplied(false);
+  EXPECT_EQ(e_.RenderDelta(), "");
+  // A new local pod: the dispatch maps and its chain change, the script.
+  e_.UpsertPod(MakePod("x", "d", {{"pod", "a"}}, "n1", "10.0.1.4"));
+  EXPECT_FALSE(e_.ElementOnlyDelta().has_value());
+  e_.MarkApplied(false);
+  // A local pod's address leaving: its map entries go too.
+  e_.RemovePod("x/d");
+  EXPECT_FALSE(e_.ElementOnlyDelta().has_value());
+  e_.MarkApplied(false);
+  // An ipBlock set is an interval set: the script (it splits and merges ranges).
+  e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"blocks"},"spec":{"podSelector":{},
+     "ingress":[{"from":[{"ipBlock":{"cidr":"192.0.2.0/24"}}]}]}})"));
+  EXPECT_FALSE(e_.ElementOnlyDelta().has_value());
+  e_.MarkApplied(false);
+  // Before anything was applied: never.
+  e_.ForgetApplied();
+  EXPECT_FALSE(e_.ElementOnlyDelta().has_value());
+}
+
 TEST_F(EngineTest, NamespaceSelectorAndAndOrForms) {
   // AND: pods labelled b in namespaces labelled ns=y.
   e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"and"},"spec":{"podSelector":{},

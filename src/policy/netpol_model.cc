@@ -200,10 +200,12 @@ void Engine::PodElements(const std::string& base, const PeerSet& ps, const Pod& 
     }
   if (ps.kind == PeerSet::Kind::kPods) {
     if (selected)
-      for (const auto& ip : p.ips) out->push_back({base + (ip.is_v4() ? "-p4" : "-p6"), ip.ToString()});
+      for (const auto& ip : p.ips)
+        if (ip.is_v4() || v6_) out->push_back({base + (ip.is_v4() ? "-p4" : "-p6"), ip.ToString()});
     return;
   }
   for (const auto& ip : p.ips) {
+    if (!ip.is_v4() && !v6_) continue;
     bool peer_ok = ps.any_peer || selected;
     for (const auto& peer : ps.peers) {
       if (peer_ok) break;
@@ -294,6 +296,7 @@ std::string Engine::AcquireSet(PeerSet proto, const std::string& key) {
   proto.refs = 1;
   bool named = proto.kind == PeerSet::Kind::kNamed;
   for (const char* fam : {"4", "6"}) {
+    if (fam[0] == '6' && !v6_) continue;  // no IPv6 pod in the cluster (SetV6)
     std::string type = fam[0] == '4' ? "ipv4_addr" : "ipv6_addr";
     if (named) type += " . inet_proto . inet_service";
     CreateSetDef(base + (named ? "-n" : "-p") + fam, SetDef{type, false, {}});
@@ -346,11 +349,11 @@ void Engine::ReleaseSet(const std::string& base) {
   switch (ps.kind) {
     case PeerSet::Kind::kPods:
       DeleteSetDef(base + "-p4");
-      DeleteSetDef(base + "-p6");
+      if (v6_) DeleteSetDef(base + "-p6");
       break;
     case PeerSet::Kind::kNamed:
       DeleteSetDef(base + "-n4");
-      DeleteSetDef(base + "-n6");
+      if (v6_) DeleteSetDef(base + "-n6");
       break;
     case PeerSet::Kind::kBlocks:
       DeleteSetDef(base + (ps.ns == "6" ? "-b6" : "-b4"));
@@ -479,13 +482,13 @@ std::vector<std::string> ChainPrefix(const Pod& pod, bool ingress) {
 }  // namespace
 
 std::vector<std::string> Engine::RuleStatements(const std::string& policy_key, const Rule& rule, size_t index,
-                                                const RuleSets& sets, bool ingress, const Pod& pod) {
+                                                const RuleSets& sets, bool ingress, const Pod& pod, bool v6) {
   std::string what = policy_key.substr(0, 100) + (ingress ? " ingress " : " egress ") + std::to_string(index);
-  return MatchStatements(what, rule, sets, ingress, pod, ingress ? "accept" : "return");
+  return MatchStatements(what, rule, sets, ingress, pod, ingress ? "accept" : "return", v6);
 }
 
 std::vector<std::string> Engine::MatchStatements(const std::string& what, const Rule& rule, const RuleSets& sets,
-                                                 bool ingress, const Pod& pod, const std::string& verdict) {
+                                                 bool ingress, const Pod& pod, const std::string& verdict, bool v6) {
   const char* addr = ingress ? "saddr" : "daddr";
   std::vector<std::string> peers;
   if (rule.any_peer) {
@@ -493,7 +496,7 @@ std::vector<std::string> Engine::MatchStatements(const std::string& what, const 
   } else {
     if (!sets.pods.empty()) {
       peers.push_back(std::string("ip ") + addr + " @" + sets.pods + "-p4");
-      peers.push_back(std::string("ip6 ") + addr + " @" + sets.pods + "-p6");
+      if (v6) peers.push_back(std::string("ip6 ") + addr + " @" + sets.pods + "-p6");
     }
     if (!sets.blocks4.empty()) peers.push_back(std::string("ip ") + addr + " @" + sets.blocks4 + "-b4");
     if (!sets.blocks6.empty()) peers.push_back(std::string("ip6 ") + addr + " @" + sets.blocks6 + "-b6");
@@ -506,7 +509,7 @@ std::vector<std::string> Engine::MatchStatements(const std::string& what, const 
     for (const auto& q : ports) out.push_back(Join({p, q, verdict, tag}));
   if (!ingress && !sets.named.empty()) {
     out.push_back("ip daddr . meta l4proto . th dport @" + sets.named + "-n4 " + verdict + " " + tag);
-    out.push_back("ip6 daddr . meta l4proto . th dport @" + sets.named + "-n6 " + verdict + " " + tag);
+    if (v6) out.push_back("ip6 daddr . meta l4proto . th dport @" + sets.named + "-n6 " + verdict + " " + tag);
   }
   return out;
 }
@@ -527,7 +530,7 @@ Engine::PodRules Engine::LocalPodRules(const Pod& pod) const {
       const auto& sets = ingress ? ps.in : ps.eg;
       auto& chain = ingress ? out.in : out.eg;
       for (size_t r = 0; r < rules.size(); ++r)
-        for (auto& s : RuleStatements(pkey, rules[r], r, sets[r], ingress, pod)) chain.push_back(std::move(s));
+        for (auto& s : RuleStatements(pkey, rules[r], r, sets[r], ingress, pod, v6_)) chain.push_back(std::move(s));
     }
   }
   return out;
@@ -597,7 +600,7 @@ Engine::TierChain Engine::ComposeChain(const Pod& pod, const TierSelection& tier
         std::string what = std::string(TierName(p.tier)) + ":" + p.name.substr(0, 80) +
                            (ingress ? " ingress " : " egress ") + std::to_string(r) + " " +
                            ActionName(rules[r].action);
-        auto statements = MatchStatements(what, match[r], rs, ingress, pod, verdict);
+        auto statements = MatchStatements(what, match[r], rs, ingress, pod, verdict, v6_);
         if (statements.empty()) continue;
         any = true;
         pass = pass || passes;
@@ -792,6 +795,46 @@ void Engine::RebuildLocalPodsOfNamespace(const std::string& ns) {
 
 void Engine::UpsertPod(const Pod& pod) { UpsertPod(std::make_shared<const Pod>(pod)); }
 
+void Engine::CountV6(const Pod& p, int delta) {
+  for (const auto& ip : p.ips)
+    if (!ip.is_v4()) v6_addrs_ += delta;
+}
+
+void Engine::SetV6(bool on) {
+  if (on == v6_) return;
+  if (!on) {
+    // The last IPv6 pod address is gone: the IPv6 sets are empty.
+    for (const auto& [base, ps] : peer_sets_) {
+      if (ps.kind == PeerSet::Kind::kPods) DeleteSetDef(base + "-p6");
+      if (ps.kind == PeerSet::Kind::kNamed) DeleteSetDef(base + "-n6");
+    }
+    v6_ = false;
+  } else {
+    v6_ = true;
+    for (const auto& [base, ps] : peer_sets_) {
+      if (ps.kind == PeerSet::Kind::kBlocks) continue;
+      bool named = ps.kind == PeerSet::Kind::kNamed;
+      CreateSetDef(base + (named ? "-n6" : "-p6"),
+                   SetDef{named ? "ipv6_addr . inet_proto . inet_service" : "ipv6_addr", false, {}});
+    }
+    // Fill them: only pods with an IPv6 address contribute.
+    for (const auto& [key, pod] : pods_) {
+      bool has6 = false;
+      for (const auto& ip : pod->ips) has6 = has6 || !ip.is_v4();
+      if (!has6) continue;
+      std::vector<std::pair<std::string, std::string>> elems;
+      ForSetsSeeing(pod->ns, [&](const std::string& b, const PeerSet& ps) { PodElements(b, ps, *pod, &elems); });
+      for (const auto& [set, e] : elems)
+        if (set.ends_with("6")) ElementDelta(set, e, true);
+    }
+  }
+  // Every local chain gains or loses its IPv6 peer rules.
+  for (const auto& [key, ips] : std::unordered_map<std::string, std::vector<IpAddress>>(local_ips_)) {
+    if (batching_) deferred_.insert(key);
+    else RebuildLocalPod(key);
+  }
+}
+
 void Engine::UpsertPod(PodPtr pod) {
   std::string key = pod->key();
   auto it = pods_.find(key);
@@ -801,13 +844,26 @@ void Engine::UpsertPod(PodPtr pod) {
     was_local = IsLocal(*it->second);
     const Pod& old = *it->second;
     ForSetsSeeing(old.ns, [&](const std::string& b, const PeerSet& ps) { AddPodToSet(b, ps, old, false); });
+    CountV6(old, -1);
     it->second = std::move(pod);
   } else {
     it = pods_.emplace(key, std::move(pod)).first;
   }
   const Pod& cur = *it->second;
   pods_by_ns_[cur.ns][key] = &cur;
-  ForSetsSeeing(cur.ns, [&](const std::string& b, const PeerSet& ps) { AddPodToSet(b, ps, cur, true); });
+  CountV6(cur, +1);
+  if (v6_ && v6_addrs_ == 0) SetV6(false);
+  if (!v6_ && v6_addrs_ > 0) {
+    SetV6(true);  // fills the new sets from every pod, this one included
+    ForSetsSeeing(cur.ns, [&](const std::string& b, const PeerSet& ps) {
+      std::vector<std::pair<std::string, std::string>> elems;
+      PodElements(b, ps, cur, &elems);
+      for (const auto& [set, e] : elems)
+        if (!set.ends_with("6")) ElementDelta(set, e, true);
+    });
+  } else {
+    ForSetsSeeing(cur.ns, [&](const std::string& b, const PeerSet& ps) { AddPodToSet(b, ps, cur, true); });
+  }
   if (was_local || IsLocal(cur)) RebuildLocalPod(key);
 }
 
@@ -816,6 +872,7 @@ void Engine::RemovePod(const std::string& key) {
   if (it == pods_.end()) return;
   const Pod& old = *it->second;
   ForSetsSeeing(old.ns, [&](const std::string& b, const PeerSet& ps) { AddPodToSet(b, ps, old, false); });
+  CountV6(old, -1);
   std::string ns = old.ns;
   pods_.erase(it);
   auto bit = pods_by_ns_.find(ns);
@@ -823,6 +880,7 @@ void Engine::RemovePod(const std::string& key) {
     bit->second.erase(key);
     if (bit->second.empty()) pods_by_ns_.erase(bit);
   }
+  if (v6_ && v6_addrs_ == 0) SetV6(false);
   RebuildLocalPod(key);
 }
 

@@ -323,8 +323,9 @@ class Engine {
   bool SubjectSelects(const ClusterPolicy& p, const Pod& pod) const;
   // The statements of a rule with `verdict` ("accept", "return", "counter
   // ... drop", "goto X") and comment `what`. Pure.
+  // v6: whether the pod and named-port sets of IPv6 exist (v6_).
   static std::vector<std::string> MatchStatements(const std::string& what, const Rule& rule, const RuleSets& sets,
-                                                  bool ingress, const Pod& pod, const std::string& verdict);
+                                                  bool ingress, const Pod& pod, const std::string& verdict, bool v6);
   // The Policy a ClusterNetworkPolicy's rules stand for now.
   Policy CnpRules(const ClusterPolicy& p) const;
   void RebuildCnpSubjects(const ClusterPolicy& a, const ClusterPolicy* b);
@@ -332,7 +333,14 @@ class Engine {
   // The nft statements of rule `index` of policy `policy_key` in a chain of
   // `pod`. Pure.
   static std::vector<std::string> RuleStatements(const std::string& policy_key, const Rule& rule, size_t index,
-                                                 const RuleSets& sets, bool ingress, const Pod& pod);
+                                                 const RuleSets& sets, bool ingress, const Pod& pod, bool v6);
+  // The IPv6 halves of the pod and named-port sets exist only while some
+  // pod of the cluster has an IPv6 address: an IPv4-only cluster's table
+  // has neither those sets (empty) nor the rules matching them (never true).
+  // The first IPv6 pod address creates and fills them and rebuilds the
+  // local pods' chains; the last one leaving deletes them.
+  void CountV6(const Pod& p, int delta);
+  void SetV6(bool on);
   // Removes the dispatch-map entries and local-set elements of the pod's
   // last addresses.
   void WithdrawLocalPod(const std::string& key);
@@ -387,6 +395,8 @@ class Engine {
   // many pods use each.
   std::unordered_map<std::string, std::string> pod_node_chain_;
   std::map<std::string, int> node_chain_refs_;
+  size_t v6_addrs_ = 0;  // IPv6 addresses of the cluster's pods
+  bool v6_ = false;      // the IPv6 pod and named-port sets exist
   bool batching_ = false;
   std::set<std::string> deferred_;  // local pods to rebuild at EndBatch()
 };

@@ -515,6 +515,88 @@ TEST_F(EngineTest, RepliesOfRecheckedConnectionsUseMirroredChains) {
 
 // The model after any sequence of events equals the model built from the
 // final objects in one go (level-triggered: no event history matters).
+TEST(NetpolEngine, IpV6SetsAndRulesExistOnlyWhileAPodHasAnIpV6Address) {
+  std::vector<Policy> pols = {
+      Parse(R"({"metadata":{"namespace":"x","name":"p1"},"spec":{"podSelector":{"matchLabels":{"pod":"a"}},
+        "policyTypes":["Ingress","Egress"],
+        "ingress":[{"from":[{"namespaceSelector":{"matchLabels":{"ns":"y"}}},{"podSelector":{}}]}],
+        "egress":[{"to":[{"podSelector":{}}],"ports":[{"port":"serve-80-tcp"}]}]}})")};
+  auto v4 = [] {
+    return std::vector<Pod>{MakePod("x", "a", {{"pod", "a"}}, "n1", "10.0.1.1", {{"serve-80-tcp", Proto::kTcp, 80}}),
+                            MakePod("x", "b", {{"pod", "b"}}, "n2", "10.0.2.2", {{"serve-80-tcp", Proto::kTcp, 81}}),
+                            MakePod("y", "c", {{"pod", "c"}}, "n2", "10.0.2.3")};
+  };
+  auto fresh = [&](const std::vector<Pod>& pods) {
+    auto e = std::make_unique<Engine>(EngineOptions{"n1"});
+    e->UpsertNamespace({"x", {{"ns", "x"}}});
+    e->UpsertNamespace({"y", {{"ns", "y"}}});
+    for (const auto& p : pods) e->UpsertPod(p);
+    for (const auto& p : pols) e->UpsertPolicy(p);
+    return e;
+  };
+  auto has6 = [](const Engine& e) {
+    for (const auto& [name, set] : e.desired().sets)
+      if (name.ends_with("-p6") || name.ends_with("-n6")) return true;
+    return false;
+  };
+  auto rules6 = [](const Engine& e) {
+    for (const auto& [name, rules] : e.desired().chains)
+      for (const auto& r : rules)
+        if (r.find("ip6 saddr @s") != std::string::npos || r.find("ip6 daddr @s") != std::string::npos ||
+            r.find("ip6 daddr . meta l4proto") != std::string::npos)
+          return true;
+    return false;
+  };
+  Engine inc(EngineOptions{"n1"});
+  inc.UpsertNamespace({"x", {{"ns", "x"}}});
+  inc.UpsertNamespace({"y", {{"ns", "y"}}});
+  for (const auto& p : v4()) inc.UpsertPod(p);
+  for (const auto& p : pols) inc.UpsertPolicy(p);
+  inc.MarkApplied(true);
+  EXPECT_FALSE(has6(inc));
+  EXPECT_FALSE(rules6(inc));
+  // A dual-stack remote pod: the IPv6 halves appear, filled, and the local
+  // chain gains its IPv6 peer rules, in the same delta.
+  Pod ds = MakePod("y", "d", {{"pod", "d"}}, "n2", "10.0.2.4", {{"serve-80-tcp", Proto::kTcp, 83}});
+  ds.ips.push_back(*IpAddress::Parse("fd00::4"));
+  inc.UpsertPod(ds);
+  EXPECT_TRUE(has6(inc));
+  EXPECT_TRUE(rules6(inc));
+  auto with = v4();
+  with.push_back(ds);
+  EXPECT_EQ(inc.desired(), fresh(with)->desired());
+  std::string d = inc.RenderDelta();
+  EXPECT_NE(d.find("-p6 { fd00::4 }"), std::string::npos) << d;
+  EXPECT_LT(d.find("add set"), d.find("flush chain")) << d;  // the sets before the rules naming them
+  inc.MarkApplied(false);
+  // A second one and a relabel: ordinary element deltas.
+  Pod ds2 = MakePod("x", "e", {{"pod", "e"}}, "n2", "fd00::5", {{"serve-80-tcp", Proto::kTcp, 85}});
+  inc.UpsertPod(ds2);
+  with.push_back(ds2);
+  EXPECT_EQ(inc.desired(), fresh(with)->desired());
+  auto elems = inc.ElementOnlyDelta();
+  ASSERT_TRUE(elems.has_value());
+  bool named6 = false;
+  for (const auto& e : *elems) named6 = named6 || (e.set.ends_with("-n6") && e.element == "fd00::5 . tcp . 85");
+  EXPECT_TRUE(named6);
+  inc.MarkApplied(false);
+  // Both gone (one deleted, one now IPv4-only): the sets and rules go, the
+  // rules before the sets they name.
+  inc.RemovePod("x/e");
+  Pod back = ds;
+  back.ips.pop_back();
+  inc.UpsertPod(back);
+  auto without = v4();
+  without.push_back(back);
+  EXPECT_FALSE(has6(inc));
+  EXPECT_FALSE(rules6(inc));
+  EXPECT_EQ(inc.desired(), fresh(without)->desired());
+  EXPECT_EQ(inc.RenderFull(), fresh(without)->RenderFull());
+  d = inc.RenderDelta();
+  EXPECT_NE(d.find("delete set"), std::string::npos) << d;
+  EXPECT_LT(d.find("flush chain"), d.find("delete set")) << d;
+}
+
 TEST(NetpolEngine, IncrementalEqualsFromScratch) {
   Engine inc(EngineOptions{"n1"});
   std::vector<Policy> pols = {

@@ -41,11 +41,18 @@ Status NftApply(NftFamily family, const std::string& table, const std::vector<Nf
   const uint8_t fam = static_cast<uint8_t>(family);
   uint32_t seq = 1;
   std::string batch = NfnlMsg(NFNL_MSG_BATCH_BEGIN, NLM_F_REQUEST, seq++, AF_UNSPEC, NFNL_SUBSYS_NFTABLES).Done();
+  // Only the last message asks for an acknowledgement: the kernel answers
+  // every failed message of a batch anyway, and an answer to each of
+  // thousands of messages (a run of one change each, when the changes
+  // alternate between sets) overflowed the socket's receive buffer
+  // (ENOBUFS: the overlay filter at 999 peers).
+  size_t last = 0;
   // One message per run of changes to the same set with the same op.
   for (size_t i = 0; i < changes.size();) {
     const NftChange& c = changes[i];
+    last = batch.size();
     if (c.op == NftChange::kDeleteTable) {
-      NfnlMsg m(NftType(NFT_MSG_DELTABLE), NLM_F_REQUEST | NLM_F_ACK, seq++, fam);
+      NfnlMsg m(NftType(NFT_MSG_DELTABLE), NLM_F_REQUEST, seq++, fam);
       m.Str(NFTA_TABLE_NAME, table);
       batch += m.Done();
       ++i;
@@ -55,8 +62,7 @@ Status NftApply(NftFamily family, const std::string& table, const std::vector<Nf
     // NFT_MSG_DESTROYSETELEM (Linux 6.3); Debian 12's UAPI headers predate it.
     constexpr int kMsgDestroySetElem = 30;
     const int type = add ? NFT_MSG_NEWSETELEM : c.op == NftChange::kDestroyElement ? kMsgDestroySetElem : NFT_MSG_DELSETELEM;
-    NfnlMsg m(NftType(type),
-          NLM_F_REQUEST | NLM_F_ACK | (add ? NLM_F_CREATE : 0), seq++, fam);
+    NfnlMsg m(NftType(type), NLM_F_REQUEST | (add ? NLM_F_CREATE : 0), seq++, fam);
     m.Str(NFTA_SET_ELEM_LIST_TABLE, table);
     m.Str(NFTA_SET_ELEM_LIST_SET, c.elem.set);
     size_t list = m.Begin(NFTA_SET_ELEM_LIST_ELEMENTS);
@@ -77,9 +83,13 @@ Status NftApply(NftFamily family, const std::string& table, const std::vector<Nf
     m.End(list);
     batch += m.Done();
   }
+  reinterpret_cast<nlmsghdr*>(batch.data() + last)->nlmsg_flags |= NLM_F_ACK;
   batch += NfnlMsg(NFNL_MSG_BATCH_END, NLM_F_REQUEST, seq++, AF_UNSPEC, NFNL_SUBSYS_NFTABLES).Done();
 
   WEFT_ASSIGN_OR_RETURN(UniqueFd fd, NfnlConnect());
+  // An error answer carries the failed message's header, not its payload.
+  const int one = 1;
+  (void)::setsockopt(fd.get(), SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one);
   const std::string what = "nftables batch on table " + table;
   if (batch.size() > 64 * 1024) {
     // The batch goes in one datagram (one transaction): make room for it.
@@ -91,12 +101,19 @@ Status NftApply(NftFamily family, const std::string& table, const std::vector<Nf
   // The kernel runs the batch while sendto() is in progress: every answer
   // is queued by the time it returns.
   int first_err = 0;
+  bool overrun = false;
   char buf[16384];
   while (true) {
     ssize_t n = ::recv(fd.get(), buf, sizeof buf, MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      // Answers were lost: only failed messages answer (besides the last),
+      // so the batch failed; the answers still queued name the first error.
+      if (errno == ENOBUFS) {
+        overrun = true;
+        continue;
+      }
       return NfnlError(what, errno);
     }
     for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, static_cast<size_t>(n)); h = NLMSG_NEXT(h, n)) {
@@ -107,6 +124,7 @@ Status NftApply(NftFamily family, const std::string& table, const std::vector<Nf
   }
   if (keep) *keep = std::move(fd);
   if (first_err != 0) return NfnlError(what, first_err);
+  if (overrun) return NfnlError(what + ": the kernel's answers overflowed", ENOBUFS);
   return Status::Ok();
 }
 

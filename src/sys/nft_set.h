@@ -43,7 +43,10 @@ struct NftChange {
 // all of them or none. Adding an element that exists with the same data is
 // not an error. Errors carry the kernel's errno: ENOENT (table, set or
 // element missing), EBUSY/EEXIST (the key exists with other data),
-// ENOTEMPTY (a range overlaps another). With `keep`, the socket is left
+// ENOTEMPTY (a range overlaps another). Any number of changes fits one
+// batch: only its last message asks the kernel for an answer (failed ones
+// answer anyway), so a batch of thousands of messages cannot overflow the
+// socket with acknowledgements. With `keep`, the socket is left
 // open there instead of closed: closing an nfnetlink socket right after a
 // commit that deleted objects waits for their destruction (an RCU grace
 // period, ~10 ms); a caller with other slow kernel work to do closes it

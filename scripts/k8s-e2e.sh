@@ -130,8 +130,8 @@ else
     # The nodes import build-k8s/images at `up`: without k8s-images.sh's agnhost
     # (a shell, curl, nc) and kubedns, specs fail for want of an image.
     while IFS=$'\t' read -r tar tags; do
-        [[ -f $tar ]] || echo "k8s-e2e: $tar ($tags) is missing: sudo scripts/k8s-images.sh, then cluster.sh down and up"
-    done < <("$repo/scripts/k8s-images.sh" --list)
+        [[ -f $tar ]] || echo "k8s-e2e: $tar ($tags) is missing: sudo scripts/k8s-images.sh$( (( full )) && echo ' --full'), then cluster.sh down and up"
+    done < <("$repo/scripts/k8s-images.sh" --list $( (( full )) && echo --full))
     (( ready > 0 )) || echo "k8s-e2e: no Ready node: every spec that makes a pod will fail (sudo scripts/cluster.sh up --nodes 2)"
     dns_up() {
         kc -n kube-system get endpointslices -l kubernetes.io/service-name=kube-dns \

@@ -17,7 +17,9 @@
 #                    busybox-static (1.35) with its applets linked
 #   kubedns-<v>.tar  localhost/weft/kubedns:<k8s version>, the cluster DNS
 #                    (tests/k8s/cmd/kubedns; CoreDNS is not on the module proxy)
-#   and the images the [sig-network] specs of `k8s-e2e.sh --full` use:
+#   and, with --full, the images the [sig-network] specs of `k8s-e2e.sh
+#   --full` use (the README's test command builds none of them: two more
+#   mmdebstrap runs on a cold machine, four more imports at every `up`):
 #   nginx-<v>.tar    registry.k8s.io/e2e-test-images/nginx:<v> (Nginx and
 #                    NginxNew: EndpointSlice, Endpoints), Debian 12's nginx
 #   glibc-dns-testing-<v>.tar  .../glibc-dns-testing:<v> (the DNS specs'
@@ -36,7 +38,8 @@
 # deploy/build-image.sh), where a fresh clone finds it.
 #
 #   sudo scripts/k8s-images.sh            # needs build-k8s/bin (scripts/k8s-build.sh)
-#   sudo scripts/k8s-images.sh --list     # the tarballs and their tags, builds nothing
+#   sudo scripts/k8s-images.sh --full     # also the --full suite's images
+#   sudo scripts/k8s-images.sh --list     # the tarballs and their tags, builds nothing (--list --full: all)
 #   sudo scripts/k8s-images.sh --force    # rebuild every image
 #
 # Environment: WEFT_K8S_BIN (binaries, default build-k8s/bin), WEFT_K8S_IMAGES
@@ -50,13 +53,14 @@ cache=${WEFT_IMAGE_CACHE:-/var/cache/weft-image}
 archive=$mod/images/docker_archive.py
 nice=(nice -n "${WEFT_K8S_NICE:-10}")
 
-force=0 list=0
+force=0 list=0 full=0
 for a in "$@"; do
     case $a in
         --force) force=1 ;;
         --list) list=1 ;;
+        --full) full=1 ;;
         -h|--help) sed -n '2,45p' "$0"; exit 0 ;;
-        *) echo "k8s-images: unknown argument $a (--force, --list)" >&2; exit 2 ;;
+        *) echo "k8s-images: unknown argument $a (--force, --full, --list)" >&2; exit 2 ;;
     esac
 done
 fail() { echo "k8s-images: $*" >&2; exit 1; }
@@ -97,13 +101,14 @@ tar_of() { local r=${1##*/}; echo "$out/${r/:/-}.tar"; }   # registry.k8s.io/pau
 if (( list )); then
     printf '%s\t%s\n' "$(tar_of "${pause_tags[0]}")" "${pause_tags[*]}" \
         "$(tar_of "$agnhost_tag")" "$agnhost_tag" "$(tar_of "$busybox_tag")" "$busybox_tag" \
-        "$(tar_of "$kubedns_tag")" "$kubedns_tag" "$(tar_of "${nginx_tags[0]}")" "${nginx_tags[*]}" \
+        "$(tar_of "$kubedns_tag")" "$kubedns_tag"
+    (( full )) && printf '%s\t%s\n' "$(tar_of "${nginx_tags[0]}")" "${nginx_tags[*]}" \
         "$(tar_of "$dnstest_tag")" "$dnstest_tag" "$(tar_of "$iptables_tag")" "$iptables_tag" \
         "$(tar_of "$r74839_tag")" "$r74839_tag"
     exit 0
 fi
 [[ $(id -u) == 0 ]] || fail "run as root (mmdebstrap makes the Debian root filesystem)"
-for b in pause agnhost kubedns regression-issue-74839; do
+for b in pause agnhost kubedns $( (( full )) && echo regression-issue-74839); do
     [[ -x $bin/$b ]] || fail "$bin/$b is missing (run scripts/k8s-build.sh)"
 done
 [[ -x /bin/busybox ]] && /bin/busybox --list-full >/dev/null 2>&1 ||
@@ -201,6 +206,10 @@ build "$(tar_of "$busybox_tag")" "$busybox_tag" /bin/busybox "$tmpetc/passwd" "$
 # kubedns: the static binary alone, as upstream's CoreDNS image is.
 build "$(tar_of "$kubedns_tag")" "$kubedns_tag" "$bin/kubedns" -- \
     --tag "$kubedns_tag" --file "$bin/kubedns:/kubedns:0755" --entrypoint '["/kubedns"]'
+if (( !full )); then
+    echo "k8s-images: $(cd "$out" && echo *.tar) in $out" >&2
+    exit 0
+fi
 # glibc-dns-testing: upstream's is Debian with dnsutils (its coredns binary,
 # downloaded from GitHub there, is used by no sig-network spec); agnhost's
 # base is exactly that (the same layer: imported once).

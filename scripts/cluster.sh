@@ -24,7 +24,8 @@
 # missing). The control plane: etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, in a network namespace of their own named <prefix>-cp, where
 # <prefix> is new for every run (wk + 4 hex digits). Node N: network namespace
-# <prefix>-nN and a mount namespace of its own (<state>/ns/nN.mnt), with
+# <prefix>-nN, a mount namespace of its own (<state>/ns/nN.mnt) and a UTS
+# namespace whose hostname is <prefix>-nN (<state>/ns/nN.uts), with
 # containerd, kubelet and kube-proxy; its cgroup root /<prefix>-nN. Weft is
 # installed from deploy/ (its image imported into each node's containerd).
 #
@@ -80,7 +81,8 @@ start() {
     printf '%s\0' "$ns" "$@" > "$STATE/pids/$name.cmd"   # for `restart`
     local -a enter=(ip netns exec "$ns")
     # "@nodeN": node N's network and mount namespaces.
-    [[ $ns == @node* ]] && enter=(nsenter --net="/run/netns/$PREFIX-n${ns#@node}" --mount="$STATE/ns/n${ns#@node}.mnt")
+    [[ $ns == @node* ]] && enter=(nsenter --net="/run/netns/$PREFIX-n${ns#@node}" --mount="$STATE/ns/n${ns#@node}.mnt"
+                                  --uts="$STATE/ns/n${ns#@node}.uts")
     "${enter[@]}" setsid sh -c 'echo $$ > "$0"; exec "$@"' "$pidf" "$@" \
         </dev/null >>"$STATE/logs/$name.log" 2>&1 9>&- &
     # Up to 30 s: a fork and two execs, but a machine at load 60 has taken seconds.
@@ -444,10 +446,10 @@ cgroup_hierarchies() {
 KUBELET_SYSCTLS=(vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1
                  kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000)
 
-# node_exec N CMD...: CMD in node N's network and mount namespaces.
+# node_exec N CMD...: CMD in node N's network, mount and UTS namespaces.
 node_exec() {
     local n=$1; shift
-    nsenter --net="/run/netns/$PREFIX-n$n" --mount="$STATE/ns/n$n.mnt" "$@"
+    nsenter --net="/run/netns/$PREFIX-n$n" --mount="$STATE/ns/n$n.mnt" --uts="$STATE/ns/n$n.uts" "$@"
 }
 
 node_ctr() { local n=$1; shift; node_exec "$n" ctr --address /run/containerd/containerd.sock -n k8s.io "$@"; }
@@ -498,12 +500,18 @@ make_node() {
     fi
     : > "$STATE/ns/$name.mnt"
     echo "$STATE/ns/$name.mnt" >> "$STATE/mounts"
+    # A UTS namespace of its own, whose hostname is the node's name, as on a
+    # real node: a hostNetwork pod shares it (containerd gives such a pod the
+    # runtime's), and upstream specs tell the nodes apart by that hostname.
+    : > "$STATE/ns/$name.uts"
+    echo "$STATE/ns/$name.uts" >> "$STATE/mounts"
     local binds=""
     for kv in "${KUBELET_SYSCTLS[@]}"; do
         f=${kv%%=*}
         binds+="mount --bind '$nd/sysctl/${f//\//.}' /proc/sys/$f; "
     done
-    unshare --mount="$STATE/ns/$name.mnt" --propagation slave sh -ec "
+    unshare --mount="$STATE/ns/$name.mnt" --uts="$STATE/ns/$name.uts" --propagation slave sh -ec "
+        hostname '$node'
         mount -t tmpfs -o mode=755,size=256m tmpfs-$node /run
         mkdir -p /run/netns /run/containerd
         : > /run/xtables.lock

@@ -612,7 +612,7 @@ nodePortAddresses: [primary]
 # 0: kube-proxy leaves nf_conntrack_max and the hashsize (machine-wide) alone,
 # and the established timeout as it is. CLOSE_WAIT's is set to upstream's 1h:
 # the sysctl is the node's network namespace's own (the machine's stays at
-# 60 s), and `KubeProxy should set TCP CLOSE_WAIT timeout` checks it.
+# 60 s), and "KubeProxy should set TCP CLOSE_WAIT timeout" checks it.
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 1h}
 EOF
 }

@@ -10,23 +10,14 @@
 
 #include "policy/cnp_types.h"
 #include "policy/netpol_model.h"
+#include "policy/netpol_testing.h"
 
 namespace weft::policy::netpol {
 namespace {
 
 using nlohmann::json;
 
-Pod MakePod(const std::string& ns, const std::string& name, Labels labels, const std::string& node,
-            const std::string& ip, std::vector<ContainerPort> ports = {}) {
-  Pod p;
-  p.ns = ns;
-  p.name = name;
-  p.labels = std::move(labels);
-  p.node = node;
-  if (!ip.empty()) p.ips.push_back(*IpAddress::Parse(ip));
-  p.ports = std::move(ports);
-  return p;
-}
+using test_util::MakePod;
 
 ClusterPolicy Cnp(const std::string& text) {
   auto p = DecodeClusterPolicy(json::parse(text));

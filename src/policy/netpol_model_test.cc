@@ -6,23 +6,14 @@
 #include <nlohmann/json.hpp>
 
 #include "policy/netpol_types.h"
+#include "policy/netpol_testing.h"
 
 namespace weft::policy::netpol {
 namespace {
 
 using nlohmann::json;
 
-Pod MakePod(const std::string& ns, const std::string& name, Labels labels, const std::string& node,
-            const std::string& ip, std::vector<ContainerPort> ports = {}) {
-  Pod p;
-  p.ns = ns;
-  p.name = name;
-  p.labels = std::move(labels);
-  p.node = node;
-  if (!ip.empty()) p.ips.push_back(*IpAddress::Parse(ip));
-  p.ports = std::move(ports);
-  return p;
-}
+using test_util::MakePod;
 
 Policy Parse(const std::string& text) {
   auto p = DecodePolicy(json::parse(text));

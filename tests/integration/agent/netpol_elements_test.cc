@@ -12,6 +12,7 @@
 
 #include "policy/netpol_controller.h"
 #include "policy/netpol_model.h"
+#include "policy/netpol_testing.h"
 #include "sys/netns.h"
 #include "testutil/netns_fixture.h"
 
@@ -21,17 +22,7 @@ namespace {
 using namespace policy::netpol;
 using testing::TestNetns;
 
-Pod MakePod(const std::string& ns, const std::string& name, Labels labels, const std::string& node,
-            const std::string& ip, std::vector<ContainerPort> ports = {}) {
-  Pod p;
-  p.ns = ns;
-  p.name = name;
-  p.labels = std::move(labels);
-  p.node = node;
-  p.ips.push_back(*IpAddress::Parse(ip));
-  p.ports = std::move(ports);
-  return p;
-}
+using test_util::MakePod;
 
 Policy Parse(const std::string& text) { return *DecodePolicy(nlohmann::json::parse(text)); }
 

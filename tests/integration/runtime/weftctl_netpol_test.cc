@@ -19,6 +19,7 @@
 #include "e2e/cluster.h"
 #include "policy/netpol_model.h"
 #include "policy/netpol_types.h"
+#include "policy/netpol_testing.h"
 
 namespace weft::testing {
 namespace {
@@ -45,17 +46,7 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.ThreadingHTTPServer(("127.0.0.1", 9641), H).serve_forever()
 )";
 
-np::Pod MakePod(const std::string& ns, const std::string& name, np::Labels labels, const std::string& node,
-                std::vector<std::string> ips, std::vector<np::ContainerPort> ports = {}) {
-  np::Pod p;
-  p.ns = ns;
-  p.name = name;
-  p.labels = std::move(labels);
-  p.node = node;
-  for (const auto& ip : ips) p.ips.push_back(*IpAddress::Parse(ip));
-  p.ports = std::move(ports);
-  return p;
-}
+using np::test_util::MakePod;
 
 void Write(const std::string& path, const std::string& content) {
   std::ofstream f(path, std::ios::trunc);

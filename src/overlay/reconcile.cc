@@ -127,6 +127,13 @@ Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
       for (const auto& a : underlay) admitted.insert({a, pods});
     };
     admit(std::nullopt);
+    // The peer's own addresses as inner sources too: a hostNetwork server
+    // on the peer answers a pod of this node from the address the pod
+    // connected to, over VXLAN (the peer routes this node's pod CIDRs
+    // there) whenever that connection was not masqueraded (IPv6 on a
+    // cluster whose masquerade knows only IPv4 CIDRs). Found by the real
+    // cluster's dual-stack Granular Checks (docs/security.md).
+    for (const auto& a : underlay) admit(IpPrefix(a, a.is_v6() ? 128 : 32));
     bool routed_v4 = false, routed_v6 = false;
     for (const auto& raw : peer.pod_cidrs) {
       IpPrefix cidr = raw.Masked();

@@ -78,7 +78,8 @@ struct Desired {
 // With a VXLAN device, the overlay filter's admissions (filter.h): each
 // underlay address the peer publishes (host_ip, host_ip6) may send VXLAN,
 // carrying sources inside each pod CIDR of the peer's that is routed (a
-// CIDR overlapping another node's, or skipped, admits nothing). With the
+// CIDR overlapping another node's, or skipped, admits nothing) and its own
+// underlay addresses (a hostNetwork server's replies to this node's pods). With the
 // host-gw or auto backend (and an uplink name), the host-gw check's
 // elements: each of this node's pod CIDRs checked on the uplink, and each
 // CIDR routed directly to a peer that published its uplink MAC checked and

@@ -297,8 +297,13 @@ TEST(Diff, SwitchingModeReplacesTheRoute) {
 std::vector<FilterEntry> Admitted(const Desired& d) { return d.state.filter; }
 FilterEntry Peer4(const char* a) { return {A(a), std::nullopt}; }
 FilterEntry Pods(const char* a, const char* p) { return {A(a), P(p)}; }
+// The peer's own address `self` as an inner source, sent from `a`.
+FilterEntry Self(const char* a, const char* self) {
+  IpAddress s = A(self);
+  return {A(a), IpPrefix(s, s.is_v6() ? 128 : 32)};
+}
 
-TEST(ComputeDesired, FilterAdmitsEachPeersUnderlayAddressesWithItsOwnPodCidrsOnly) {
+TEST(ComputeDesired, FilterAdmitsEachPeersUnderlayAddressesWithItsOwnPodCidrsAndAddressesOnly) {
   PeerMap peers{{"n2", Peer("n2", "10.244.2.0/24", "192.0.2.12")}, {"n3", Peer("n3", "10.244.3.0/24", "192.0.2.13")}};
   peers["n2"].pod_cidrs.push_back(P("fd00:2::/64"));
   peers["n2"].host_ip6 = A("2001:db8::12");
@@ -308,11 +313,16 @@ TEST(ComputeDesired, FilterAdmitsEachPeersUnderlayAddressesWithItsOwnPodCidrsOnl
   std::vector<FilterEntry> want = {Peer4("192.0.2.12"),
                                    Pods("192.0.2.12", "10.244.2.0/24"),
                                    Pods("192.0.2.12", "fd00:2::/64"),
+                                   Self("192.0.2.12", "192.0.2.12"),
+                                   Self("192.0.2.12", "2001:db8::12"),
                                    Peer4("192.0.2.13"),
                                    Pods("192.0.2.13", "10.244.3.0/24"),
+                                   Self("192.0.2.13", "192.0.2.13"),
                                    Peer4("2001:db8::12"),
                                    Pods("2001:db8::12", "10.244.2.0/24"),
-                                   Pods("2001:db8::12", "fd00:2::/64")};
+                                   Pods("2001:db8::12", "fd00:2::/64"),
+                                   Self("2001:db8::12", "192.0.2.12"),
+                                   Self("2001:db8::12", "2001:db8::12")};
   std::sort(want.begin(), want.end());
   EXPECT_EQ(Admitted(d), want);
 }
@@ -325,8 +335,10 @@ TEST(ComputeDesired, FilterAdmitsNoCidrThatIsNotThePeers) {
       {"n6", Peer("n6", "10.244.6.0/24", "192.0.2.11")},  // claims our host IP: nothing
   };
   Desired d = ComputeDesired(Local(), peers);
-  std::vector<FilterEntry> want = {Peer4("192.0.2.12"), Peer4("192.0.2.14"), Pods("192.0.2.14", "10.244.4.0/24"),
-                                   Peer4("192.0.2.15")};
+  std::vector<FilterEntry> want = {Peer4("192.0.2.12"), Self("192.0.2.12", "192.0.2.12"),
+                                   Peer4("192.0.2.14"), Pods("192.0.2.14", "10.244.4.0/24"),
+                                   Self("192.0.2.14", "192.0.2.14"), Peer4("192.0.2.15"),
+                                   Self("192.0.2.15", "192.0.2.15")};
   std::sort(want.begin(), want.end());
   EXPECT_EQ(Admitted(d), want);
 }
@@ -369,8 +381,10 @@ TEST(Diff, PeerLeavingIsRefusedAndJoiningAdmittedInTheFilter) {
   PeerMap before{{"n2", Peer("n2", "10.244.2.0/24", "192.0.2.12")}, {"n3", Peer("n3", "10.244.3.0/24", "192.0.2.13")}};
   PeerMap after{{"n3", Peer("n3", "10.244.3.0/24", "192.0.2.13")}, {"n4", Peer("n4", "10.244.4.0/24", "192.0.2.14")}};
   Plan p = Diff(ComputeDesired(Local(), after).state, ComputeDesired(Local(), before).state);
-  std::vector<FilterEntry> gone = {Peer4("192.0.2.12"), Pods("192.0.2.12", "10.244.2.0/24")};
-  std::vector<FilterEntry> added = {Peer4("192.0.2.14"), Pods("192.0.2.14", "10.244.4.0/24")};
+  std::vector<FilterEntry> gone = {Peer4("192.0.2.12"), Pods("192.0.2.12", "10.244.2.0/24"),
+                                   Self("192.0.2.12", "192.0.2.12")};
+  std::vector<FilterEntry> added = {Peer4("192.0.2.14"), Pods("192.0.2.14", "10.244.4.0/24"),
+                                    Self("192.0.2.14", "192.0.2.14")};
   EXPECT_EQ(p.filter_deletes, gone);
   EXPECT_EQ(p.filter_adds, added);
   // A peer whose CIDR moves to another node: the old admission goes.
@@ -378,7 +392,7 @@ TEST(Diff, PeerLeavingIsRefusedAndJoiningAdmittedInTheFilter) {
   Plan q = Diff(ComputeDesired(Local(), moved).state, ComputeDesired(Local(), before).state);
   EXPECT_EQ(q.filter_adds, std::vector<FilterEntry>{Pods("192.0.2.13", "10.244.2.0/24")});
   std::vector<FilterEntry> q_gone = {Peer4("192.0.2.12"), Pods("192.0.2.12", "10.244.2.0/24"),
-                                     Pods("192.0.2.13", "10.244.3.0/24")};
+                                     Self("192.0.2.12", "192.0.2.12"), Pods("192.0.2.13", "10.244.3.0/24")};
   EXPECT_EQ(q.filter_deletes, q_gone);
   EXPECT_TRUE(Diff(ComputeDesired(Local(), after).state, ComputeDesired(Local(), after).state).empty());
 }

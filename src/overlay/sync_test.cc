@@ -99,40 +99,40 @@ class FakeDatapath : public Datapath {
 
 bool Matches(const KernelState& kernel, const KernelState& want) { return Diff(want, kernel).empty(); }
 
-TEST(KernelSync, FirstPassReadsThenOnePeerIsFiveChangesWithoutADump) {
+TEST(KernelSync, FirstPassReadsThenOnePeerIsSixChangesWithoutADump) {
   FakeDatapath dp;
   KernelSync sync(&dp);
   PeerMap peers = Peers(100);
   SyncResult r = sync.Sync(Want(peers), /*full=*/false);  // nothing known yet: reads
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
   EXPECT_TRUE(r.read_kernel);
-  EXPECT_EQ(r.changes, 500u);  // a route, an ARP and an FDB entry, two filter admissions each
+  EXPECT_EQ(r.changes, 600u);  // a route, an ARP and an FDB entry, three filter admissions each
   EXPECT_EQ(dp.reads, 1);
   EXPECT_TRUE(sync.knows_kernel());
 
-  // A join: its route, ARP and FDB entry, its address and pod CIDR
-  // admitted by the filter, and no read.
+  // A join: its route, ARP and FDB entry, its address, pod CIDR and own
+  // address as an inner source admitted by the filter, and no read.
   peers.merge(Peers(101));
   dp.ops = 0;
   r = sync.Sync(Want(peers), false);
   ASSERT_TRUE(r.status.ok());
   EXPECT_FALSE(r.read_kernel);
   EXPECT_EQ(dp.reads, 1);
-  EXPECT_EQ(dp.ops, 5u);
-  EXPECT_EQ(r.plan.filter_adds.size(), 2u);
+  EXPECT_EQ(dp.ops, 6u);
+  EXPECT_EQ(r.plan.filter_adds.size(), 3u);
   EXPECT_EQ(r.plan.route_upserts.size(), 1u);
   EXPECT_EQ(r.plan.arp_upserts.size(), 1u);
   EXPECT_EQ(r.plan.fdb_adds.size(), 1u);
   EXPECT_EQ(r.plan.route_upserts[0].dst, P("10.244.102.0/24"));
 
-  // A leave: five deletes (the filter's first), no read.
+  // A leave: six deletes (the filter's first), no read.
   peers.erase("n50");
   dp.ops = 0;
   r = sync.Sync(Want(peers), false);
   ASSERT_TRUE(r.status.ok());
   EXPECT_FALSE(r.read_kernel);
-  EXPECT_EQ(dp.ops, 5u);
-  EXPECT_EQ(r.plan.filter_deletes.size(), 2u);
+  EXPECT_EQ(dp.ops, 6u);
+  EXPECT_EQ(r.plan.filter_deletes.size(), 3u);
   EXPECT_EQ(r.plan.route_deletes.size(), 1u);
   EXPECT_EQ(r.plan.arp_deletes.size(), 1u);
   EXPECT_EQ(r.plan.fdb_deletes.size(), 1u);

@@ -5,7 +5,8 @@
 //    node with an inner source outside its pod CIDRs, and from a node that
 //    has just left, over an IPv4 underlay (IPv4 and IPv6 pods) and an IPv6
 //    one: none arrives; the same injection with the sending node's own pod
-//    source arrives (so the method works), and pods across nodes still talk;
+//    source, or its own node address (a hostNetwork server's reply),
+//    arrives (so the method works), and pods across nodes still talk;
 //  - a pod with a hostPort (route_localnet on its host side) sends to the
 //    node's 127.0.0.1: a service bound there gets nothing;
 //  - a pod's IPv6 router advertisement, on a node that accepts them on new
@@ -217,6 +218,16 @@ TEST_P(OverlayTest, OnlyPeersMayInjectAndOnlyTheirOwnPodSources) {
     EXPECT_EQ(Inject(n2.ns, n1, p1, Inside(PodIp(p1, v6) + (v6 ? "/64" : "/24"))), 0)
         << "n2 carried a source of n1's own pod CIDR";
     EXPECT_GE(Dropped(n1, "foreign_source"), before + 15);
+  }
+
+  // n2's own node address as the inner source arrives too: a hostNetwork
+  // server on n2 answering p1 over VXLAN when the connection was not
+  // masqueraded (found by the real cluster's dual-stack Granular Checks);
+  // n3's node address does not.
+  for (bool v6 : Families()) {
+    SCOPED_TRACE(v6 ? "inner IPv6" : "inner IPv4");
+    EXPECT_EQ(Inject(n2.ns, n1, p1, v6 ? Ip6(12) : Ip4(12)), 5) << "n2's own node address as inner source was dropped";
+    EXPECT_EQ(Inject(n2.ns, n1, p1, v6 ? Ip6(13) : Ip4(13)), 0) << "n2 carried n3's node address";
   }
 
   // The outsider forging n2's underlay address cannot carry n3's sources

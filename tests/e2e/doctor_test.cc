@@ -213,13 +213,14 @@ TEST_F(DoctorTest, ReportsEveryBreakageFixesTheSafeOnesAndEndsClean) {
   auto stuck = Kind(fs, "stuck-attachment");
   ASSERT_EQ(stuck.size(), 1u) << fs.dump(2);
   EXPECT_FALSE(stuck[0]["fixable"].get<bool>());
-  // n2's route, ARP, FDB and its two overlay filter admissions (address, address . pod CIDR)
-  EXPECT_EQ(Kind(fs, "peer-entry-stale").size(), 5u) << fs.dump(2);
+  // n2's route, ARP, FDB and its three overlay filter admissions (address,
+  // address . pod CIDR, address . its own address)
+  EXPECT_EQ(Kind(fs, "peer-entry-stale").size(), 6u) << fs.dump(2);
   auto missing = Kind(fs, "peer-entry-missing");
-  EXPECT_EQ(missing.size(), 5u) << fs.dump(2);                       // n3's route, ARP, FDB, admissions
+  EXPECT_EQ(missing.size(), 6u) << fs.dump(2);                       // n3's route, ARP, FDB, admissions
   EXPECT_TRUE(Mentions(missing, "missing route to node n3's pod CIDR")) << fs.dump(2);
   EXPECT_TRUE(Mentions(missing, "missing overlay filter admission for node n3")) << fs.dump(2);
-  EXPECT_EQ(fs.size(), 18u) << fs.dump(2);
+  EXPECT_EQ(fs.size(), 20u) << fs.dump(2);
 
   // --- Repair. ---
   Run fixed = Doctor(n1, false, {"--fix"});
@@ -228,7 +229,7 @@ TEST_F(DoctorTest, ReportsEveryBreakageFixesTheSafeOnesAndEndsClean) {
   EXPECT_EQ(fixed.out.find("fix failed"), std::string::npos) << fixed.out;
   EXPECT_NE(fixed.out.find("fixed: released attachment " + cid_gone + "/eth0"), std::string::npos) << fixed.out;
   EXPECT_NE(fixed.out.find("fixed: deleted orphan link wftstray0000001"), std::string::npos) << fixed.out;
-  EXPECT_NE(fixed.out.find("fixed: applied weftd's reconciler plan: 10 of 10"), std::string::npos) << fixed.out;
+  EXPECT_NE(fixed.out.find("fixed: applied weftd's reconciler plan: 12 of 12"), std::string::npos) << fixed.out;
   EXPECT_NE(fixed.out.find("after --fix: 1 problem(s) remain\nREMAINS [stuck-attachment]"), std::string::npos)
       << fixed.out;
   Run left_run = Doctor(n1, true);

@@ -237,7 +237,7 @@ TEST(Doctor, PeerGoneLeavesStaleEntries) {
   s.peers = Peers();
   s.peers->peers.erase("n2");
   auto fs = Diagnose(s);
-  ASSERT_EQ(fs.size(), 5u);  // route, ARP, FDB, the overlay filter's two admissions
+  ASSERT_EQ(fs.size(), 6u);  // route, ARP, FDB, the overlay filter's three admissions
   for (const auto& f : fs) {
     EXPECT_EQ(f.kind, Kind::kPeerStale);
     EXPECT_TRUE(f.fixable);
@@ -248,9 +248,11 @@ TEST(Doctor, PeerGoneLeavesStaleEntries) {
   EXPECT_EQ(plan.route_deletes.size(), 1u);
   EXPECT_EQ(plan.arp_deletes.size(), 1u);
   EXPECT_EQ(plan.fdb_deletes.size(), 1u);
-  EXPECT_EQ(plan.filter_deletes.size(), 2u);
+  EXPECT_EQ(plan.filter_deletes.size(), 3u);
   EXPECT_EQ(fs[4].message,
             "overlay filter admission 192.0.2.2 . 10.244.2.0/24 belongs to no live peer (VXLAN from it is accepted)");
+  EXPECT_EQ(fs[5].message,
+            "overlay filter admission 192.0.2.2 . 192.0.2.2/32 belongs to no live peer (VXLAN from it is accepted)");
 }
 
 TEST(Doctor, MissingHostGwBindingNamesThePeer) {
@@ -275,13 +277,16 @@ TEST(Doctor, MissingOverlayFilterAdmissionNamesThePeer) {
   s.peers = Peers();
   s.peers->kernel.filter.clear();  // the elements deleted by hand
   auto fs = Diagnose(s);
-  ASSERT_EQ(fs.size(), 2u);
+  ASSERT_EQ(fs.size(), 3u);  // its address; its pod CIDR and its own address as inner sources
   EXPECT_EQ(fs[0].kind, Kind::kPeerMissing);
   EXPECT_EQ(fs[0].message, "missing overlay filter admission for node n2: 192.0.2.2 (VXLAN from it is dropped)");
   EXPECT_EQ(fs[1].message,
             "missing overlay filter admission for node n2: 192.0.2.2 . 10.244.2.0/24 (VXLAN from it carrying that "
             "CIDR's sources is dropped)");
   EXPECT_TRUE(fs[1].fixable);
+  EXPECT_EQ(fs[2].message,
+            "missing overlay filter admission for node n2: 192.0.2.2 . 192.0.2.2/32 (VXLAN from it carrying that "
+            "CIDR's sources is dropped)");
 }
 
 TEST(Doctor, MissingAndChangedPeerEntriesNameThePeer) {

@@ -818,7 +818,8 @@ void Engine::SetV6(bool on) {
                    SetDef{named ? "ipv6_addr . inet_proto . inet_service" : "ipv6_addr", false, {}});
     }
     // Fill them: only pods with an IPv6 address contribute.
-    for (const auto& [key, pod] : pods_) {
+    for (const auto& entry : pods_) {
+      const auto& pod = entry.second;  // a named copy: clang 14 cannot capture structured bindings
       bool has6 = false;
       for (const auto& ip : pod->ips) has6 = has6 || !ip.is_v4();
       if (!has6) continue;

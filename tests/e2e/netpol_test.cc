@@ -1249,9 +1249,11 @@ TEST_F(NetpolTest, InvalidPacketsAreDroppedForIsolatedPods) {
     sniffers.push_back(
         std::make_unique<Child>(Ns(k).name(), std::vector<std::string>{AgentPath(), "sniff", "--port", "80"}, logs[k]));
   }
-  for (const auto& [k, log] : logs)
+  for (const auto& [k, log_path] : logs) {
+    const std::string& log = log_path;  // a named copy: clang 14 cannot capture structured bindings
     ASSERT_TRUE(WaitFor([&] { return ReadLog(log).find("sniffing\n") != std::string::npos; }, 3000, 10))
         << "the sniffer in " << k << " did not start: " << ReadLog(log);
+  }
 
   // Three invalid segments, then the SYN that shows the path works.
   auto send = [&](const std::string& from, const std::string& to_ip, int base) {

@@ -272,13 +272,22 @@ struct NetpolController::Impl {
     Status st = kernel->ApplyElements(changes);
     if (st.reason() == Reason::kUnsupported) return st;
     metrics.last_sync_us = static_cast<uint64_t>(UsSince(t0));
+    return Applied(st, /*full=*/false, tightened, applied);
+  }
+
+  // What every apply does after the kernel answered `st`: on failure the
+  // engine forgets what it thinks is applied (the next pass is a full one);
+  // on success it marks it, counts it and queues the tightened addresses'
+  // recheck. REQUIRES: engine_mu held.
+  Status Applied(const Status& st, bool full, const std::vector<std::string>& tightened, bool* applied) {
     if (!st.ok()) {
       metrics.sync_errors++;
       engine.ForgetApplied();
       return st;
     }
-    engine.MarkApplied(false);
+    engine.MarkApplied(full);
     metrics.syncs++;
+    if (full) metrics.full_syncs++;
     *applied = true;
     if (opts.recheck_established && !tightened.empty()) QueueRecheck(tightened);
     return Status::Ok();
@@ -311,17 +320,7 @@ struct NetpolController::Impl {
       script = std::string();
       malloc_trim(0);
     }
-    if (!st.ok()) {
-      metrics.sync_errors++;
-      engine.ForgetApplied();
-      return st;
-    }
-    engine.MarkApplied(full);
-    metrics.syncs++;
-    if (full) metrics.full_syncs++;
-    *applied = true;
-    if (opts.recheck_established && !tightened.empty()) QueueRecheck(tightened);
-    return Status::Ok();
+    return Applied(st, full, tightened, applied);
   }
 
   // Marking conntrack entries dumps the conntrack table: it

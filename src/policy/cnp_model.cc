@@ -37,11 +37,13 @@ void Engine::CnpDenySets(const PolicyState& ps, const ClusterPolicy& p, int delt
     const auto& sets = dir == 0 ? ps.in : ps.eg;
     for (size_t r = 0; r < rules.size() && r < sets.size(); ++r) {
       if (rules[r].action == Action::kAccept) continue;
-      for (const auto* b : {&sets[r].pods, &sets[r].named, &sets[r].blocks4, &sets[r].blocks6}) {
-        if (b->empty()) continue;
-        int& n = deny_bases_[*b];
+      std::vector<std::string> bases = sets[r].pods;
+      for (const auto* b : {&sets[r].named, &sets[r].blocks4, &sets[r].blocks6})
+        if (!b->empty()) bases.push_back(*b);
+      for (const auto& b : bases) {
+        int& n = deny_bases_[b];
         n += delta;
-        if (n <= 0) deny_bases_.erase(*b);
+        if (n <= 0) deny_bases_.erase(b);
       }
     }
   }

@@ -381,25 +381,26 @@ void Engine::AcquirePolicySets(PolicyState& ps) {
     for (size_t r = 0; r < rules.size(); ++r) {
       const Rule& rule = rules[r];
       std::vector<IpBlock> blocks;
-      PeerSet pods;
-      pods.kind = PeerSet::Kind::kPods;
-      bool own_ns = false;  // a podSelector-only peer: the set is about this namespace
-      std::string peer_keys;
+      bool own_ns = false;  // a podSelector-only peer (the named-port set is about this namespace)
+      std::set<std::string> seen;  // a peer written twice in one rule is one set
       for (const auto& peer : rule.peers) {
         if (peer.ip_block) {
           blocks.push_back(*peer.ip_block);
           continue;
         }
+        // One set per distinct peer: a podSelector-only peer selects in the
+        // policy's namespace, a namespaceSelector peer wherever its
+        // namespaces are, whatever the policy's namespace.
+        PeerSet pods;
+        pods.kind = PeerSet::Kind::kPods;
         pods.peers.push_back(peer);
-        peer_keys += PeerKey(peer);
-        if (peer.namespace_selector) pods.ns_selector = true;
-        else own_ns = true;
-      }
-      if (!pods.peers.empty()) {
-        pods.ns = own_ns ? pol.ns : "";
+        pods.ns_selector = peer.namespace_selector.has_value();
         pods.cross_ns = pods.ns_selector;
-        std::string key = "pods|" + pods.ns + "|" + peer_keys;
-        sets[r].pods = AcquireSet(std::move(pods), key);
+        pods.ns = pods.ns_selector ? "" : pol.ns;
+        if (!pods.ns_selector) own_ns = true;
+        std::string key = "pods|" + pods.ns + "|" + PeerKey(peer);
+        if (!seen.insert(key).second) continue;
+        sets[r].pods.push_back(AcquireSet(std::move(pods), key));
       }
       auto b4 = BlockElements(blocks, false), b6 = BlockElements(blocks, true);
       if (!b4.empty()) sets[r].blocks4 = AcquireBlocks(b4, false);
@@ -431,9 +432,11 @@ void Engine::AcquirePolicySets(PolicyState& ps) {
 
 void Engine::ReleasePolicySets(const PolicyState& ps) {
   for (const auto* sets : {&ps.in, &ps.eg})
-    for (const auto& rs : *sets)
-      for (const auto* b : {&rs.pods, &rs.named, &rs.blocks4, &rs.blocks6})
+    for (const auto& rs : *sets) {
+      for (const auto* b : {&rs.named, &rs.blocks4, &rs.blocks6})
         if (!b->empty()) ReleaseSet(*b);
+      for (const auto& b : rs.pods) ReleaseSet(b);
+    }
 }
 
 namespace {
@@ -494,9 +497,9 @@ std::vector<std::string> Engine::MatchStatements(const std::string& what, const 
   if (rule.any_peer) {
     peers.push_back("");
   } else {
-    if (!sets.pods.empty()) {
-      peers.push_back(std::string("ip ") + addr + " @" + sets.pods + "-p4");
-      if (v6) peers.push_back(std::string("ip6 ") + addr + " @" + sets.pods + "-p6");
+    for (const auto& base : sets.pods) {
+      peers.push_back(std::string("ip ") + addr + " @" + base + "-p4");
+      if (v6) peers.push_back(std::string("ip6 ") + addr + " @" + base + "-p6");
     }
     if (!sets.blocks4.empty()) peers.push_back(std::string("ip ") + addr + " @" + sets.blocks4 + "-b4");
     if (!sets.blocks6.empty()) peers.push_back(std::string("ip6 ") + addr + " @" + sets.blocks6 + "-b6");

@@ -276,14 +276,38 @@ TEST_F(EngineTest, NamespaceSelectorAndAndOrForms) {
      "ingress":[{"from":[{"namespaceSelector":{"matchLabels":{"ns":"y"}}},{"podSelector":{"matchLabels":{"pod":"b"}}}]}]}})"));
   std::map<std::string, std::set<std::string>> by;
   for (const auto& [name, s] : e_.desired().sets) by[name] = s.elements;
-  std::string and_set = "p" , or_set;
+  // One set per distinct peer: the AND peer's, and the OR rule's two peers'
+  // (ns=y's pods; x's pods labelled b). No set holds the OR's union.
+  std::string and_set, ns_set, b_set;
   for (const auto& [name, s] : by) {
-    if (!name.ends_with("-p4") && name[0] == 's') continue;
+    if (!name.ends_with("-p4")) continue;
     if (s == std::set<std::string>{"10.0.2.2"}) and_set = name;
-    if (s == std::set<std::string>{"10.0.1.2", "10.0.2.1", "10.0.2.2"}) or_set = name;
+    if (s == std::set<std::string>{"10.0.2.1", "10.0.2.2"}) ns_set = name;
+    if (s == std::set<std::string>{"10.0.1.2"}) b_set = name;
+    EXPECT_NE(s, (std::set<std::string>{"10.0.1.2", "10.0.2.1", "10.0.2.2"})) << name;
   }
-  EXPECT_NE(and_set, "p");
-  EXPECT_FALSE(or_set.empty());
+  ASSERT_FALSE(and_set.empty());
+  ASSERT_FALSE(ns_set.empty());
+  ASSERT_FALSE(b_set.empty());
+  EXPECT_EQ(by.size(), 3u + 2u);  // the three peers' sets, local4 and local6
+  // The OR rule is one rule per peer's set, each admitting; the AND rule one.
+  const auto& rules = Rules(Chain("in", "10.0.1.1"));
+  for (const auto& set : {and_set, ns_set, b_set})
+    EXPECT_EQ(std::count_if(rules.begin(), rules.end(),
+                            [&](const std::string& r) {
+                              return r.starts_with("ip saddr @" + set + " accept");
+                            }),
+              1)
+        << set;
+  // A peer another policy names again (here of namespace x, the "or"
+  // policy's own podSelector peer) is the same set, with a second reference:
+  // deleting one policy keeps it.
+  e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"again"},"spec":{"podSelector":{"matchLabels":{"pod":"a"}},
+     "ingress":[{"from":[{"podSelector":{"matchLabels":{"pod":"b"}}}],"ports":[{"port":81}]}]}})"));
+  EXPECT_EQ(e_.desired().sets.size(), 5u);
+  e_.RemovePolicy("x/again");
+  EXPECT_EQ(e_.desired().sets.count(b_set), 1u);
+  EXPECT_EQ(e_.desired().sets.size(), 5u);
   e_.MarkApplied(false);
   // Relabel namespace y: its pods leave both sets.
   e_.UpsertNamespace({"y", {{"ns", "other"}}});

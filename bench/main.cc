@@ -36,6 +36,7 @@ using nlohmann::json;
 
 struct Args {
   bool quick = false;
+  bool report = false;  // --report: render DIR's results.json again, measure nothing
   std::string out, prefix, build_dir = WEFT_BUILD_DIR, commit;
   std::set<std::string> only, configs;
   std::vector<int> levels;  // pods already on the node before sampling
@@ -59,6 +60,7 @@ bool ParseArgs(int argc, char** argv, Args* a) {
     std::string k = argv[i];
     auto val = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
     if (k == "--quick") a->quick = true;
+    else if (k == "--report") a->report = true;
     else if (k == "--out") a->out = val();
     else if (k == "--prefix") a->prefix = val();
     else if (k == "--build-dir") a->build_dir = val();
@@ -138,8 +140,31 @@ int Main(int argc, char** argv) {
                  "usage: weft-bench [--quick] --out DIR [--prefix wbNNN] [--build-dir DIR] [--commit SHA]\n"
                  "                  [--only floor,control,datapath,weftd,netpol] [--configs key,...]\n"
                  "                  [--pods N --policies N --namespaces N --nodes N --local-pods N --iterations N\n"
-                 "                   --events-only]   (the NetworkPolicy section's scale, for weft-bench-netpol)\n");
+                 "                   --events-only]   (the NetworkPolicy section's scale, for weft-bench-netpol)\n"
+                 "       weft-bench --report --out DIR   (table.txt and plots again from DIR/results.json)\n");
     return 2;
+  }
+  if (a.report) {
+    auto results = sys::ReadFile(a.out + "/results.json", 1 << 28);
+    if (!results.ok()) {
+      std::fprintf(stderr, "weft-bench: %s\n", results.status().ToString().c_str());
+      return 1;
+    }
+    auto raw_text = sys::ReadFile(a.out + "/raw.json", 1 << 28);
+    json r = json::parse(*results, nullptr, false);
+    json raw = raw_text.ok() ? json::parse(*raw_text, nullptr, false) : json::object();
+    if (r.is_discarded()) {
+      std::fprintf(stderr, "weft-bench: %s/results.json is not JSON\n", a.out.c_str());
+      return 1;
+    }
+    if (raw.is_discarded()) raw = json::object();
+    r["targets"] = EvaluateTargets(r);
+    std::ofstream(a.out + "/results.json") << r.dump(2) << "\n";
+    std::string table = RenderTable(r);
+    std::ofstream(a.out + "/table.txt") << table;
+    WritePlotData(r, raw, a.out);
+    std::cout << table;
+    return 0;
   }
   if (::geteuid() != 0) {
     std::fprintf(stderr, "weft-bench: needs root (it creates network namespaces)\n");

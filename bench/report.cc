@@ -440,6 +440,8 @@ std::string RenderTable(const json& r) {
       << Fmt(Num(np, "/resync/weftd_reported_sync_s"), 3) << " s); " << Fmt(Num(np, "/resync/table/chains"), 0)
       << " chains, " << Fmt(Num(np, "/resync/table/rules"), 0) << " rules, " << Fmt(Num(np, "/resync/table/sets"), 0)
       << " sets, " << Fmt(Num(np, "/resync/table/elements"), 0) << " elements\n";
+    if (np.contains(json::json_pointer("/resync/observed_by")))
+      o << "  (the first table timed by " << np["resync"].value("observed_by", "") << ")\n";
     o << "  (the stand-in API server alone serves the pod list, " << Fmt(Num(np, "/resync/apiserver_list_pods_mb"), 1)
       << " MB in pages of 500, in " << Fmt(Num(np, "/resync/apiserver_list_pods_s"), 2) << " s)\n";
     o << "  weftd memory after the sync: RSS " << Fmt(Num(np, "/resync/memory/rss_mb"), 1) << " MB (peak "

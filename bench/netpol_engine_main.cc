@@ -68,6 +68,10 @@ int main(int argc, char** argv) {
   int pods = 0, nodes = 0;
   std::string dump;
   int iterations = 0;
+  // The memory regression check (ctest bench_engine_memory): budgets for the
+  // heap after the events and the table's element count; 0 = no check.
+  double max_heap_mb = 0;
+  long max_elements = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     int v = std::atoi(argv[i + 1]);
@@ -77,9 +81,11 @@ int main(int argc, char** argv) {
     else if (k == "--local-pods") scale.local_pods = v;
     else if (k == "--dump") dump = argv[i + 1];
     else if (k == "--iterations") iterations = v;
+    else if (k == "--max-heap-mb") max_heap_mb = std::atof(argv[i + 1]);
+    else if (k == "--max-elements") max_elements = std::atol(argv[i + 1]);
     else {
       std::cerr << "usage: weft-bench-netpol-engine [--namespaces N] [--pods N] [--nodes N] [--local-pods N] [--dump FILE] "
-                   "[--iterations N]\n";
+                   "[--iterations N] [--max-heap-mb MB] [--max-elements N]\n";
       return 2;
     }
   }
@@ -214,5 +220,18 @@ int main(int argc, char** argv) {
   if (!all.empty()) out["events"]["all"] = {{"n", all.size()}, {"p50_ms", pct(all, 0.5)}, {"p99_ms", pct(all, 0.99)}};
   out["after_events"] = {{"rss_mb", RssMb()}, {"heap_mb", HeapMb()}};
   std::cout << out.dump(2) << "\n";
-  return 0;
+  // Memory, not time: the heap and the element count of one generated
+  // cluster are the same on every machine and every run, so a budget a few
+  // MB above today's catches a regression without a timed assertion.
+  int rc = 0;
+  auto check = [&](const char* what, double value, double budget, const char* unit) {
+    if (budget <= 0) return;
+    const bool over = value > budget;
+    std::cerr << "memory check: " << what << " " << value << unit << " (budget " << budget << unit << "): "
+              << (over ? "REGRESSED" : "ok") << "\n";
+    if (over) rc = 1;
+  };
+  check("engine heap after the events", out["after_events"]["heap_mb"].get<double>(), max_heap_mb, " MB");
+  check("table elements", out["model"]["elements"].get<double>(), static_cast<double>(max_elements), "");
+  return rc;
 }

@@ -1,9 +1,13 @@
 #include "bench/datapath.h"
 
 #include <arpa/inet.h>
+#include <linux/ethtool.h>
+#include <linux/sockios.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sched.h>
 #include <unistd.h>
@@ -15,9 +19,11 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
+#include "base/strings.h"
 #include "base/unique_fd.h"
 #include "bench/cluster.h"
 #include "bench/ns.h"
@@ -58,6 +64,7 @@ struct Topology {
   std::vector<Pod> pods2;
   std::vector<Daemon> daemons;
   std::vector<std::string> dirs;
+  json setup;  // same-node plugin rows: DescribeSameNode after the setup
 };
 
 Result<UniqueFd> SocketIn(const std::string& ns_name) {
@@ -78,10 +85,37 @@ sockaddr_in Addr(const std::string& ip, int port) {
   return a;
 }
 
+Status PinAndSchedule(const std::vector<int>& cpus, size_t which, bool fifo) {
+  if (which < cpus.size()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpus[which], &set);
+    if (::sched_setaffinity(0, sizeof set, &set) != 0)
+      return Status::FromErrno(Reason::kFailed, Domain::kKernel, "sched_setaffinity", errno);
+  }
+  if (fifo) {
+    // Children (nft) start as ordinary processes again.
+    sched_param sp{};
+    sp.sched_priority = 10;
+    if (::sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) != 0)
+      return Status::FromErrno(Reason::kFailed, Domain::kKernel, "sched_setscheduler SCHED_FIFO", errno);
+  }
+  return Status::Ok();
+}
+
+void Unschedule() {
+  sched_param sp{};
+  (void)::sched_setscheduler(0, SCHED_OTHER, &sp);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int i = 0; i < CPU_SETSIZE; ++i) CPU_SET(i, &set);
+  (void)::sched_setaffinity(0, sizeof set, &set);
+}
+
 }  // namespace
 
 // One byte each way per transaction, as netperf TCP_RR does by default.
-Result<json> MeasureRr(const PodPair& t, int seconds) {
+Result<json> MeasureRr(const PodPair& t, int seconds, const std::vector<int>& cpus) {
   WEFT_ASSIGN_OR_RETURN(UniqueFd lfd, SocketIn(t.server_ns));
   int one = 1;
   ::setsockopt(lfd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -91,6 +125,7 @@ Result<json> MeasureRr(const PodPair& t, int seconds) {
   if (::listen(lfd.get(), 1) != 0) return Status::FromErrno(Reason::kFailed, Domain::kFile, "listen", errno);
   WEFT_ASSIGN_OR_RETURN(UniqueFd cfd, SocketIn(t.client_ns));
   std::thread server([&] {
+    (void)PinAndSchedule(cpus, 1, false);
     int c = ::accept4(lfd.get(), nullptr, nullptr, SOCK_CLOEXEC);
     if (c < 0) return;
     ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -104,6 +139,7 @@ Result<json> MeasureRr(const PodPair& t, int seconds) {
   ::setsockopt(cfd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   Status st;
   std::vector<double> us;
+  if (!cpus.empty()) (void)PinAndSchedule(cpus, 0, false);  // undone below
   if (::connect(cfd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
     st = Status::FromErrno(Reason::kFailed, Domain::kFile, "connect " + t.server_ip, errno);
     ::shutdown(lfd.get(), SHUT_RDWR);  // unblocks accept
@@ -122,6 +158,7 @@ Result<json> MeasureRr(const PodPair& t, int seconds) {
     }
     ::shutdown(cfd.get(), SHUT_RDWR);
   }
+  if (!cpus.empty()) Unschedule();
   server.join();
   if (!st.ok()) return st;
   json j = {{"trans_per_s", static_cast<double>(us.size()) / seconds},
@@ -189,7 +226,7 @@ Result<json> MeasureCrr(const PodPair& t, int seconds, int port) {
               {"p99_us", Percentile(us, 99)}};
 }
 
-Result<double> MeasureIperf(const PodPair& t, int seconds) {
+Result<double> MeasureIperf(const PodPair& t, int seconds, const std::vector<int>& cpus) {
   WEFT_ASSIGN_OR_RETURN(auto sns, sys::Netns::Open(NetnsPath(t.server_ns)));
   WEFT_ASSIGN_OR_RETURN(auto cns, sys::Netns::Open(NetnsPath(t.client_ns)));
   const std::vector<std::string> env = {"PATH=/usr/bin:/bin"};
@@ -198,6 +235,7 @@ Result<double> MeasureIperf(const PodPair& t, int seconds) {
     sys::ExecRequest req;
     req.path = "/usr/bin/iperf3";
     req.argv = {"iperf3", "-s", "-1", "-B", t.server_ip, "-p", std::to_string(kIperfPort)};
+    if (cpus.size() >= 2) req.argv.insert(req.argv.end(), {"-A", std::to_string(cpus[1])});
     req.env = env;
     req.netns_fd = sns.fd();
     req.timeout = std::chrono::seconds(seconds + 30);
@@ -215,6 +253,7 @@ Result<double> MeasureIperf(const PodPair& t, int seconds) {
     sys::ExecRequest req;
     req.path = "/usr/bin/iperf3";
     req.argv = {"iperf3", "-c", t.server_ip, "-p", std::to_string(kIperfPort), "-t", std::to_string(seconds), "-J"};
+    if (!cpus.empty()) req.argv.insert(req.argv.end(), {"-A", std::to_string(cpus[0])});
     req.env = env;
     req.netns_fd = cns.fd();
     req.timeout = std::chrono::seconds(seconds + 20);
@@ -309,6 +348,108 @@ Status DropOverlayFilter(const Node& node) {
   if (r.exit_code != 0)
     return Status::Error(Reason::kFailed, Domain::kFirewall, node.name + ": cannot remove the overlay filter: " + r.err);
   return Status::Ok();
+}
+
+// What a same-node row's packets cross and what they meet, read back from
+// the kernel after the setup, so rows can be compared like with like: every
+// link on the path (the node's links but lo and its uplink pair, each pod's
+// eth0) with its MTU and offloads, the node's sysctls that routing and the
+// pod ports depend on, and the node's firewall tables (nftables, which
+// includes iptables-nft's). The report flags rows whose MTUs or offloads
+// differ; the tables and port sysctls are the plugin's own.
+std::string Offloads(int fd, const std::string& ifname) {
+  static const std::pair<uint32_t, const char*> kFeatures[] = {{ETHTOOL_GRXCSUM, "rx-csum"}, {ETHTOOL_GTXCSUM, "tx-csum"},
+                                                               {ETHTOOL_GSG, "sg"},          {ETHTOOL_GTSO, "tso"},
+                                                               {ETHTOOL_GGSO, "gso"},        {ETHTOOL_GGRO, "gro"}};
+  std::string out;
+  for (const auto& [cmd, name] : kFeatures) {
+    ethtool_value v{};
+    v.cmd = cmd;
+    ifreq ifr{};
+    std::snprintf(ifr.ifr_name, IFNAMSIZ, "%s", ifname.c_str());
+    ifr.ifr_data = reinterpret_cast<char*>(&v);
+    const bool ok = ::ioctl(fd, SIOCETHTOOL, &ifr) == 0;
+    out += std::string(out.empty() ? "" : " ") + (!ok ? "?" : v.data ? "" : "-") + name;
+  }
+  return out;  // "rx-csum tx-csum sg tso gso -gro": '-' off, '?' unknown
+}
+
+// The path links of one netns: all but lo, and (in the node) up0/up1.
+Result<json> DescribeLinks(const std::string& ns_name, const std::string& role, bool node) {
+  WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::Open(NetnsPath(ns_name)));
+  WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::OpenIn(ns));
+  WEFT_ASSIGN_OR_RETURN(auto links, nl.ListLinks());
+  json out = json::array();
+  WEFT_RETURN_IF_ERROR(sys::RunInNetns(ns, [&]() -> Status {
+    UniqueFd fd(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    if (fd.get() < 0) return Status::FromErrno(Reason::kFailed, Domain::kFile, "socket", errno);
+    for (const auto& l : links) {
+      if (l.name == "lo" || (node && (l.name == "up0" || l.name == "up1"))) continue;
+      if (!node && l.name != "eth0") continue;
+      json j = {{"in", role}, {"name", l.name}, {"kind", l.kind}, {"mtu", l.mtu}, {"offloads", Offloads(fd.get(), l.name)}};
+      if (node && l.kind == "veth") {
+        // Per-port sysctls a plugin sets (a '.' in a name would need '/').
+        for (const char* k : {"rp_filter", "proxy_arp", "forwarding"}) {
+          auto v = sys::ReadSysctl("net/ipv4/conf/" + l.name + "/" + k);
+          j[k] = v.ok() ? std::string(Trim(*v)) : "?";
+        }
+        auto v6 = sys::ReadSysctl("net/ipv6/conf/" + l.name + "/disable_ipv6");
+        j["disable_ipv6"] = v6.ok() ? std::string(Trim(*v6)) : "?";
+      }
+      out.push_back(std::move(j));
+    }
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Result<json> DescribeSameNode(const Topology& t) {
+  json links = json::array();
+  WEFT_ASSIGN_OR_RETURN(json node_links, DescribeLinks(t.node->name, "node", true));
+  for (auto& l : node_links) links.push_back(std::move(l));
+  for (const auto& [ns, role] : {std::pair{t.client_ns, "client"}, std::pair{t.server_ns, "server"}}) {
+    WEFT_ASSIGN_OR_RETURN(json pl, DescribeLinks(ns, role, false));
+    for (auto& l : pl) links.push_back(std::move(l));
+  }
+  std::set<int> mtus;
+  std::set<std::string> offloads;
+  for (const auto& l : links) {
+    mtus.insert(l["mtu"].get<int>());
+    offloads.insert(l["offloads"].get<std::string>());
+  }
+  json sysctls = json::object();
+  WEFT_RETURN_IF_ERROR(sys::RunInNetns(t.node->ns, [&]() -> Status {
+    for (const char* k : {"net/ipv4/ip_forward", "net/ipv4/conf/all/rp_filter", "net/ipv4/conf/default/rp_filter",
+                          "net/ipv4/conf/all/proxy_arp"}) {
+      auto v = sys::ReadSysctl(k);
+      sysctls[sys::SysctlName(k)] = v.ok() ? std::string(Trim(*v)) : "?";
+    }
+    return Status::Ok();
+  }));
+  sys::ExecRequest req;
+  req.path = "/usr/sbin/nft";
+  req.argv = {"nft", "list", "tables"};
+  req.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  req.netns_fd = t.node->ns.fd();
+  WEFT_ASSIGN_OR_RETURN(auto r, sys::Exec(req));
+  json tables = json::array();
+  std::stringstream ss(r.out);
+  for (std::string line; std::getline(ss, line);)
+    if (line.rfind("table ", 0) == 0) tables.push_back(line.substr(6));
+  return json{{"mtus", mtus}, {"offloads", offloads}, {"links", links}, {"node_sysctls", sysctls}, {"node_tables", tables}};
+}
+
+// After the rounds: connections the node's conntrack holds (0 when no
+// table in the node asks for conntrack; each measured connection leaves
+// one entry for a while after it closes).
+std::string ConntrackCount(const Node& node) {
+  std::string out = "?";
+  (void)sys::RunInNetns(node.ns, [&]() -> Status {
+    auto v = sys::ReadSysctl("net/netfilter/nf_conntrack_count");
+    if (v.ok()) out = std::string(Trim(*v));
+    return Status::Ok();
+  });
+  return out;
 }
 
 // Two nodes joined by the same veth underlay as the "underlay" baseline
@@ -439,6 +580,8 @@ Status Setup(Topology& t, const DatapathOptions& opt, const Runner& runner, int 
     t.server_ip = PodIp(t.pods[1].result);
     if (t.server_ip.empty()) return Status::Error(Reason::kFailed, Domain::kExec, "the ADD result has no IPv4 address");
     if (t.guard_off) WEFT_RETURN_IF_ERROR(DropGuard(*t.node));
+    auto d = DescribeSameNode(t);
+    t.setup = d.ok() ? *d : json{{"error", d.status().ToString()}};
   }
   return Status::Ok();
 }
@@ -483,18 +626,20 @@ json RunDatapath(const DatapathOptions& opt, const Runner& runner, const std::ve
           topo.back().reason = "not available yet: " + r.value("reason", "");
     }
   }
-  add("underlay", "two nodes: underlay veth (baseline)", "");
-  add("vxlan", "two nodes: bare kernel VXLAN (baseline)", "underlay");
-  add("weft-vxlan", "two nodes: weft VXLAN (weftd)", "vxlan");
-  add("weft-vxlan-noguard", "two nodes: weft VXLAN (weftd), source guard off", "weft-vxlan");
-  topo.back().guard_off = true;
-  add("weft-vxlan-nofilter", "two nodes: weft VXLAN, overlay filter off (weftd stopped)", "weft-vxlan");
-  topo.back().filter_off = true;
-  add("weft-host-gw", "two nodes: weft host-gw (weftd)", "underlay");
-  add("weft-host-gw-noguard", "two nodes: weft host-gw (weftd), source guard off", "weft-host-gw");
-  topo.back().guard_off = true;
-  add("weft-host-gw-nofilter", "two nodes: weft host-gw, overlay filter off (weftd stopped)", "weft-host-gw");
-  topo.back().filter_off = true;
+  if (!opt.same_node_only) {
+    add("underlay", "two nodes: underlay veth (baseline)", "");
+    add("vxlan", "two nodes: bare kernel VXLAN (baseline)", "underlay");
+    add("weft-vxlan", "two nodes: weft VXLAN (weftd)", "vxlan");
+    add("weft-vxlan-noguard", "two nodes: weft VXLAN (weftd), source guard off", "weft-vxlan");
+    topo.back().guard_off = true;
+    add("weft-vxlan-nofilter", "two nodes: weft VXLAN, overlay filter off (weftd stopped)", "weft-vxlan");
+    topo.back().filter_off = true;
+    add("weft-host-gw", "two nodes: weft host-gw (weftd)", "underlay");
+    add("weft-host-gw-noguard", "two nodes: weft host-gw (weftd), source guard off", "weft-host-gw");
+    topo.back().guard_off = true;
+    add("weft-host-gw-nofilter", "two nodes: weft host-gw, overlay filter off (weftd stopped)", "weft-host-gw");
+    topo.back().filter_off = true;
+  }
   for (auto& t : topo)
     if (t.key.rfind("weft-vxlan", 0) == 0 || t.key.rfind("weft-host-gw", 0) == 0)
       if (::access(opt.weftd_bin.c_str(), X_OK) != 0)
@@ -509,17 +654,22 @@ json RunDatapath(const DatapathOptions& opt, const Runner& runner, const std::ve
   }
   std::vector<std::vector<double>> gbps(topo.size()), tps(topo.size()), p50(topo.size()), p99(topo.size());
   std::vector<std::string> errs(topo.size());
+  std::vector<std::string> conntrack(topo.size());
   try {
     for (int round = 0; round < opt.rounds; ++round) {
-      for (size_t i = 0; i < topo.size(); ++i) {
+      // Odd rounds run the rows in reverse order, so no row always follows
+      // the same one (a row's teardown-free neighbour still leaves softirq
+      // and page-cache state behind) or sits at the same point of a round.
+      for (size_t k = 0; k < topo.size(); ++k) {
+        const size_t i = round % 2 == 0 ? k : topo.size() - 1 - k;
         CheckInterrupt();
         if (!topo[i].reason.empty()) continue;
         const PodPair pair{topo[i].client_ns, topo[i].server_ns, topo[i].server_ip};
-        auto g = MeasureIperf(pair, opt.seconds);
+        auto g = MeasureIperf(pair, opt.seconds, opt.cpus);
         if (g.ok()) gbps[i].push_back(*g);
         else errs[i] = g.status().ToString();
         CheckInterrupt();
-        auto rr = MeasureRr(pair, std::max(1, opt.seconds / 2 + 1));
+        auto rr = MeasureRr(pair, std::max(1, opt.seconds / 2 + 1), opt.cpus);
         if (rr.ok()) {
           tps[i].push_back((*rr)["trans_per_s"]);
           p50[i].push_back((*rr)["p50_us"]);
@@ -533,6 +683,8 @@ json RunDatapath(const DatapathOptions& opt, const Runner& runner, const std::ve
     for (auto& t : topo) Teardown(t);
     throw;
   }
+  for (size_t i = 0; i < topo.size(); ++i)
+    if (topo[i].reason.empty() && topo[i].node && topo[i].cfg) conntrack[i] = ConntrackCount(*topo[i].node);
   for (auto& t : topo) Teardown(t);
 
   json rows = json::array();
@@ -550,10 +702,18 @@ json RunDatapath(const DatapathOptions& opt, const Runner& runner, const std::ve
       r["rr_p50_us"] = Median(p50[i]);
       r["rr_p99_us"] = Median(p99[i]);
       if (!errs[i].empty()) r["error"] = errs[i];
+      if (!topo[i].setup.is_null()) {
+        r["setup"] = topo[i].setup;
+        r["setup"]["node_conntrack_entries_after"] = conntrack[i];
+      }
     }
     rows.push_back(r);
   }
-  return {{"seconds", opt.seconds}, {"rounds", opt.rounds}, {"rows", rows}};
+  return {{"seconds", opt.seconds},
+          {"rounds", opt.rounds},
+          {"cpus", opt.cpus},
+          {"order", "rows in table order on even rounds (0, 2, ...), reversed on odd ones"},
+          {"rows", rows}};
 }
 
 
@@ -572,33 +732,6 @@ std::array<double, 3> MedianWithCi(const std::vector<double>& ratios) {
 }
 
 namespace {
-
-Status PinAndSchedule(const std::vector<int>& cpus, size_t which, bool fifo) {
-  if (which < cpus.size()) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpus[which], &set);
-    if (::sched_setaffinity(0, sizeof set, &set) != 0)
-      return Status::FromErrno(Reason::kFailed, Domain::kKernel, "sched_setaffinity", errno);
-  }
-  if (fifo) {
-    // Children (nft) start as ordinary processes again.
-    sched_param sp{};
-    sp.sched_priority = 10;
-    if (::sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) != 0)
-      return Status::FromErrno(Reason::kFailed, Domain::kKernel, "sched_setscheduler SCHED_FIFO", errno);
-  }
-  return Status::Ok();
-}
-
-void Unschedule() {
-  sched_param sp{};
-  (void)::sched_setscheduler(0, SCHED_OTHER, &sp);
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int i = 0; i < CPU_SETSIZE; ++i) CPU_SET(i, &set);
-  (void)::sched_setaffinity(0, sizeof set, &set);
-}
 
 // Two long-lived connections between the pods: a TCP_RR echo and a bulk
 // stream into a sink. The peers run on one thread each in the server pod's

@@ -23,9 +23,13 @@ inline constexpr int kRrPort = 7001;
 inline constexpr int kIperfPort = 5201;
 
 // iperf3 TCP throughput client -> server for `seconds` (one stream), Gbit/s.
-Result<double> MeasureIperf(const PodPair& pair, int seconds);
+// `cpus` = {client, server}: each end pinned to that CPU (iperf3 -A); empty:
+// wherever the scheduler puts them.
+Result<double> MeasureIperf(const PodPair& pair, int seconds, const std::vector<int>& cpus = {});
 // The TCP_RR loop on kRrPort for `seconds`: {trans_per_s, p50_us, p99_us}.
-Result<nlohmann::json> MeasureRr(const PodPair& pair, int seconds);
+// `cpus` as for MeasureIperf (the calling thread is the client; it is
+// unpinned again afterwards).
+Result<nlohmann::json> MeasureRr(const PodPair& pair, int seconds, const std::vector<int>& cpus = {});
 
 // Connections per second on `port`: connect, one byte each way, close with a
 // RST (no TIME_WAIT), for `seconds`: {conn_per_s, p50_us, p99_us}. Each
@@ -38,6 +42,11 @@ struct DatapathOptions {
   int seconds = 3;  // per iperf3 run and per RR run
   int rounds = 3;   // all topologies once per round, interleaved; medians
   std::string weftd_bin;  // for the two-node weft rows (vxlan, host-gw)
+  // {client, server}: every row's two ends pinned to these CPUs (both the
+  // iperf3 processes and the TCP_RR threads), so no row is measured with
+  // its ends sharing a CPU while another has one each. Empty: unpinned.
+  std::vector<int> cpus;
+  bool same_node_only = false;  // skip the two-node rows
 };
 
 // `configs`: plugin configurations to wire two pods with on one node (only

@@ -3,6 +3,7 @@
 //
 //   weft-bench [--quick] --out DIR [--prefix wbNNN] [--build-dir DIR]
 //              [--only floor,control,datapath,weftd,netpol] [--configs key,key]
+//              [--rounds N] [--same-node]
 //
 // Writes DIR/results.json (summary), DIR/raw.json (every sample), DIR/table.txt
 // and gnuplot inputs, prints the JSON and the table. Exit status: 0 when the
@@ -41,6 +42,8 @@ struct Args {
   std::set<std::string> only, configs;
   std::vector<int> levels;  // pods already on the node before sampling
   int samples = 0;          // ADD+DEL pairs timed at each level
+  int rounds = 0;           // datapath rounds (0: 5, quick 1)
+  bool same_node = false;   // datapath: the same-node rows only
   // The NetworkPolicy section's scale and run flags, passed on to
   // weft-bench-netpol as they are (--pods, --policies, --namespaces,
   // --nodes, --local-pods, --iterations, --events-only).
@@ -72,6 +75,10 @@ bool ParseArgs(int argc, char** argv, Args* a) {
       std::sort(a->levels.begin(), a->levels.end());
     } else if (k == "--samples") {
       a->samples = std::atoi(val().c_str());
+    } else if (k == "--rounds") {
+      a->rounds = std::atoi(val().c_str());
+    } else if (k == "--same-node") {
+      a->same_node = true;
     } else if (k == "--pods" || k == "--policies" || k == "--namespaces" || k == "--nodes" || k == "--local-pods" ||
                k == "--iterations") {
       a->netpol_args.push_back(k);
@@ -139,6 +146,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: weft-bench [--quick] --out DIR [--prefix wbNNN] [--build-dir DIR] [--commit SHA]\n"
                  "                  [--only floor,control,datapath,weftd,netpol] [--configs key,...]\n"
+                 "                  [--rounds N] [--same-node]   (datapath: rounds; the same-node rows only)\n"
                  "                  [--pods N --policies N --namespaces N --nodes N --local-pods N --iterations N\n"
                  "                   --events-only]   (the NetworkPolicy section's scale, for weft-bench-netpol)\n"
                  "       weft-bench --report --out DIR   (table.txt and plots again from DIR/results.json)\n");
@@ -240,6 +248,12 @@ int Main(int argc, char** argv) {
     if (want("datapath")) {
       std::cerr << "[bench] datapath\n";
       DatapathOptions dopt{a.prefix, a.quick ? 1 : 3, a.quick ? 1 : 5, a.build_dir + "/cmd/weftd/weftd"};
+      if (a.rounds > 0) dopt.rounds = a.rounds;
+      dopt.same_node_only = a.same_node;
+      // Every row's client and server on CPUs 0 and 1 (when there are two):
+      // unpinned, a row's two ends share a CPU in some runs and not in
+      // others, and that alone moves its throughput by tens of percent.
+      if (::sysconf(_SC_NPROCESSORS_ONLN) >= 2) dopt.cpus = {0, 1};
       r["datapath"] = RunDatapath(dopt, runner, configs, r.value("control", json::array()));
       for (const auto& row : r["datapath"]["rows"]) {
         bool baseline = row["key"] == "veth" || row["key"] == "underlay" || row["key"] == "vxlan";

@@ -61,6 +61,15 @@ std::vector<NetConfig> SuiteConfigs(const std::string& tmp) {
                            {"ipam", host_local}};
   std::vector<NetConfig> v;
   v.push_back({"weft-routed", "weft routed", {weft}, true, true, false, true});
+  // Datapath only: weft routed without the masquerade table, so with its
+  // source guard removed too ("-noguard") the node holds no firewall table
+  // at all, as ref ptp's does: the two topologies alone, like with like.
+  json wn = weft;
+  wn["masquerade"] = false;
+  wn.erase("masqueradeBackend");
+  NetConfig nomasq{"weft-routed-nomasq", "weft routed, masq off", {wn}, true, false, false, true};
+  nomasq.control = false;
+  v.push_back(nomasq);
   json wb = weft;
   wb["mode"] = "bridge";
   v.push_back({"weft-bridge", "weft bridge", {wb}, true, false, false, true});

@@ -5,7 +5,9 @@
 #include <fstream>
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
+#include <tuple>
 #include <vector>
 
 namespace weft::bench {
@@ -39,6 +41,21 @@ const json* Control(const json& results, const std::string& key) {
 }
 
 bool Usable(const json* c) { return c && c->value("available", false) && c->contains("levels"); }
+
+// The same-node rows compared like with like (issue 24): weft routed
+// against the reference ptp plugin (a veth per pod, host routes, the node
+// forwarding), each pair with the same node-level firewall state, plus the
+// shipped pair (issue 15's target), whose ratio the other two explain.
+struct LikePair {
+  const char* row;
+  const char* ref;
+  const char* what;
+};
+constexpr LikePair kLikePairs[] = {
+    {"weft-routed", "ref-ptp", "as shipped (weft: guard + masquerade tables; ptp: none)"},
+    {"weft-routed-noguard", "ref-ptp-masq", "a NAT table in both nodes (conntrack on), no guard"},
+    {"weft-routed-nomasq-noguard", "ref-ptp", "no table in either node: the topologies alone"},
+};
 
 // A verdict row. `le`: measured must be <= limit; else >= limit.
 json Target(const std::string& config, const std::string& target, double measured, double limit, bool le,
@@ -166,15 +183,15 @@ json EvaluateTargets(const json& r) {
                            Num(row, "/gbps") / Num(base, "/gbps"), 0.95, false, "x"));
       out.push_back(Target(label, "TCP_RR transactions/s >= 0.95x " + base.value("label", ""),
                            Num(row, "/rr_trans_per_s") / Num(base, "/rr_trans_per_s"), 0.95, false, "x"));
-      // Issue 15: weft routed against the reference with the same topology,
-      // and against the same with masquerade on, as weft's conflist has it.
-      for (const auto& [ref_key, what] : {std::pair{"ref-ptp", "ref ptp (same topology)"},
-                                          std::pair{"ref-ptp-masq", "ref ptp+ipMasq (same topology and NAT)"}}) {
-        if (key != "weft-routed" || !by_key.count(ref_key) || !by_key[ref_key].value("available", false)) continue;
-        const json& ptp = by_key[ref_key];
-        out.push_back(Target(label, std::string("TCP throughput >= 0.95x ") + what,
-                             Num(row, "/gbps") / Num(ptp, "/gbps"), 0.95, false, "x"));
-        out.push_back(Target(label, std::string("TCP_RR transactions/s >= 0.95x ") + what,
+      // Issue 15's target (weft routed against ref ptp) and the pairs that
+      // explain it, each with the same firewall state in both nodes.
+      for (const auto& lp : kLikePairs) {
+        if (key != lp.row || !by_key.count(lp.ref) || !by_key[lp.ref].value("available", false)) continue;
+        const json& ptp = by_key[lp.ref];
+        const std::string what = by_key[lp.ref].value("label", lp.ref) + " (" + lp.what + ")";
+        out.push_back(Target(label, "TCP throughput >= 0.95x " + what, Num(row, "/gbps") / Num(ptp, "/gbps"), 0.95,
+                             false, "x"));
+        out.push_back(Target(label, "TCP_RR transactions/s >= 0.95x " + what,
                              Num(row, "/rr_trans_per_s") / Num(ptp, "/rr_trans_per_s"), 0.95, false, "x"));
       }
     }
@@ -352,14 +369,14 @@ std::string RenderTable(const json& r) {
   }
 
   o << "\n4. Datapath (median of " << Num(r, "/datapath/rounds") << " rounds)\n";
-  o << Pad("topology", 44) << Pad("Gbit/s", 8, true) << Pad("vs base", 9, true) << Pad("RR/s", 9, true)
+  o << Pad("topology", 52) << Pad("Gbit/s", 8, true) << Pad("vs base", 9, true) << Pad("RR/s", 9, true)
     << Pad("vs base", 9, true) << Pad("RR p50us", 10, true) << Pad("p99us", 8, true) << "\n";
   if (r.contains("datapath")) {
     std::map<std::string, json> by_key;
     for (const auto& row : r["datapath"]["rows"]) by_key[row["key"]] = row;
     for (const auto& row : r["datapath"]["rows"]) {
       if (!row.value("available", false)) {
-        o << Pad(row.value("label", ""), 44) << "  " << row.value("reason", "") << "\n";
+        o << Pad(row.value("label", ""), 52) << "  " << row.value("reason", "") << "\n";
         continue;
       }
       std::string vs_g, vs_r;
@@ -368,25 +385,31 @@ std::string RenderTable(const json& r) {
         vs_g = Fmt(Num(row, "/gbps") / Num(by_key[b], "/gbps")) + "x";
         vs_r = Fmt(Num(row, "/rr_trans_per_s") / Num(by_key[b], "/rr_trans_per_s")) + "x";
       }
-      o << Pad(row.value("label", ""), 44) << Pad(Fmt(Num(row, "/gbps")), 8, true) << Pad(vs_g, 9, true)
+      o << Pad(row.value("label", ""), 52) << Pad(Fmt(Num(row, "/gbps")), 8, true) << Pad(vs_g, 9, true)
         << Pad(Fmt(Num(row, "/rr_trans_per_s"), 0), 9, true) << Pad(vs_r, 9, true)
         << Pad(Fmt(Num(row, "/rr_p50_us"), 1), 10, true) << Pad(Fmt(Num(row, "/rr_p99_us"), 1), 8, true) << "\n";
       if (row.contains("error")) o << "    (error in a run: " << row.value("error", "") << ")\n";
     }
-    // Issue 15: weft routed against ref ptp, round by round. The rows are
-    // measured round-robin, so a round's ratio compares two measurements a
-    // few seconds apart, under the same load.
-    for (const auto& [ref_key, ref_label] : {std::pair{"ref-ptp", "ref ptp"}, std::pair{"ref-ptp-masq", "ref ptp+ipMasq"}}) {
-      if (!by_key.count("weft-routed") || !by_key.count(ref_key) || !by_key["weft-routed"].value("available", false) ||
-          !by_key[ref_key].value("available", false))
+    // Weft routed against ref ptp like with like, medians and round by
+    // round. The rows are measured round-robin, so a round's ratio compares
+    // two measurements seconds apart, under the same load.
+    const json& dp = r["datapath"];
+    if (dp.contains("cpus") && dp["cpus"].is_array() && dp["cpus"].size() >= 2)
+      o << "  every row: client on CPU " << dp["cpus"][0] << ", server on CPU " << dp["cpus"][1] << "; "
+        << dp.value("order", "") << "\n";
+    for (const auto& lp : kLikePairs) {
+      if (!by_key.count(lp.row) || !by_key.count(lp.ref) || !by_key[lp.row].value("available", false) ||
+          !by_key[lp.ref].value("available", false))
         continue;
-      const json& w = by_key["weft-routed"];
-      const json& p = by_key[ref_key];
-      for (const auto& [what, field] : {std::pair{"TCP Gbit/s", "gbps_runs"}, std::pair{"TCP_RR/s", "rr_runs"}}) {
+      const json& w = by_key[lp.row];
+      const json& p = by_key[lp.ref];
+      o << "  " << lp.row << " / " << lp.ref << ": " << lp.what << "\n";
+      for (const auto& [what, field, median] : {std::tuple{"TCP Gbit/s", "gbps_runs", "/gbps"},
+                                                std::tuple{"TCP_RR/s", "rr_runs", "/rr_trans_per_s"}}) {
         if (!w.contains(field) || !p.contains(field)) continue;
         const json& a = w[field];
         const json& b = p[field];
-        o << "  weft routed / " << ref_label << ", " << what << ", each round:";
+        o << "    " << what << " " << Fmt(Num(w, median) / Num(p, median)) << "x (medians); each round:";
         std::vector<double> ratios;
         for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
           ratios.push_back(a[i].get<double>() / b[i].get<double>());
@@ -398,6 +421,40 @@ std::string RenderTable(const json& r) {
         o << "\n";
       }
     }
+    // What each same-node row's packets cross and meet, read back after its
+    // setup: the rows are comparable only if MTU and offloads agree; the
+    // firewall tables and port sysctls are each plugin's own.
+    std::set<std::string> mtus, offloads;
+    bool any = false;
+    for (const auto& row : dp["rows"]) {
+      if (!row.contains("setup")) continue;
+      const json& su = row["setup"];
+      if (!any) o << "  setup of the same-node rows (path links: the node's pod ports and bridges, each pod's eth0):\n";
+      any = true;
+      if (su.contains("error")) {
+        o << "    " << Pad(row.value("key", ""), 28) << " not read: " << su.value("error", "") << "\n";
+        continue;
+      }
+      std::string m, off, tables, ports;
+      for (const auto& x : su["mtus"]) m += (m.empty() ? "" : ",") + x.dump();
+      for (const auto& x : su["offloads"]) off += (off.empty() ? "" : " | ") + x.get<std::string>();
+      for (const auto& x : su["node_tables"]) tables += (tables.empty() ? "" : ", ") + x.get<std::string>();
+      std::set<std::string> port_sysctls;
+      for (const auto& l : su["links"])
+        if (l.contains("proxy_arp"))
+          port_sysctls.insert("proxy_arp " + l.value("proxy_arp", "") + ", rp_filter " + l.value("rp_filter", "") +
+                              ", ipv6 " + (l.value("disable_ipv6", "") == "1" ? "off" : "on"));
+      for (const auto& x : port_sysctls) ports += (ports.empty() ? "" : " | ") + x;
+      mtus.insert(m);
+      offloads.insert(off);
+      o << "    " << Pad(row.value("key", ""), 28) << " MTU " << m << "; " << off << "; tables: "
+        << (tables.empty() ? "none" : tables) << "; conntrack entries after: "
+        << su.value("node_conntrack_entries_after", "?") << "; ports: " << ports << "\n";
+    }
+    if (any)
+      o << "    " << (mtus.size() == 1 && offloads.size() == 1 ? "same MTU and offloads on every row"
+                                                                : "ROWS DIFFER in MTU or offloads: not like with like")
+        << "\n";
   }
 
   o << "\n5. weftd\n";

@@ -3,7 +3,7 @@
 //
 //   weft-bench [--quick] --out DIR [--prefix wbNNN] [--build-dir DIR]
 //              [--only floor,control,datapath,weftd,netpol] [--configs key,key]
-//              [--rounds N] [--same-node]
+//              [--rounds N] [--same-node] [--cpus client,server|none]
 //
 // Writes DIR/results.json (summary), DIR/raw.json (every sample), DIR/table.txt
 // and gnuplot inputs, prints the JSON and the table. Exit status: 0 when the
@@ -44,6 +44,7 @@ struct Args {
   int samples = 0;          // ADD+DEL pairs timed at each level
   int rounds = 0;           // datapath rounds (0: 5, quick 1)
   bool same_node = false;   // datapath: the same-node rows only
+  std::string cpus;         // datapath: "client,server" CPUs, "none"; "": 0,1 when there are two
   // The NetworkPolicy section's scale and run flags, passed on to
   // weft-bench-netpol as they are (--pods, --policies, --namespaces,
   // --nodes, --local-pods, --iterations, --events-only).
@@ -79,6 +80,8 @@ bool ParseArgs(int argc, char** argv, Args* a) {
       a->rounds = std::atoi(val().c_str());
     } else if (k == "--same-node") {
       a->same_node = true;
+    } else if (k == "--cpus") {
+      a->cpus = val();
     } else if (k == "--pods" || k == "--policies" || k == "--namespaces" || k == "--nodes" || k == "--local-pods" ||
                k == "--iterations") {
       a->netpol_args.push_back(k);
@@ -146,7 +149,8 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: weft-bench [--quick] --out DIR [--prefix wbNNN] [--build-dir DIR] [--commit SHA]\n"
                  "                  [--only floor,control,datapath,weftd,netpol] [--configs key,...]\n"
-                 "                  [--rounds N] [--same-node]   (datapath: rounds; the same-node rows only)\n"
+                 "                  [--rounds N] [--same-node] [--cpus C,S|none]   (datapath: rounds; the same-node\n"
+                 "                   rows only; client and server CPUs, default 0,1)\n"
                  "                  [--pods N --policies N --namespaces N --nodes N --local-pods N --iterations N\n"
                  "                   --events-only]   (the NetworkPolicy section's scale, for weft-bench-netpol)\n"
                  "       weft-bench --report --out DIR   (table.txt and plots again from DIR/results.json)\n");
@@ -253,7 +257,11 @@ int Main(int argc, char** argv) {
       // Every row's client and server on CPUs 0 and 1 (when there are two):
       // unpinned, a row's two ends share a CPU in some runs and not in
       // others, and that alone moves its throughput by tens of percent.
-      if (::sysconf(_SC_NPROCESSORS_ONLN) >= 2) dopt.cpus = {0, 1};
+      if (a.cpus.empty() && ::sysconf(_SC_NPROCESSORS_ONLN) >= 2) dopt.cpus = {0, 1};
+      if (!a.cpus.empty() && a.cpus != "none") {
+        std::stringstream ss(a.cpus);
+        for (std::string c; std::getline(ss, c, ',');) dopt.cpus.push_back(std::atoi(c.c_str()));
+      }
       r["datapath"] = RunDatapath(dopt, runner, configs, r.value("control", json::array()));
       for (const auto& row : r["datapath"]["rows"]) {
         bool baseline = row["key"] == "veth" || row["key"] == "underlay" || row["key"] == "vxlan";

@@ -397,6 +397,8 @@ std::string RenderTable(const json& r) {
     if (dp.contains("cpus") && dp["cpus"].is_array() && dp["cpus"].size() >= 2)
       o << "  every row: client on CPU " << dp["cpus"][0] << ", server on CPU " << dp["cpus"][1] << "; "
         << dp.value("order", "") << "\n";
+    else if (dp.contains("order"))
+      o << "  every row: client and server unpinned; " << dp.value("order", "") << "\n";
     for (const auto& lp : kLikePairs) {
       if (!by_key.count(lp.row) || !by_key.count(lp.ref) || !by_key[lp.row].value("available", false) ||
           !by_key[lp.ref].value("available", false))

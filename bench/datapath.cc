@@ -411,11 +411,14 @@ Result<json> DescribeSameNode(const Topology& t) {
     WEFT_ASSIGN_OR_RETURN(json pl, DescribeLinks(ns, role, false));
     for (auto& l : pl) links.push_back(std::move(l));
   }
+  // The veths' offloads are compared across rows; a bridge's (its own
+  // defaults: GRO on, no rx checksum) belong to the bridge topology.
   std::set<int> mtus;
-  std::set<std::string> offloads;
+  std::set<std::string> offloads, other_offloads;
   for (const auto& l : links) {
     mtus.insert(l["mtu"].get<int>());
-    offloads.insert(l["offloads"].get<std::string>());
+    (l["kind"] == "veth" ? offloads : other_offloads).insert(l["kind"].get<std::string>() + ": " +
+                                                               l["offloads"].get<std::string>());
   }
   json sysctls = json::object();
   WEFT_RETURN_IF_ERROR(sys::RunInNetns(t.node->ns, [&]() -> Status {
@@ -436,7 +439,8 @@ Result<json> DescribeSameNode(const Topology& t) {
   std::stringstream ss(r.out);
   for (std::string line; std::getline(ss, line);)
     if (line.rfind("table ", 0) == 0) tables.push_back(line.substr(6));
-  return json{{"mtus", mtus}, {"offloads", offloads}, {"links", links}, {"node_sysctls", sysctls}, {"node_tables", tables}};
+  return json{{"mtus", mtus},   {"offloads", offloads},        {"other_offloads", other_offloads},
+              {"links", links}, {"node_sysctls", sysctls}, {"node_tables", tables}};
 }
 
 // After the rounds: connections the node's conntrack holds (0 when no

@@ -440,6 +440,9 @@ std::string RenderTable(const json& r) {
       std::string m, off, tables, ports;
       for (const auto& x : su["mtus"]) m += (m.empty() ? "" : ",") + x.dump();
       for (const auto& x : su["offloads"]) off += (off.empty() ? "" : " | ") + x.get<std::string>();
+      mtus.insert(m);
+      offloads.insert(off);
+      for (const auto& x : su.value("other_offloads", json::array())) off += " | " + x.get<std::string>();
       for (const auto& x : su["node_tables"]) tables += (tables.empty() ? "" : ", ") + x.get<std::string>();
       std::set<std::string> port_sysctls;
       for (const auto& l : su["links"])
@@ -447,15 +450,13 @@ std::string RenderTable(const json& r) {
           port_sysctls.insert("proxy_arp " + l.value("proxy_arp", "") + ", rp_filter " + l.value("rp_filter", "") +
                               ", ipv6 " + (l.value("disable_ipv6", "") == "1" ? "off" : "on"));
       for (const auto& x : port_sysctls) ports += (ports.empty() ? "" : " | ") + x;
-      mtus.insert(m);
-      offloads.insert(off);
       o << "    " << Pad(row.value("key", ""), 28) << " MTU " << m << "; " << off << "; tables: "
         << (tables.empty() ? "none" : tables) << "; conntrack entries after: "
         << su.value("node_conntrack_entries_after", "?") << "; ports: " << ports << "\n";
     }
     if (any)
-      o << "    " << (mtus.size() == 1 && offloads.size() == 1 ? "same MTU and offloads on every row"
-                                                                : "ROWS DIFFER in MTU or offloads: not like with like")
+      o << "    " << (mtus.size() == 1 && offloads.size() == 1 ? "same MTU and veth offloads on every row"
+                                                                : "ROWS DIFFER in MTU or veth offloads: not like with like")
         << "\n";
   }
 

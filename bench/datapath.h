@@ -45,6 +45,7 @@ struct DatapathOptions {
   // {client, server}: every row's two ends pinned to these CPUs (both the
   // iperf3 processes and the TCP_RR threads), so no row is measured with
   // its ends sharing a CPU while another has one each. Empty: unpinned.
+  // weft-bench's default is {0, 0}: one CPU for both ends.
   std::vector<int> cpus;
   bool same_node_only = false;  // skip the two-node rows
 };

@@ -44,7 +44,7 @@ struct Args {
   int samples = 0;          // ADD+DEL pairs timed at each level
   int rounds = 0;           // datapath rounds (0: 5, quick 1)
   bool same_node = false;   // datapath: the same-node rows only
-  std::string cpus;         // datapath: "client,server" CPUs, "none"; "": 0,1 when there are two
+  std::string cpus;         // datapath: "client,server" CPUs or "none"; "": 0,0
   // The NetworkPolicy section's scale and run flags, passed on to
   // weft-bench-netpol as they are (--pods, --policies, --namespaces,
   // --nodes, --local-pods, --iterations, --events-only).
@@ -150,7 +150,7 @@ int Main(int argc, char** argv) {
                  "usage: weft-bench [--quick] --out DIR [--prefix wbNNN] [--build-dir DIR] [--commit SHA]\n"
                  "                  [--only floor,control,datapath,weftd,netpol] [--configs key,...]\n"
                  "                  [--rounds N] [--same-node] [--cpus C,S|none]   (datapath: rounds; the same-node\n"
-                 "                   rows only; client and server CPUs, default 0,1)\n"
+                 "                   rows only; client and server CPUs, default 0,0)\n"
                  "                  [--pods N --policies N --namespaces N --nodes N --local-pods N --iterations N\n"
                  "                   --events-only]   (the NetworkPolicy section's scale, for weft-bench-netpol)\n"
                  "       weft-bench --report --out DIR   (table.txt and plots again from DIR/results.json)\n");
@@ -254,10 +254,13 @@ int Main(int argc, char** argv) {
       DatapathOptions dopt{a.prefix, a.quick ? 1 : 3, a.quick ? 1 : 5, a.build_dir + "/cmd/weftd/weftd"};
       if (a.rounds > 0) dopt.rounds = a.rounds;
       dopt.same_node_only = a.same_node;
-      // Every row's client and server on CPUs 0 and 1 (when there are two):
-      // unpinned, a row's two ends share a CPU in some runs and not in
-      // others, and that alone moves its throughput by tens of percent.
-      if (a.cpus.empty() && ::sysconf(_SC_NPROCESSORS_ONLN) >= 2) dopt.cpus = {0, 1};
+      // Every row's client and server on CPU 0: unpinned, a row's two ends
+      // share a CPU in some runs and not in others; on two CPUs every
+      // transaction wakes the other CPU, and on this VM that wake-up's cost
+      // varies by tens of percent from second to second. On one CPU the
+      // rounds of a row agree within a few percent (docs/performance.md,
+      // "The datapath rows compared like with like").
+      if (a.cpus.empty()) dopt.cpus = {0, 0};
       if (!a.cpus.empty() && a.cpus != "none") {
         std::stringstream ss(a.cpus);
         for (std::string c; std::getline(ss, c, ',');) dopt.cpus.push_back(std::atoi(c.c_str()));

@@ -341,20 +341,27 @@ Result<UniqueFd> Listen(const std::string& ns_name, const std::string& ip, int p
 struct CpuMs {
   double self = 0, children = 0, precise = -1;
 };
-double ReadSchedCpuMs(pid_t pid) {
+// The /proc/<pid>/task/<tid> directories of `pid`'s threads (none when it
+// is gone).
+std::vector<std::string> TaskDirs(pid_t pid) {
   const std::string task = "/proc/" + std::to_string(pid) + "/task";
-  DIR* d = ::opendir(task.c_str());
-  if (d == nullptr) return -1;
+  std::vector<std::string> out;
+  if (DIR* d = ::opendir(task.c_str())) {
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') out.push_back(task + "/" + e->d_name);
+    ::closedir(d);
+  }
+  return out;
+}
+double ReadSchedCpuMs(pid_t pid) {
   double ns = 0;
   bool any = false;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    auto st = sys::ReadFile(task + "/" + e->d_name + "/schedstat", 256);
+  for (const auto& dir : TaskDirs(pid)) {
+    auto st = sys::ReadFile(dir + "/schedstat", 256);
     if (!st.ok()) continue;
     ns += std::atof(st->c_str());
     any = true;
   }
-  ::closedir(d);
   return any ? ns / 1e6 : -1;
 }
 CpuMs ReadCpu(pid_t pid) {
@@ -380,18 +387,13 @@ CpuMs ReadCpu(pid_t pid) {
 // hence the window and the CPU check.)
 Clock::time_point WaitIdle(pid_t pid, std::chrono::milliseconds cap) {
   const auto end = Clock::now() + cap;
-  const std::string task = "/proc/" + std::to_string(pid) + "/task";
   auto quiet_since = Clock::now();
   double cpu_at = -1;
   while (Clock::now() < end) {
     bool children = false;
-    if (DIR* d = ::opendir(task.c_str())) {
-      while (dirent* e = ::readdir(d)) {
-        if (e->d_name[0] == '.') continue;
-        auto c = sys::ReadFile(task + "/" + e->d_name + "/children", 1 << 16);
-        if (c.ok() && c->find_first_not_of(" \n") != std::string::npos) children = true;
-      }
-      ::closedir(d);
+    for (const auto& dir : TaskDirs(pid)) {
+      auto c = sys::ReadFile(dir + "/children", 1 << 16);
+      if (c.ok() && c->find_first_not_of(" \n") != std::string::npos) children = true;
     }
     const auto now = Clock::now();
     const CpuMs cpu = ReadCpu(pid);

@@ -329,8 +329,8 @@ Status DropGuard(const Node& node) {
     req.netns_fd = node.ns.fd();
     return sys::Exec(req);
   };
-  for (const char* family : {"inet", "bridge"})
-    (void)nft({"nft", "delete", "table", family, "weft-guard"});  // a mode installs one of the two
+  for (const char* table : {"weft-guard", "weft-guard-bridge"})
+    (void)nft({"nft", "delete", "table", "netdev", table});  // a mode installs one of the two
   WEFT_ASSIGN_OR_RETURN(auto r, nft({"nft", "list", "tables"}));
   if (r.exit_code != 0 || r.out.find("weft-guard") != std::string::npos)
     return Status::Error(Reason::kFailed, Domain::kFirewall, node.name + ": the source guard is still there: " + r.out + r.err);
@@ -892,9 +892,11 @@ Result<std::vector<GuardPort>> PodPorts(const Node& node) {
   return out;
 }
 
-// Removes both guard tables (and bench/guard_variants/ip6-only.nft's),
-// whatever exists.
+// Removes both guard tables (those of earlier releases, and
+// bench/guard_variants/'s), whatever exists.
 const char kNoGuard[] =
+    "add table netdev weft-guard\ndelete table netdev weft-guard\n"
+    "add table netdev weft-guard-bridge\ndelete table netdev weft-guard-bridge\n"
     "add table inet weft-guard\ndelete table inet weft-guard\n"
     "add table bridge weft-guard\ndelete table bridge weft-guard\n"
     "add table ip6 weft-guard6\ndelete table ip6 weft-guard6\n"
@@ -918,14 +920,15 @@ Status PrepareStates(const GuardAbOptions& opt, const std::vector<const Node*>& 
       if (r.exit_code != 0) return Status::Error(Reason::kFailed, Domain::kFirewall, n->name + ": baseline: nft -f: " + r.err);
     }
     std::string listed;
-    for (const char* family : {"inet", "bridge"}) {
-      auto r = NftIn(*n, {"nft", "list", "table", family, "weft-guard"});
+    for (const char* table : {"weft-guard", "weft-guard-bridge"}) {
+      auto r = NftIn(*n, {"nft", "list", "table", "netdev", table});
       if (r.ok() && r->exit_code == 0) listed += r->out;
     }
     if (opt.on_script.empty() && listed.empty())
       return Status::Error(Reason::kFailed, Domain::kFirewall, n->name + ": no guard table after ADD");
-    on.script.push_back(opt.on_script.empty() ? std::string(kNoGuard) + listed : ExpandPerPort(opt.on_script, ports));
-    off.script.push_back(opt.off_script.empty() ? std::string(kNoGuard) : ExpandPerPort(opt.off_script, ports));
+    // A variant script starts from no guard too (the shipped tables go).
+    on.script.push_back(std::string(kNoGuard) + (opt.on_script.empty() ? listed : ExpandPerPort(opt.on_script, ports)));
+    off.script.push_back(std::string(kNoGuard) + (opt.off_script.empty() ? "" : ExpandPerPort(opt.off_script, ports)));
     // What the node holds besides the guard, in both states.
     if (auto r = NftIn(*n, {"nft", "list", "tables"}); r.ok() && r->exit_code == 0) {
       std::string line;

@@ -370,13 +370,22 @@ void DiagnoseRulesets(const Snapshot& s, std::vector<Finding>* out) {
     // The source guard is wanted by the pod interfaces themselves, not by a
     // database row.
     const bool guard = rs.what.rfind("source guard", 0) == 0;
-    if (guard && !problem.empty())
-      problem = have_n == 0 ? "is missing: nothing checks the source address of what the pods here send"
-                            : "is not the ruleset this weft installs";
+    if (guard && !problem.empty()) {
+      const auto want = rs.want.find("pod"), have = rs.have.find("pod");
+      if (have == rs.have.end()) {
+        problem = "is missing: nothing checks the source address of what the pods here send";
+      } else if (want == rs.want.end() || want->second != have->second) {
+        problem = "is not the ruleset this weft installs";
+      } else {
+        // Ports lack their chain (unguarded), or chains outlived their ports.
+        problem = "does not cover every pod port here: " + std::to_string(missing) +
+                  " port(s) without their chain (unguarded), " + std::to_string(extra) + " chain(s) of ports gone";
+      }
+    }
     if (!problem.empty())
       out->push_back({Kind::kRulesetMismatch, rs.what, rs.what + " " + problem, true,
-                      guard ? "install it as ADD does (one nft -f; a bridge table created anew binds every "
-                              "attachment's port again)"
+                      guard ? "install it as ADD does (one nft -f), then bind every attachment's port again "
+                              "(one transaction)"
                             : "re-render the ruleset from the database in one atomic batch"});
   }
 }

@@ -378,24 +378,41 @@ Status ReadMasqueradeRuleset(const Options& o, Snapshot* s) {
   return Status::Ok();
 }
 
+std::string GuardWhat(fw::GuardMode mode) {
+  return std::string("source guard (table netdev ") + fw::GuardTable(mode) + ")";
+}
+
 // The plugin's source guard of each mode some pod interface uses (a bridge
-// port: bridge; a routed host veth: inet): its hook rule, whose comment
-// carries the hash of the whole ruleset.
+// port: weft-guard-bridge; a routed host veth: weft-guard): the marker of
+// its shared chain (a hash of the whole ruleset), a chain for the port of
+// each attachment whose link is here, and no chain of a port that is gone
+// and no attachment's.
 Status ReadGuardRulesets(Snapshot* s) {
-  bool routed = false, bridge = false;
+  std::set<std::string> links, rows;
+  for (const auto& p : s->pods) rows.insert(p.row.host_ifname);
+  std::vector<std::string> ports[2];  // routed, bridge
   for (const auto& l : s->links) {
+    links.insert(l.name);
     if (l.name.rfind(fw::kPodPortPrefix, 0) != 0) continue;
-    (l.master ? bridge : routed) = true;
+    ports[l.master ? 1 : 0].push_back(l.name);
   }
   for (fw::GuardMode mode : {fw::GuardMode::kRouted, fw::GuardMode::kBridge}) {
-    if (!(mode == fw::GuardMode::kRouted ? routed : bridge)) continue;
+    const auto& mode_ports = ports[mode == fw::GuardMode::kRouted ? 0 : 1];
+    if (mode_ports.empty()) continue;
     RulesetView v;
     v.checked = true;
-    v.what = std::string("source guard (table ") + (mode == fw::GuardMode::kRouted ? "inet" : "bridge") + " " +
-             fw::kGuardTable + ")";
-    v.want["prerouting"] = {fw::GuardMarker(mode)};
-    WEFT_ASSIGN_OR_RETURN(auto comments, sys::NftRuleComments(fw::GuardFamily(mode), fw::kGuardTable, "prerouting"));
-    if (!comments.empty()) v.have["prerouting"] = std::move(comments);
+    v.what = GuardWhat(mode);
+    v.want["pod"] = {fw::GuardMarker(mode)};
+    WEFT_ASSIGN_OR_RETURN(auto comments, sys::NftRuleComments(fw::GuardFamily(mode), fw::GuardTable(mode), "pod"));
+    if (!comments.empty() && !comments[0].empty()) v.have["pod"] = {comments[0]};
+    // A port's chain counts as one entry: "chain <port>".
+    for (const auto& p : mode_ports)
+      if (rows.count(p)) v.want["ports"].push_back("chain " + p);
+    WEFT_ASSIGN_OR_RETURN(auto bound, fw::BoundPorts(mode));
+    // The chain of an orphan veth (a link without a row) or of a vanished
+    // attachment (a row without a link) is left to that finding's fix.
+    for (const auto& p : bound)
+      if (links.count(p) == rows.count(p)) v.have["ports"].push_back("chain " + p);
     s->rulesets.push_back(std::move(v));
   }
   return Status::Ok();
@@ -453,8 +470,8 @@ FixPlan PlanFixes(const std::vector<Finding>& findings) {
       case Kind::kOrphanVeth: p.orphans = true; break;
       case Kind::kStaleHostRoute: p.routes = true; break;
       case Kind::kRulesetMismatch:
-        if (f.subject.find("source guard (table inet") == 0) p.guard_routed = true;
-        else if (f.subject.find("source guard (table bridge") == 0) p.guard_bridge = true;
+        if (f.subject == GuardWhat(fw::GuardMode::kRouted)) p.guard_routed = true;
+        else if (f.subject == GuardWhat(fw::GuardMode::kBridge)) p.guard_bridge = true;
         else (f.subject.find("hostPort") == 0 ? p.hostports : p.masq) = true;
         break;
       case Kind::kPeerMissing:
@@ -504,6 +521,14 @@ void DeleteOrphansAndStaleRoutes(const Options& o, const Snapshot& snap, const s
     if (f.kind == Kind::kOrphanVeth && !veths.count(f.subject)) {
       bool existed = false;
       Status st = nl.DeleteLink(f.subject, &existed);
+      // Then its source-guard chain (from Linux 6.16 it outlives the link).
+      for (fw::GuardMode mode : {fw::GuardMode::kRouted, fw::GuardMode::kBridge}) {
+        if (!st.ok()) break;
+        fw::PortBinding b;
+        b.port = f.subject;
+        if (mode == fw::GuardMode::kBridge) b.mac = plugin::PodMac(f.subject);
+        st = fw::UnbindPort(mode, b);
+      }
       if (!st.ok()) Failed(rep, "delete link " + f.subject, st);
       else rep->done.push_back("deleted orphan link " + f.subject);
     }
@@ -576,20 +601,39 @@ Status ApplyWeftdRuleset(const std::string& weftd_addr, std::string* applied) {
   return st;
 }
 
-// As ADD does: the guard's ruleset in one `nft -f` (sets and elements kept);
-// a bridge table created anew gets every attachment's binding again.
+// As ADD does: the guard's shared ruleset in one `nft -f` (sets,
+// elements and the ports' chains kept), then every attachment's port bound
+// again (its chain rewritten: one transaction), then the guard of an
+// earlier release retired.
 void ReinstallGuard(const Options& o, fw::GuardMode mode, FixReport* rep) {
-  const std::string what = std::string("source guard (table ") + (mode == fw::GuardMode::kRouted ? "inet" : "bridge") +
-                           " " + fw::kGuardTable + ")";
-  bool applied = false;
+  const std::string what = GuardWhat(mode);
   Status st = sys::MkdirAll(o.data_dir, 0700);
-  if (st.ok()) st = fw::EnsureGuard(mode, o.data_dir, &applied);
-  if (st.ok() && applied && mode == fw::GuardMode::kBridge) {
+  if (st.ok()) st = fw::EnsureGuard(mode, o.data_dir);
+  size_t bound = 0;
+  if (st.ok()) {
     auto store = ipam::Store::Open(o.data_dir);
-    st = store.ok() ? plugin::RebindBridgePorts(*store) : store.status();
+    auto n = store.ok() ? plugin::RebindPorts(*store, mode) : Result<size_t>(store.status());
+    if (n.ok()) bound = *n;
+    st = n.status();
+  }
+  if (st.ok()) st = fw::RetireLegacyGuard(mode);
+  // Chains (and elements) of ports that are gone, as GC prunes them.
+  size_t pruned = 0;
+  if (st.ok()) {
+    auto n = fw::PruneGuard([]() -> Result<std::vector<std::string>> {
+      WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::Open());
+      WEFT_ASSIGN_OR_RETURN(auto links, nl.ListLinks());
+      std::vector<std::string> names;
+      for (const auto& l : links) names.push_back(l.name);
+      return names;
+    });
+    if (n.ok()) pruned = *n;
+    st = n.status();
   }
   if (!st.ok()) Failed(rep, "install the " + what, st);
-  else rep->done.push_back("installed the " + what + (mode == fw::GuardMode::kBridge ? " and bound every attachment's port" : ""));
+  else
+    rep->done.push_back("installed the " + what + " and bound " + std::to_string(bound) + " attachment port(s)" +
+                        (pruned ? ", pruned " + std::to_string(pruned) + " chain(s) or element(s) of ports gone" : ""));
 }
 
 void ReapplyNetpol(const Options& o, FixReport* rep) {

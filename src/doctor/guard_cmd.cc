@@ -46,12 +46,12 @@ class GuardCommand : public runtime::ctl::Command {
       *ctx.out << j.dump(2) << "\n";
       return runtime::ctl::kExitOk;
     }
-    *ctx.out << "routed (table inet weft-guard):  ";
+    *ctx.out << "routed (table netdev weft-guard):        ";
     if (c->routed_installed)
       *ctx.out << "installed; dropped " << c->routed4 << " IPv4, " << c->routed6 << " IPv6 packet(s)\n";
     else
       *ctx.out << "not installed (no routed pod attached since the node started)\n";
-    *ctx.out << "bridge (table bridge weft-guard): ";
+    *ctx.out << "bridge (table netdev weft-guard-bridge): ";
     if (c->bridge_installed)
       *ctx.out << "installed; dropped " << c->bridge4 << " IPv4/ARP, " << c->bridge6 << " IPv6/NDP, " << c->bridge_mac
                << " foreign-MAC or non-IP frame(s)\n";
@@ -92,7 +92,7 @@ class GuardCommand : public runtime::ctl::Command {
       *ctx.err << "weftctl guard allow: no interface " << port << " on this node\n";
       return runtime::ctl::kExitConfig;
     }
-    // A bridge port is guarded by the bridge table, a routed veth by the inet one.
+    // A bridge port is guarded by weft-guard-bridge, a routed veth by weft-guard.
     const fw::GuardMode mode = (*link)->master ? fw::GuardMode::kBridge : fw::GuardMode::kRouted;
     if (Status st = fw::SetAllowedSources(mode, port, prefixes); !st.ok()) return ctx.Fail("guard allow", st);
     auto now = fw::AllowedSources(mode, port);

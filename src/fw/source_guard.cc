@@ -13,7 +13,7 @@ namespace weft::fw {
 
 namespace {
 
-std::string FamilyWord(GuardMode mode) { return mode == GuardMode::kRouted ? "inet" : "bridge"; }
+std::string TableRef(GuardMode mode) { return std::string("netdev ") + GuardTable(mode); }
 
 // The objects each table holds (added when missing, never flushed).
 std::string Objects(GuardMode mode) {
@@ -38,33 +38,40 @@ std::string Objects(GuardMode mode) {
   return s;
 }
 
-// Chain name -> its rules, in order; the hook chain comes first.
+// The shared chains, name -> rules in order; `pod` comes first and its
+// first rule carries the marker. A port's own chain (PortRules) accepts
+// the pod's own addresses and sends everything else here.
 std::vector<std::pair<std::string, std::vector<std::string>>> PolicyChains(GuardMode mode) {
-  const std::string hook_rule = std::string("iifname \"") + kPodPortPrefix + "*\" jump pod";
   if (mode == GuardMode::kRouted) {
     return {
-        {"prerouting", {hook_rule}},
         {"pod",
          {
+             // A routed port is point-to-point: what a pod claims in ARP
+             // reaches no other pod (each pod address is routed to its own
+             // port), and the node answers for the gateway by proxy ARP.
+             "meta protocol arp accept",
              // A pod is no router for its node: on a node that accepts
              // router advertisements on new interfaces (accept_ra=2), one
              // from a pod would give the node a default route via the pod.
-             "icmpv6 type { nd-router-advert, nd-redirect } counter name \"spoofed6\" drop",
-             // Strict reverse path: the source is routed out of the interface
-             // the packet came in on (link-local sources: the lookup is made
-             // on that interface, where fe80::/64 is).
-             "fib saddr . iif oif exists return",
-             // Duplicate address detection and MLD before an address exists.
-             "ip6 saddr :: ip6 daddr ff02::/16 return",
-             "iifname . ip saddr @allow4 return",
-             "iifname . ip6 saddr @allow6 return",
-             "meta nfproto ipv4 goto drop4",
-             "meta nfproto ipv6 goto drop6",
+             // (From the pod's own global address the port's chain accepts
+             // it, and the kernel ignores it: RAs and redirects come from
+             // link-local sources.)
+             "icmpv6 type { nd-router-advert, nd-redirect } goto drop6",
+             // Link-local sources stay on the link (NDP), but the node's
+             // own gateway address (fe80::1 on every routed port) is not
+             // the pod's; duplicate address detection and MLD come before
+             // an address exists.
+             "ip6 saddr fe80::1 goto drop6",
+             "ip6 saddr fe80::/10 accept",
+             "ip6 saddr :: ip6 daddr ff02::/16 accept",
+             "iifname . ip saddr @allow4 accept",
+             "iifname . ip6 saddr @allow6 accept",
+             "meta protocol ip goto drop4",
+             "meta protocol ip6 goto drop6",
          }},
     };
   }
   return {
-      {"prerouting", {hook_rule}},
       {"pod",
        {
            "iifname . ether saddr != @mac goto drop-mac",
@@ -80,14 +87,14 @@ std::vector<std::pair<std::string, std::vector<std::string>>> PolicyChains(Guard
            // neighbour cache learns: both must be the pod's (an ARP probe
            // claims no address).
            "iifname . arp saddr ether != @mac goto drop4",
-           "arp saddr ip 0.0.0.0 return",
-           "iifname . arp saddr ip @addr4 return",
+           "arp saddr ip 0.0.0.0 accept",
+           "iifname . arp saddr ip @addr4 accept",
            "goto drop4",
        }},
       {"pod-ip4",
        {
-           "iifname . ip saddr @addr4 return",
-           "iifname . ip saddr @allow4 return",
+           "iifname . ip saddr @addr4 accept",
+           "iifname . ip saddr @allow4 accept",
            "goto drop4",
        }},
       {"pod-ip6",
@@ -97,10 +104,10 @@ std::vector<std::pair<std::string, std::vector<std::string>>> PolicyChains(Guard
            // It advertises only its own addresses (link-local ones are
            // not bound: see docs/security.md).
            "icmpv6 type nd-neighbor-advert @th,64,16 & 0xffc0 != 0xfe80 iifname . @th,64,128 != @nd6 goto drop6",
-           "ip6 saddr fe80::/10 return",
-           "ip6 saddr :: ip6 daddr ff02::/16 return",
-           "iifname . ip6 saddr @addr6 return",
-           "iifname . ip6 saddr @allow6 return",
+           "ip6 saddr fe80::/10 accept",
+           "ip6 saddr :: ip6 daddr ff02::/16 accept",
+           "iifname . ip6 saddr @addr6 accept",
+           "iifname . ip6 saddr @allow6 accept",
            "goto drop6",
        }},
   };
@@ -123,19 +130,16 @@ std::vector<std::pair<std::string, std::vector<std::string>>> Chains(GuardMode m
   return chains;
 }
 
-std::string Hook(GuardMode mode) {
-  // Before conntrack (routed: raw; bridge: the earliest priority), so a
-  // forged packet never creates a connection entry.
-  return mode == GuardMode::kRouted ? "type filter hook prerouting priority raw; policy accept;"
-                                    : "type filter hook prerouting priority -300; policy accept;";
-}
-
 std::string RulesText(GuardMode mode) {
-  std::string s = Hook(mode) + "\n";
+  std::string s = "port chains: ingress priority " + std::to_string(kGuardPortPriority) + "\n";
   for (const auto& [chain, rules] : Chains(mode)) {
     s += chain + ":\n";
     for (const auto& r : rules) s += r + "\n";
   }
+  // The port chains' rules are part of the ruleset: a change to them
+  // changes the marker.
+  const IpAddress v4 = *IpAddress::Parse("192.0.2.1"), v6 = *IpAddress::Parse("2001:db8::1");
+  for (const auto& r : PortRules(mode, std::string(6, '\x02'), v4, v6)) s += sys::DescribeNftRule(r) + "\n";
   return Objects(mode) + s;
 }
 
@@ -160,39 +164,70 @@ std::string Key(const std::string& port, const std::string& second) {
 }
 
 Status ApplyIgnoringMissingTable(GuardMode mode, const std::vector<sys::NftChange>& changes, UniqueFd* keep) {
-  Status st = sys::NftApply(GuardFamily(mode), kGuardTable, changes, keep);
+  Status st = sys::NftApply(GuardFamily(mode), GuardTable(mode), changes, keep);
   if (!st.ok() && st.sys_errno() == ENOENT) {
-    auto exists = sys::NftTableExists(GuardFamily(mode), kGuardTable);
+    auto exists = sys::NftTableExists(GuardFamily(mode), GuardTable(mode));
     if (exists.ok() && !*exists) return Status::Ok();
   }
   return st;
 }
 
+void AppendBinding(GuardMode mode, const PortBinding& b, std::vector<sys::NftChange>* out) {
+  sys::NftChange chain{.op = sys::NftChange::kAddIngressChain};
+  chain.chain = b.port;
+  chain.device = b.port;
+  chain.priority = kGuardPortPriority;
+  out->push_back(chain);
+  out->push_back({.op = sys::NftChange::kFlushChain, .chain = b.port});
+  for (auto& r : PortRules(mode, b.mac, b.v4, b.v6))
+    out->push_back({.op = sys::NftChange::kAddRule, .chain = b.port, .rule = std::move(r)});
+  if (mode == GuardMode::kBridge)
+    for (auto& e : PortBindings(b.port, b.mac, b.v4, b.v6)) out->push_back({sys::NftChange::kAddElement, std::move(e)});
+}
+
 }  // namespace
 
-sys::NftFamily GuardFamily(GuardMode mode) {
-  return mode == GuardMode::kRouted ? sys::NftFamily::kInet : sys::NftFamily::kBridge;
-}
+sys::NftFamily GuardFamily(GuardMode) { return sys::NftFamily::kNetdev; }
+
+const char* GuardTable(GuardMode mode) { return mode == GuardMode::kRouted ? kGuardTable : kBridgeGuardTable; }
 
 std::string GuardMarker(GuardMode mode) { return "weft-guard:" + Hex(Fnv1a64(RulesText(mode)), 16); }
 
+std::vector<sys::NftRule> PortRules(GuardMode mode, const std::string& mac, const std::optional<IpAddress>& v4,
+                                    const std::optional<IpAddress>& v6) {
+  using sys::NftHeader;
+  std::vector<sys::NftRule> rules;
+  // Bridge mode: a frame from another MAC is dropped before anything else.
+  if (mode == GuardMode::kBridge)
+    rules.push_back(sys::NftMatchPayload(NftHeader::kLink, 6, mac, false) + sys::NftGoto("drop-mac"));
+  // The pod's own addresses: a comparison with an immediate each, no
+  // lookup. IPv4 saddr at byte 12 of the header, IPv6 at byte 8.
+  if (v4) rules.push_back(sys::NftMatchProtocol(0x0800) + sys::NftMatchPayload(NftHeader::kNetwork, 12, v4->ToBytes(), true) +
+                          sys::NftAccept());
+  if (v6) {
+    sys::NftRule r = sys::NftMatchProtocol(0x86dd) + sys::NftMatchPayload(NftHeader::kNetwork, 8, v6->ToBytes(), true);
+    // Bridge mode: ICMPv6 (neighbour advertisements) is checked in full
+    // by the shared chain, whatever the source.
+    if (mode == GuardMode::kBridge) r = r + sys::NftMatchL4Proto(58, false);
+    rules.push_back(r + sys::NftAccept());
+  }
+  rules.push_back(sys::NftGoto("pod"));
+  return rules;
+}
+
 std::string RenderGuard(GuardMode mode) {
-  const std::string t = FamilyWord(mode) + " " + kGuardTable;
+  const std::string t = TableRef(mode);
   std::string s = "add table " + t + "\n";
   s += "table " + t + " {\n" + Objects(mode) + "}\n";
   const auto chains = Chains(mode);
-  // Chains first (a jump needs its target), the hook chain's declaration
-  // with its hook; then every chain is emptied and refilled.
-  for (const auto& [chain, rules] : chains) {
-    s += "add chain " + t + " " + chain;
-    if (chain == "prerouting") s += " { " + Hook(mode) + " }";
-    s += "\n";
-  }
+  // Chains first (a goto needs its target); then every shared chain is
+  // emptied and refilled. The ports' chains are not touched.
+  for (const auto& [chain, rules] : chains) s += "add chain " + t + " " + chain + "\n";
   for (const auto& [chain, rules] : chains) s += "flush chain " + t + " " + chain + "\n";
   for (const auto& [chain, rules] : chains) {
-    for (const auto& r : rules) {
-      s += "add rule " + t + " " + chain + " " + r;
-      if (chain == "prerouting") s += " comment \"" + GuardMarker(mode) + "\"";
+    for (size_t i = 0; i < rules.size(); ++i) {
+      s += "add rule " + t + " " + chain + " " + rules[i];
+      if (chain == "pod" && i == 0) s += " comment \"" + GuardMarker(mode) + "\"";
       s += "\n";
     }
   }
@@ -202,8 +237,8 @@ std::string RenderGuard(GuardMode mode) {
 Status EnsureGuard(GuardMode mode, const std::string& lock_dir, bool* applied) {
   if (applied) *applied = false;
   auto in_place = [&]() -> Result<bool> {
-    WEFT_ASSIGN_OR_RETURN(auto comments, sys::NftRuleComments(GuardFamily(mode), kGuardTable, "prerouting"));
-    return comments.size() == 1 && comments[0] == GuardMarker(mode);
+    WEFT_ASSIGN_OR_RETURN(auto comments, sys::NftRuleComments(GuardFamily(mode), GuardTable(mode), "pod"));
+    return !comments.empty() && comments[0] == GuardMarker(mode);
   };
   WEFT_ASSIGN_OR_RETURN(bool ok, in_place());
   if (ok) return Status::Ok();
@@ -211,7 +246,7 @@ Status EnsureGuard(GuardMode mode, const std::string& lock_dir, bool* applied) {
   WEFT_ASSIGN_OR_RETURN(ok, in_place());  // another process may have won
   if (ok) return Status::Ok();
   WEFT_ASSIGN_OR_RETURN(auto r, RunTool("nft", {"-f", "-"}, RenderGuard(mode)));
-  if (r.exit_code != 0) return ToolError("nft: install source guard " + FamilyWord(mode) + " " + kGuardTable, r);
+  if (r.exit_code != 0) return ToolError("nft: install source guard " + TableRef(mode), r);
   if (applied) *applied = true;
   return Status::Ok();
 }
@@ -228,27 +263,49 @@ std::vector<sys::NftElement> PortBindings(const std::string& port, const std::st
   return out;
 }
 
-Status BindPorts(const std::vector<sys::NftElement>& elements) {
+Status BindPorts(GuardMode mode, const std::vector<PortBinding>& ports) {
   std::vector<sys::NftChange> changes;
-  for (const auto& e : elements) changes.push_back({sys::NftChange::kAddElement, e});
-  // One message per run of the same set: group them.
-  std::stable_sort(changes.begin(), changes.end(),
-                   [](const sys::NftChange& a, const sys::NftChange& b) { return a.elem.set < b.elem.set; });
-  return sys::NftApply(sys::NftFamily::kBridge, kGuardTable, changes).Prefix("bind ports in the source guard");
+  for (const auto& b : ports) AppendBinding(mode, b, &changes);
+  return sys::NftApply(GuardFamily(mode), GuardTable(mode), changes).Prefix("bind ports in the source guard");
 }
 
-Status BindPort(const std::string& port, const std::string& mac, const std::optional<IpAddress>& v4,
-                const std::optional<IpAddress>& v6) {
+Status BindPort(GuardMode mode, const PortBinding& b) {
   std::vector<sys::NftChange> changes;
-  for (auto& e : PortBindings(port, mac, v4, v6)) changes.push_back({sys::NftChange::kAddElement, std::move(e)});
-  return sys::NftApply(sys::NftFamily::kBridge, kGuardTable, changes).Prefix("bind " + port + " in the source guard");
+  AppendBinding(mode, b, &changes);
+  return sys::NftApply(GuardFamily(mode), GuardTable(mode), changes).Prefix("bind " + b.port + " in the source guard");
 }
 
-Status UnbindPort(const std::string& port, const std::string& mac, const std::optional<IpAddress>& v4,
-                  const std::optional<IpAddress>& v6, UniqueFd* keep) {
+Status UnbindPort(GuardMode mode, const PortBinding& b, UniqueFd* keep) {
   std::vector<sys::NftChange> changes;
-  for (auto& e : PortBindings(port, mac, v4, v6)) changes.push_back({sys::NftChange::kDestroyElement, std::move(e)});
-  return ApplyIgnoringMissingTable(GuardMode::kBridge, changes, keep).Prefix("unbind " + port + " in the source guard");
+  changes.push_back({.op = sys::NftChange::kDestroyChain, .chain = b.port});
+  if (mode == GuardMode::kBridge)
+    for (auto& e : PortBindings(b.port, b.mac, b.v4, b.v6))
+      changes.push_back({sys::NftChange::kDestroyElement, std::move(e)});
+  return ApplyIgnoringMissingTable(mode, changes, keep).Prefix("unbind " + b.port + " in the source guard");
+}
+
+Result<std::vector<std::string>> BoundPorts(GuardMode mode) {
+  WEFT_ASSIGN_OR_RETURN(auto chains, sys::NftChains(GuardFamily(mode), GuardTable(mode)));
+  std::vector<std::string> out;
+  for (auto& c : chains)
+    if (c.rfind(kPodPortPrefix, 0) == 0) out.push_back(std::move(c));
+  return out;
+}
+
+Status RetireLegacyGuard(GuardMode mode) {
+  const sys::NftFamily old = mode == GuardMode::kRouted ? sys::NftFamily::kInet : sys::NftFamily::kBridge;
+  WEFT_ASSIGN_OR_RETURN(bool exists, sys::NftTableExists(old, kGuardTable));
+  if (!exists) return Status::Ok();
+  // The opt-outs an operator set move to the new table.
+  std::vector<sys::NftChange> moved;
+  for (const char* set : {"allow4", "allow6", kOptOutSet}) {
+    WEFT_ASSIGN_OR_RETURN(auto elems, sys::NftElements(old, kGuardTable, set));
+    for (auto& e : elems) moved.push_back({sys::NftChange::kAddElement, std::move(e)});
+  }
+  WEFT_RETURN_IF_ERROR(sys::NftApply(GuardFamily(mode), GuardTable(mode), moved).Prefix("move the opt-outs"));
+  Status st = sys::NftApply(old, kGuardTable, {{sys::NftChange::kDeleteTable, {}}});
+  if (!st.ok() && st.sys_errno() == ENOENT) return Status::Ok();  // another process was first
+  return st.Prefix("delete the source guard's old table");
 }
 
 std::vector<sys::NftElement> AllowElements(const std::string& port, const std::vector<IpPrefix>& prefixes) {
@@ -265,7 +322,7 @@ Status SetAllowedSources(GuardMode mode, const std::string& port, const std::vec
   const auto want = AllowElements(port, prefixes);
   std::vector<sys::NftChange> changes;
   for (const char* set : {"allow4", "allow6"}) {
-    WEFT_ASSIGN_OR_RETURN(auto have, sys::NftElements(GuardFamily(mode), kGuardTable, set));
+    WEFT_ASSIGN_OR_RETURN(auto have, sys::NftElements(GuardFamily(mode), GuardTable(mode), set));
     for (auto& h : have) {
       if (h.key.compare(0, mine.size(), mine) != 0) continue;
       if (std::find_if(want.begin(), want.end(), [&](const sys::NftElement& w) {
@@ -279,11 +336,11 @@ Status SetAllowedSources(GuardMode mode, const std::string& port, const std::vec
   // The marker DEL looks up, in the same transaction as the opt-out itself.
   changes.push_back({want.empty() ? sys::NftChange::kDestroyElement : sys::NftChange::kAddElement,
                      {kOptOutSet, mine, "", "", 0}});
-  return sys::NftApply(GuardFamily(mode), kGuardTable, changes).Prefix("allowed sources of " + port);
+  return sys::NftApply(GuardFamily(mode), GuardTable(mode), changes).Prefix("allowed sources of " + port);
 }
 
 Status ClearAllowedSourcesIfAny(GuardMode mode, const std::string& port) {
-  WEFT_ASSIGN_OR_RETURN(bool any, sys::NftElementExists(GuardFamily(mode), kGuardTable, kOptOutSet, IfnameField(port)));
+  WEFT_ASSIGN_OR_RETURN(bool any, sys::NftElementExists(GuardFamily(mode), GuardTable(mode), kOptOutSet, IfnameField(port)));
   if (!any) return Status::Ok();
   return SetAllowedSources(mode, port, {});
 }
@@ -294,15 +351,19 @@ Result<size_t> PruneGuard(const std::function<Result<std::vector<std::string>>()
     sys::NftElement elem;
   };
   std::vector<Have> have;
+  // The ports' chains: on Linux 6.16+ a netdev chain outlives its device.
+  std::vector<std::pair<GuardMode, std::string>> chains;
   for (GuardMode mode : {GuardMode::kRouted, GuardMode::kBridge}) {
+    WEFT_ASSIGN_OR_RETURN(auto ports, BoundPorts(mode));
+    for (auto& p : ports) chains.push_back({mode, std::move(p)});
     std::vector<const char*> sets = {"allow4", "allow6", kOptOutSet};
     if (mode == GuardMode::kBridge) sets.insert(sets.end(), {"mac", "addr4", "addr6", "nd6"});
     for (const char* set : sets) {
-      WEFT_ASSIGN_OR_RETURN(auto elems, sys::NftElements(GuardFamily(mode), kGuardTable, set));
+      WEFT_ASSIGN_OR_RETURN(auto elems, sys::NftElements(GuardFamily(mode), GuardTable(mode), set));
       for (auto& e : elems) have.push_back({mode, std::move(e)});
     }
   }
-  if (have.empty()) return size_t{0};
+  if (have.empty() && chains.empty()) return size_t{0};
   WEFT_ASSIGN_OR_RETURN(auto links, list_links());
   std::vector<std::string> live;
   for (const auto& l : links) live.push_back(IfnameField(l));
@@ -314,8 +375,11 @@ Result<size_t> PruneGuard(const std::function<Result<std::vector<std::string>>()
       if (std::find(live.begin(), live.end(), h.elem.key.substr(0, 16)) != live.end()) continue;
       changes.push_back({sys::NftChange::kDestroyElement, {h.elem.set, h.elem.key, h.elem.key_end, "", 0}});
     }
+    for (const auto& [m, port] : chains)
+      if (m == mode && std::find(live.begin(), live.end(), IfnameField(port)) == live.end())
+        changes.push_back({.op = sys::NftChange::kDestroyChain, .chain = port});
     if (changes.empty()) continue;
-    WEFT_RETURN_IF_ERROR(sys::NftApply(GuardFamily(mode), kGuardTable, changes).Prefix("prune the source guard"));
+    WEFT_RETURN_IF_ERROR(sys::NftApply(GuardFamily(mode), GuardTable(mode), changes).Prefix("prune the source guard"));
     gone += changes.size();
   }
   return gone;
@@ -333,7 +397,7 @@ Result<std::vector<IpPrefix>> AllowedSources(GuardMode mode, const std::string& 
   const std::string mine = IfnameField(port);
   std::vector<IpPrefix> out;
   for (bool v6 : {false, true}) {
-    WEFT_ASSIGN_OR_RETURN(auto have, sys::NftElements(GuardFamily(mode), kGuardTable, v6 ? "allow6" : "allow4"));
+    WEFT_ASSIGN_OR_RETURN(auto have, sys::NftElements(GuardFamily(mode), GuardTable(mode), v6 ? "allow6" : "allow4"));
     const size_t n = v6 ? 16 : 4;
     for (const auto& h : have) {
       if (h.key.size() != 16 + n || h.key_end.size() != 16 + n || h.key.compare(0, 16, mine) != 0) continue;
@@ -378,10 +442,10 @@ Status ParseGuardCounters(GuardMode mode, const std::string& text, GuardCounters
 Result<GuardCounters> ReadGuardCounters() {
   GuardCounters out;
   for (GuardMode mode : {GuardMode::kRouted, GuardMode::kBridge}) {
-    WEFT_ASSIGN_OR_RETURN(bool exists, sys::NftTableExists(GuardFamily(mode), kGuardTable));
+    WEFT_ASSIGN_OR_RETURN(bool exists, sys::NftTableExists(GuardFamily(mode), GuardTable(mode)));
     if (!exists) continue;
     WEFT_ASSIGN_OR_RETURN(auto r,
-                          RunTool("nft", {"-j", "list", "counters", "table", FamilyWord(mode), kGuardTable}, ""));
+                          RunTool("nft", {"-j", "list", "counters", "table", "netdev", GuardTable(mode)}, ""));
     if (r.exit_code != 0) return ToolError("nft: list counters of the source guard", r);
     WEFT_RETURN_IF_ERROR(ParseGuardCounters(mode, r.out, &out));
   }

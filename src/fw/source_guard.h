@@ -2,28 +2,44 @@
 // The source guard (issue 22): a packet that enters the node from a pod's
 // host interface (every weft host veth is named "wft" + 12 hex digits)
 // carries one of that pod's own addresses as its source, or it is dropped
-// and counted. One node-wide table per mode, never a rule per pod:
+// and counted.
 //
-//   routed: table inet weft-guard. A strict reverse-path check, `fib saddr
-//           . iif oif exists`: the node routes each pod address to exactly
-//           one host veth (/32, /128), so the source must be routed back out
-//           of the interface it came in on. No per-pod state at all.
-//   bridge: table bridge weft-guard. Bridged frames never reach the inet
-//           hooks, and the bridge family has no fib: each port is bound to
-//           its pod's MAC and addresses by set elements (port . MAC, port .
-//           IPv4, port . IPv6; written by ADD, destroyed by DEL). Frames from
-//           another MAC, IPv4/ARP from another address, IPv6 from another
-//           address, neighbour advertisements for another pod's address and
-//           router advertisements are dropped.
+// Each mode has a `netdev` table (routed: weft-guard, bridge:
+// weft-guard-bridge) and each pod port a base chain of its own in it,
+// named after the port, on the port's ingress hook: its rules compare the
+// source with the pod's addresses as immediates (no lookup, no FIB), accept
+// a match, and send everything else to the table's shared chain `pod`.
+// Legitimate traffic from a pod evaluates one rule (IPv4) or two (IPv6);
+// only a port's own packets cross its chain, so the per-packet cost does not
+// grow with the number of pods. The shared chains (rendered here, applied
+// once per node by `nft -f`) judge the rest:
+//
+//   routed: ARP passes (a routed port is point-to-point); router
+//           advertisements and redirects are dropped; link-local sources,
+//           duplicate address detection and the opt-outs pass; any other
+//           IPv4 or IPv6 source is dropped.
+//   bridge: the port's chain first drops frames from another MAC. The
+//           shared chains check ARP (sender MAC and address), neighbour
+//           advertisements (target), router advertisements and link-local
+//           sources against set elements binding the port to its pod's
+//           MAC and addresses (port . MAC, port . IPv4, port . IPv6), and
+//           drop other protocols.
+//
+// ADD creates the port's chain (and the bridge elements) in one netlink
+// transaction after creating the veth and before setting it up, so no
+// packet of the pod is ever judged without it; DEL destroys them before the
+// link; GC destroys those of ports that no longer exist (from Linux 6.16 a
+// netdev chain outlives its device, and a later link of the same name
+// would be hooked by it).
 //
 // Both tables hold `allow4`/`allow6` (port . prefix, intervals): the per-pod
 // opt-out for pods that legitimately send other sources (a VPN or router
 // pod), empty unless someone fills them (SetAllowedSources).
 //
-// The rules are rendered here (pure, unit-tested); EnsureGuard checks their
-// marker comment with one netlink read and, when it is not in place, applies
-// them with one `nft -f` that creates what is missing and replaces only the
-// chains: the sets (the bridge bindings, the opt-outs) survive an upgrade.
+// The shared rules are rendered here (pure, unit-tested); EnsureGuard checks
+// their marker comment with one netlink read and, when it is not in place,
+// applies them with one `nft -f` that creates what is missing and replaces
+// only the shared chains: the ports' chains and the sets survive an upgrade.
 
 #include <cstdint>
 #include <functional>
@@ -38,7 +54,10 @@
 
 namespace weft::fw {
 
-inline constexpr char kGuardTable[] = "weft-guard";
+inline constexpr char kGuardTable[] = "weft-guard";               // routed mode's
+inline constexpr char kBridgeGuardTable[] = "weft-guard-bridge";  // bridge mode's
+// The ports' chains' hook priority (nothing else hooks a pod port's ingress).
+inline constexpr int32_t kGuardPortPriority = -500;
 // Every weft host veth starts with it (plugin::HostVethName).
 inline constexpr char kPodPortPrefix[] = "wft";
 
@@ -52,41 +71,61 @@ inline constexpr uint32_t kGuardDropLogRate = 1000;
 
 enum class GuardMode { kRouted, kBridge };
 
-sys::NftFamily GuardFamily(GuardMode mode);
-// The comment of the hook rule; it encodes a hash of the whole ruleset.
+sys::NftFamily GuardFamily(GuardMode mode);  // netdev, both
+const char* GuardTable(GuardMode mode);
+// The comment of the shared chain's first rule; it encodes a hash of the
+// whole ruleset, the ports' rules' shape included.
 std::string GuardMarker(GuardMode mode);
 // A complete `nft -f` script: adds the table, its counters and sets when
-// missing (keeping their elements), and replaces the chains' rules.
+// missing (keeping their elements), and replaces the shared chains' rules.
 std::string RenderGuard(GuardMode mode);
 
-// Installs the mode's guard unless its marker is in place. `lock_dir` holds
-// firewall.lock, which serialises the rare rebuilds between processes.
-// `applied` (optional) tells whether this call ran `nft -f`: the table may
-// have been created anew, without the bridge bindings of existing pods.
+// The rules of a port's own chain: accept the pod's addresses (bridge: from
+// its MAC only), send the rest to `pod`. `mac`: 6 raw bytes (bridge mode).
+std::vector<sys::NftRule> PortRules(GuardMode mode, const std::string& mac, const std::optional<IpAddress>& v4,
+                                    const std::optional<IpAddress>& v6);
+
+// Installs the mode's shared chains unless their marker is in place.
+// `lock_dir` holds firewall.lock, which serialises the rare rebuilds between
+// processes. `applied` (optional) tells whether this call ran `nft -f`:
+// the table may have been created anew, without the chains of existing
+// pods (the caller binds them again: BindPorts).
 Status EnsureGuard(GuardMode mode, const std::string& lock_dir, bool* applied = nullptr);
 
-// Bridge mode: the elements binding `port` to `mac` (6 raw bytes) and the
-// pod's addresses.
+// What binds a port: its name, its pod's MAC (6 raw bytes; bridge mode
+// only) and addresses.
+struct PortBinding {
+  std::string port, mac;
+  std::optional<IpAddress> v4, v6;
+};
+// Bridge mode's elements binding a port to its pod's MAC and addresses.
 std::vector<sys::NftElement> PortBindings(const std::string& port, const std::string& mac,
                                           const std::optional<IpAddress>& v4, const std::optional<IpAddress>& v6);
-// Adds `elements` (PortBindings of several ports) in one transaction.
-Status BindPorts(const std::vector<sys::NftElement>& elements);
-// Adds them in one netlink transaction.
-Status BindPort(const std::string& port, const std::string& mac, const std::optional<IpAddress>& v4,
-                const std::optional<IpAddress>& v6);
-// Destroys them (absent elements, or no bridge guard table at all, are not
-// an error). `keep`: as sys::NftApply's, the socket is handed to the caller
-// to close after its own slow kernel work (the elements' destruction then
-// costs the caller no wait).
-Status UnbindPort(const std::string& port, const std::string& mac, const std::optional<IpAddress>& v4,
-                  const std::optional<IpAddress>& v6, UniqueFd* keep = nullptr);
+// Creates (or rewrites) the port's chain with PortRules, and in bridge mode
+// adds its elements: one netlink transaction.
+Status BindPort(GuardMode mode, const PortBinding& b);
+// The same for several ports, in one transaction.
+Status BindPorts(GuardMode mode, const std::vector<PortBinding>& ports);
+// Destroys the port's chain (and its bridge elements); absent ones, or no
+// table at all, are not an error. `keep`: as sys::NftApply's, the socket is
+// handed to the caller to close after its own slow kernel work.
+Status UnbindPort(GuardMode mode, const PortBinding& b, UniqueFd* keep = nullptr);
+// The ports that have a chain in the mode's table.
+Result<std::vector<std::string>> BoundPorts(GuardMode mode);
 
-// GC's repair: destroys every element of both tables (bridge bindings,
-// opt-outs) whose port is not a link of the node any more (a teardown that
-// died between its steps). Returns how many went. `list_links` names the
-// node's links; it is called after the elements were read, so a port an
-// ADD binds meanwhile (link first, then its elements) is always among them,
-// and a DEL destroys its elements before its link.
+// The upgrade from the guard of earlier releases (table inet weft-guard,
+// a `fib` check; table bridge weft-guard): moves its opt-outs to the mode's
+// netdev table and deletes it. No-op without it. Call after the ports of
+// the node were bound in the new table.
+Status RetireLegacyGuard(GuardMode mode);
+
+// GC's repair: destroys the chains and elements of both tables (port
+// chains, bridge bindings, opt-outs) whose port is not a link of the node
+// any more (a teardown that died between its steps). Returns how many went.
+// `list_links` names the node's links; it is called after the chains and
+// elements were read, so a port an ADD binds meanwhile (link first, then
+// its chain) is always among them, and a DEL destroys its chain before its
+// link.
 Result<size_t> PruneGuard(const std::function<Result<std::vector<std::string>>()>& list_links);
 
 // The opt-out elements of `port`: one range per prefix in allow4/allow6.
@@ -110,11 +149,11 @@ Result<std::vector<IpPrefix>> AllowedSources(GuardMode mode, const std::string& 
 // Packets the guard dropped, per table (0 when the table is absent).
 struct GuardCounters {
   bool routed_installed = false, bridge_installed = false;
-  uint64_t routed4 = 0, routed6 = 0;            // inet weft-guard spoofed4/spoofed6
-  uint64_t bridge4 = 0, bridge6 = 0, bridge_mac = 0;  // bridge weft-guard spoofed4/spoofed6/spoofed-mac
+  uint64_t routed4 = 0, routed6 = 0;                  // netdev weft-guard spoofed4/spoofed6
+  uint64_t bridge4 = 0, bridge6 = 0, bridge_mac = 0;  // netdev weft-guard-bridge spoofed4/spoofed6/spoofed-mac
   uint64_t total() const { return routed4 + routed6 + bridge4 + bridge6 + bridge_mac; }
 };
-// Parses `nft -j list counters table <family> weft-guard` output into `out`.
+// Parses `nft -j list counters table netdev <GuardTable(mode)>` output into `out`.
 Status ParseGuardCounters(GuardMode mode, const std::string& json, GuardCounters* out);
 // Reads both tables' counters (execs nft once per installed table).
 Result<GuardCounters> ReadGuardCounters();

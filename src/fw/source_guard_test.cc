@@ -11,39 +11,63 @@ std::string Bytes(std::initializer_list<int> b) {
   return s;
 }
 
-TEST(SourceGuard, RoutedIsOneReversePathCheckAndNoPerPodState) {
+TEST(SourceGuard, RoutedSharedChainsJudgeWhatThePortChainDoesNotAccept) {
   const std::string s = RenderGuard(GuardMode::kRouted);
-  EXPECT_EQ(s.find("add table inet weft-guard\n"), 0u) << s;
-  // Created when missing, never deleted: the opt-out elements survive.
+  EXPECT_EQ(s.find("add table netdev weft-guard\n"), 0u) << s;
+  // Created when missing, never deleted: the ports' chains and the opt-out
+  // elements survive; no shared chain has a hook (only the ports' do).
   EXPECT_EQ(s.find("delete"), std::string::npos) << s;
-  EXPECT_NE(s.find("add chain inet weft-guard prerouting { type filter hook prerouting priority raw; policy accept; }"),
-            std::string::npos)
-      << s;
-  EXPECT_NE(s.find("add rule inet weft-guard prerouting iifname \"wft*\" jump pod comment \"" +
+  EXPECT_EQ(s.find("hook"), std::string::npos) << s;
+  EXPECT_EQ(s.find("fib"), std::string::npos) << s;
+  EXPECT_NE(s.find("add rule netdev weft-guard pod meta protocol arp accept comment \"" +
                    GuardMarker(GuardMode::kRouted) + "\""),
             std::string::npos)
       << s;
-  EXPECT_NE(s.find("add rule inet weft-guard pod fib saddr . iif oif exists return"), std::string::npos) << s;
-  // Router advertisements and redirects are judged before the reverse path,
-  // which their link-local source passes.
-  EXPECT_LT(s.find("add rule inet weft-guard pod icmpv6 type { nd-router-advert, nd-redirect } counter name "
-                   "\"spoofed6\" drop"),
-            s.find("fib saddr . iif oif exists return"))
+  // Router advertisements and redirects are judged before link-local
+  // sources, which they have.
+  EXPECT_LT(s.find("add rule netdev weft-guard pod icmpv6 type { nd-router-advert, nd-redirect } goto drop6"),
+            s.find("add rule netdev weft-guard pod ip6 saddr fe80::/10 accept"))
       << s;
-  EXPECT_NE(s.find("counter name \"spoofed6\" drop"), std::string::npos) << s;
+  // Whatever is left of IPv4 and IPv6 is dropped through the logged chains.
+  EXPECT_LT(s.find("iifname . ip saddr @allow4 accept"), s.find("meta protocol ip goto drop4")) << s;
+  EXPECT_NE(s.find("add rule netdev weft-guard drop6 counter name \"spoofed6\" drop"), std::string::npos) << s;
   // The chains are emptied before they are refilled, in the same script.
-  EXPECT_LT(s.find("flush chain inet weft-guard pod"), s.find("add rule inet weft-guard pod"));
+  EXPECT_LT(s.find("flush chain netdev weft-guard pod"), s.find("add rule netdev weft-guard pod"));
   EXPECT_EQ(s.find("@mac"), std::string::npos);
+}
+
+TEST(SourceGuard, RoutedPortChainComparesWithTheAddressesAsImmediates) {
+  auto rules = PortRules(GuardMode::kRouted, "", IpAddress::Parse("10.0.0.7"), IpAddress::Parse("fd00::7"));
+  ASSERT_EQ(rules.size(), 3u);
+  EXPECT_EQ(sys::DescribeNftRule(rules[0]), "meta protocol == 0x0800 @nh,96,32 == 0x0a000007 accept");
+  EXPECT_EQ(sys::DescribeNftRule(rules[1]),
+            "meta protocol == 0x86dd @nh,64,128 == 0xfd000000000000000000000000000007 accept");
+  EXPECT_EQ(sys::DescribeNftRule(rules[2]), "goto pod");
+  // A single-family pod: one comparison, then the shared chain.
+  rules = PortRules(GuardMode::kRouted, "", std::nullopt, IpAddress::Parse("fd00::7"));
+  ASSERT_EQ(rules.size(), 2u);
+  EXPECT_EQ(sys::DescribeNftRule(rules[1]), "goto pod");
+}
+
+TEST(SourceGuard, BridgePortChainChecksTheMacFirstAndLeavesIcmpv6ToTheSharedChain) {
+  const std::string mac = Bytes({0x0a, 1, 2, 3, 4, 5});
+  auto rules = PortRules(GuardMode::kBridge, mac, IpAddress::Parse("10.0.0.7"), IpAddress::Parse("fd00::7"));
+  ASSERT_EQ(rules.size(), 4u);
+  EXPECT_EQ(sys::DescribeNftRule(rules[0]), "@ll,48,48 != 0x0a0102030405 goto drop-mac");
+  EXPECT_EQ(sys::DescribeNftRule(rules[1]), "meta protocol == 0x0800 @nh,96,32 == 0x0a000007 accept");
+  EXPECT_EQ(sys::DescribeNftRule(rules[2]),
+            "meta protocol == 0x86dd @nh,64,128 == 0xfd000000000000000000000000000007 meta l4proto != 0x3a accept");
+  EXPECT_EQ(sys::DescribeNftRule(rules[3]), "goto pod");
 }
 
 TEST(SourceGuard, BridgeBindsEachPortByElements) {
   const std::string s = RenderGuard(GuardMode::kBridge);
-  EXPECT_EQ(s.find("add table bridge weft-guard\n"), 0u) << s;
+  EXPECT_EQ(s.find("add table netdev weft-guard-bridge\n"), 0u) << s;
   for (const char* want : {"set mac { type ifname . ether_addr; }", "set addr4 { type ifname . ipv4_addr; }",
                            "set nd6 { typeof iifname . @th,64,128; }",
-                           "add rule bridge weft-guard pod iifname . ether saddr != @mac",
-                           "add rule bridge weft-guard pod-arp iifname . arp saddr ip @addr4 return",
-                           "add rule bridge weft-guard pod-ip6 icmpv6 type nd-neighbor-advert"})
+                           "add rule netdev weft-guard-bridge pod iifname . ether saddr != @mac",
+                           "add rule netdev weft-guard-bridge pod-arp iifname . arp saddr ip @addr4 accept",
+                           "add rule netdev weft-guard-bridge pod-ip6 icmpv6 type nd-neighbor-advert"})
     EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
   EXPECT_NE(GuardMarker(GuardMode::kBridge), GuardMarker(GuardMode::kRouted));
   EXPECT_EQ(GuardMarker(GuardMode::kBridge), GuardMarker(GuardMode::kBridge));
@@ -83,8 +107,8 @@ TEST(SourceGuard, AllowedPrefixesAreRangesOfTheirPort) {
 TEST(SourceGuard, CountersAreReadFromNftJson) {
   GuardCounters c;
   const std::string routed = R"({"nftables":[{"metainfo":{"version":"1.0.6"}},
-    {"counter":{"family":"inet","name":"spoofed4","table":"weft-guard","handle":1,"packets":5,"bytes":420}},
-    {"counter":{"family":"inet","name":"spoofed6","table":"weft-guard","handle":2,"packets":3,"bytes":300}}]})";
+    {"counter":{"family":"netdev","name":"spoofed4","table":"weft-guard","handle":1,"packets":5,"bytes":420}},
+    {"counter":{"family":"netdev","name":"spoofed6","table":"weft-guard","handle":2,"packets":3,"bytes":300}}]})";
   ASSERT_TRUE(ParseGuardCounters(GuardMode::kRouted, routed, &c).ok());
   EXPECT_TRUE(c.routed_installed);
   EXPECT_FALSE(c.bridge_installed);

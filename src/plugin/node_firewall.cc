@@ -1,9 +1,12 @@
 #include "plugin/node_firewall.h"
 
+#include <algorithm>
+
 #include "fw/hostport.h"
 #include "fw/masquerade.h"
 #include "fw/source_guard.h"
 #include "plugin/teardown.h"
+#include "sys/netlink.h"
 #include "sys/sysctl.h"
 
 namespace weft::plugin {
@@ -22,35 +25,47 @@ fw::GuardMode GuardModeOf(const Config& cfg) {
 }
 
 Status NodeFirewall::EnsureSourceGuard() {
+  const fw::GuardMode mode = GuardModeOf(cfg_);
   bool applied = false;
-  WEFT_RETURN_IF_ERROR(fw::EnsureGuard(GuardModeOf(cfg_), cfg_.data_dir, &applied).Prefix("source guard"));
-  if (!applied || cfg_.mode != Mode::kBridge) return Status::Ok();
-  // The table may be new (a first ADD, or after `nft flush ruleset`): bind
-  // every attachment this dataDir knows again, or their ports would drop
-  // everything.
-  return RebindBridgePorts(store_).Prefix("source guard");
+  WEFT_RETURN_IF_ERROR(fw::EnsureGuard(mode, cfg_.data_dir, &applied).Prefix("source guard"));
+  if (!applied) return Status::Ok();
+  // The table may be new (a first ADD, an upgrade, or after `nft flush
+  // ruleset`): bind every attachment this dataDir knows again, or their
+  // ports would be unguarded (routed) or cut off (bridge); then the guard
+  // of an earlier release goes.
+  if (auto bound = RebindPorts(store_, mode); !bound.ok()) return bound.status().WithPrefix("source guard");
+  return fw::RetireLegacyGuard(mode).Prefix("source guard");
 }
 
-Status RebindBridgePorts(ipam::Store& store) {
+fw::PortBinding GuardBinding(fw::GuardMode mode, const ipam::PodRecord& rec) {
+  fw::PortBinding b;
+  b.port = rec.host_ifname;
+  if (mode == fw::GuardMode::kBridge) b.mac = PodMac(rec.host_ifname);
+  if (rec.ip_v4) b.v4 = rec.ip_v4->addr();
+  if (rec.ip_v6) b.v6 = rec.ip_v6->addr();
+  return b;
+}
+
+Result<size_t> RebindPorts(ipam::Store& store, fw::GuardMode mode) {
   WEFT_ASSIGN_OR_RETURN(auto rows, store.ListPods(""));
-  std::vector<sys::NftElement> all;
+  WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::Open());
+  WEFT_ASSIGN_OR_RETURN(auto links, nl.ListLinks());
+  std::vector<fw::PortBinding> ports;
   for (const auto& r : rows) {
     if (!r.ip_v4 && !r.ip_v6) continue;
-    std::optional<IpAddress> v4, v6;
-    if (r.ip_v4) v4 = r.ip_v4->addr();
-    if (r.ip_v6) v6 = r.ip_v6->addr();
-    for (auto& e : fw::PortBindings(r.host_ifname, PodMac(r.host_ifname), v4, v6)) all.push_back(std::move(e));
+    // Only ports that exist (before Linux 6.16 a chain cannot name a
+    // missing device) and are of this mode.
+    auto l = std::find_if(links.begin(), links.end(), [&](const sys::LinkInfo& x) { return x.name == r.host_ifname; });
+    if (l == links.end() || (l->master != 0) != (mode == fw::GuardMode::kBridge)) continue;
+    ports.push_back(GuardBinding(mode, r));
   }
-  // Adding an element that exists is no error.
-  return fw::BindPorts(all);
+  WEFT_RETURN_IF_ERROR(fw::BindPorts(mode, ports));
+  return ports.size();
 }
 
 Status NodeFirewall::BindSources(const ipam::PodRecord& rec) {
-  if (cfg_.mode != Mode::kBridge) return Status::Ok();
-  std::optional<IpAddress> v4, v6;
-  if (rec.ip_v4) v4 = rec.ip_v4->addr();
-  if (rec.ip_v6) v6 = rec.ip_v6->addr();
-  return fw::BindPort(rec.host_ifname, PodMac(rec.host_ifname), v4, v6);
+  const fw::GuardMode mode = GuardModeOf(cfg_);
+  return fw::BindPort(mode, GuardBinding(mode, rec));
 }
 
 Status NodeFirewall::EnsureMasquerade(const ipam::PodRecord& rec) {

@@ -30,9 +30,14 @@ class NodeFirewall : public AddFirewall {
   ipam::Store& store_;
 };
 
-// Binds the bridge port of every attachment in `store` in the bridge source
-// guard (one transaction): after the table was created anew.
-Status RebindBridgePorts(ipam::Store& store);
+// Binds the port of every attachment in `store` whose link is on the node
+// and of `mode` (a bridge port or a routed veth) in the mode's source guard
+// (one transaction): after the table was created anew, or by doctor --fix.
+// Returns how many ports were bound.
+Result<size_t> RebindPorts(ipam::Store& store, fw::GuardMode mode);
+
+// The source guard's binding of an attachment's port.
+fw::PortBinding GuardBinding(fw::GuardMode mode, const ipam::PodRecord& rec);
 
 // The source guard's table for the config's mode.
 fw::GuardMode GuardModeOf(const Config& cfg);

@@ -5,6 +5,7 @@
 
 #include "base/crash_point.h"
 #include "fw/source_guard.h"
+#include "plugin/node_firewall.h"
 #include "sys/netns.h"
 
 namespace weft::plugin {
@@ -73,7 +74,7 @@ Status Teardown(sys::Netlink& host, ipam::Store& store, FwBackend backend, const
   // Kept until the veth is gone: its nfnetlink socket closes after the
   // kernel has destroyed the deleted entries, not while it does.
   std::unique_ptr<fw::HostPortFirewall> hostports;
-  UniqueFd guard_socket;  // the same, for the source guard's elements
+  UniqueFd guard_sockets[2];  // the same, for the source guard's chains (routed, bridge)
   if (t.row) {
     // Attachments without mappings (the common case) do no firewall work.
     const bool retry = t.row->state == ipam::kStateDeleting;
@@ -95,21 +96,22 @@ Status Teardown(sys::Netlink& host, ipam::Store& store, FwBackend backend, const
     }
   }
   if (t.row && (t.row->ip_v4 || t.row->ip_v6)) {
-    // A bridge port's source-guard binding: one transaction, in bridge mode
-    // only (a routed port has none). Destroyed before the link, so a reused
-    // name never inherits it.
-    const bool bridge = !t.guard_mode || *t.guard_mode == fw::GuardMode::kBridge;
-    if (bridge) {
-      std::optional<IpAddress> v4, v6;
-      if (t.row->ip_v4) v4 = t.row->ip_v4->addr();
-      if (t.row->ip_v6) v6 = t.row->ip_v6->addr();
-      WEFT_RETURN_IF_ERROR(fw::UnbindPort(t.host_ifname, PodMac(t.host_ifname), v4, v6, &guard_socket));
-    }
     // Its opt-out, if anyone set one: one lookup in the mode's `optouts`
-    // set, and the set dumps only for a port that has one.
+    // set, and the set dumps only for a port that has one. Before the
+    // chain's destruction: closing an nfnetlink socket after a commit that
+    // deleted something waits for the kernel to destroy it (~10 ms).
     for (fw::GuardMode mode : {fw::GuardMode::kRouted, fw::GuardMode::kBridge})
       if (!t.guard_mode || *t.guard_mode == mode)
         WEFT_RETURN_IF_ERROR(fw::ClearAllowedSourcesIfAny(mode, t.host_ifname));
+    // The port's source-guard chain (and a bridge port's elements): one
+    // transaction in the mode's table (both tables when the mode is not
+    // known), its socket closed after the link's deletion. Destroyed before
+    // the link, so a reused name never inherits them.
+    for (fw::GuardMode mode : {fw::GuardMode::kRouted, fw::GuardMode::kBridge}) {
+      if (t.guard_mode && *t.guard_mode != mode) continue;
+      UniqueFd& keep = guard_sockets[mode == fw::GuardMode::kRouted ? 0 : 1];
+      WEFT_RETURN_IF_ERROR(fw::UnbindPort(mode, GuardBinding(mode, *t.row), &keep));
+    }
   }
   if (t.delete_link) {
     // The kernel takes ~15 ms to unregister a veth (RCU grace periods):

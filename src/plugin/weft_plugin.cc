@@ -227,8 +227,8 @@ Status WeftPlugin::CmdGc(const cni::CmdArgs& args, const std::vector<cni::Attach
     }
   }
   WEFT_LOG(kInfo, "GC reclaimed attachments", {"count", reclaimed});
-  // The source guard's elements of ports that no longer exist: every
-  // teardown destroys a port's elements before its link, so only an
+  // The source guard's chains and elements of ports that no longer exist:
+  // every teardown destroys a port's before its link, so only an
   // attachment that went without one (a wiped dataDir, a link deleted by
   // hand and its row with it) leaves some.
   auto pruned = fw::PruneGuard([&]() -> Result<std::vector<std::string>> {
@@ -238,7 +238,7 @@ Status WeftPlugin::CmdGc(const cni::CmdArgs& args, const std::vector<cni::Attach
     return names;
   });
   if (!pruned.ok() && first_error.ok()) first_error = pruned.status().WithPrefix("GC");
-  if (pruned.ok() && *pruned) WEFT_LOG(kInfo, "GC pruned source guard elements", {"count", *pruned});
+  if (pruned.ok() && *pruned) WEFT_LOG(kInfo, "GC pruned source guard chains and elements", {"count", *pruned});
   // ADD and DEL touch only their own hostPort entries: the full diff is
   // here (entries no attachment wants go, missing ones come back).
   if (Status hp = SyncHostPorts(cfg.masquerade_backend, cfg.data_dir, store); !hp.ok() && first_error.ok())

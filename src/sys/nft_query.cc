@@ -60,7 +60,32 @@ Result<std::vector<NftRuleInfo>> DumpRules(NftFamily family, const std::string& 
   return rules;
 }
 
+Result<std::vector<std::string>> DumpChains(NftFamily family, const std::string& table) {
+  WEFT_ASSIGN_OR_RETURN(UniqueFd fd, NfnlConnect());
+  NfnlMsg m((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETCHAIN, NLM_F_REQUEST | NLM_F_DUMP, 1,
+            static_cast<uint8_t>(family));
+  const std::string what = "dump nftables chains of " + table;
+  WEFT_RETURN_IF_ERROR(NfnlSend(fd.get(), m.Done(), what));
+  std::vector<std::string> chains;
+  // The dump holds every chain of the family: keep `table`'s.
+  Status st = NfnlReadDump(fd.get(), what, [&](const char* p, size_t len) {
+    std::string t, name;
+    ForEachNfAttr(p, len, [&](uint16_t type, const char* d, size_t l) {
+      if (type == NFTA_CHAIN_TABLE) t = std::string(d, strnlen(d, l));
+      if (type == NFTA_CHAIN_NAME) name = std::string(d, strnlen(d, l));
+    });
+    if (t == table) chains.push_back(std::move(name));
+  });
+  if (!st.ok() && (st.sys_errno() == ENOENT || st.sys_errno() == ENODEV)) return std::vector<std::string>{};
+  if (!st.ok()) return st;
+  return chains;
+}
+
 }  // namespace
+
+Result<std::vector<std::string>> NftChains(NftFamily family, const std::string& table) {
+  return RetryInterruptedNftDump<std::vector<std::string>>([&] { return DumpChains(family, table); });
+}
 
 Result<std::vector<std::string>> NftRuleComments(NftFamily family, const std::string& table,
                                                  const std::string& chain) {

@@ -14,7 +14,7 @@
 
 namespace weft::sys {
 
-enum class NftFamily { kIp = 2, kIp6 = 10, kInet = 1, kBridge = 7 };
+enum class NftFamily { kIp = 2, kIp6 = 10, kInet = 1, kBridge = 7, kNetdev = 5 };
 
 struct NftRuleInfo {
   std::string chain;
@@ -43,6 +43,9 @@ Result<T> RetryInterruptedNftDump(const std::function<Result<T>()>& dump) {
 // with their handles and comments. A missing table or chain yields an empty
 // list, not an error.
 Result<std::vector<NftRuleInfo>> NftRules(NftFamily family, const std::string& table, const std::string& chain = "");
+
+// The names of the chains of `table` (a missing table: none).
+Result<std::vector<std::string>> NftChains(NftFamily family, const std::string& table);
 
 // The comments of the rules in `table`/`chain`, in order.
 Result<std::vector<std::string>> NftRuleComments(NftFamily family, const std::string& table,

@@ -1,6 +1,7 @@
 #include "sys/nft_set.h"
 
 #include <arpa/inet.h>
+#include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
@@ -33,7 +34,172 @@ std::string DataValue(const char* p, size_t len) {
   return v;
 }
 
+// NFT_MSG_DESTROYCHAIN (Linux 6.3); Debian 12's UAPI headers predate it.
+constexpr int kMsgDestroyChain = 27;
+
+void PutExpr(NfnlMsg& m, const NftExpr& e) {
+  size_t el = m.Begin(NFTA_LIST_ELEM);
+  switch (e.kind) {
+    case NftExpr::kMeta: {
+      m.Str(NFTA_EXPR_NAME, "meta");
+      size_t d = m.Begin(NFTA_EXPR_DATA);
+      m.U32Be(NFTA_META_KEY, e.key);
+      m.U32Be(NFTA_META_DREG, NFT_REG_1);
+      m.End(d);
+      break;
+    }
+    case NftExpr::kPayload: {
+      m.Str(NFTA_EXPR_NAME, "payload");
+      size_t d = m.Begin(NFTA_EXPR_DATA);
+      m.U32Be(NFTA_PAYLOAD_DREG, NFT_REG_1);
+      m.U32Be(NFTA_PAYLOAD_BASE, e.base);
+      m.U32Be(NFTA_PAYLOAD_OFFSET, e.offset);
+      m.U32Be(NFTA_PAYLOAD_LEN, e.len);
+      m.End(d);
+      break;
+    }
+    case NftExpr::kCmp: {
+      m.Str(NFTA_EXPR_NAME, "cmp");
+      size_t d = m.Begin(NFTA_EXPR_DATA);
+      m.U32Be(NFTA_CMP_SREG, NFT_REG_1);
+      m.U32Be(NFTA_CMP_OP, e.equal ? NFT_CMP_EQ : NFT_CMP_NEQ);
+      PutData(m, NFTA_CMP_DATA, e.data);
+      m.End(d);
+      break;
+    }
+    case NftExpr::kVerdict: {
+      m.Str(NFTA_EXPR_NAME, "immediate");
+      size_t d = m.Begin(NFTA_EXPR_DATA);
+      m.U32Be(NFTA_IMMEDIATE_DREG, NFT_REG_VERDICT);
+      size_t data = m.Begin(NFTA_IMMEDIATE_DATA);
+      size_t v = m.Begin(NFTA_DATA_VERDICT);
+      m.U32Be(NFTA_VERDICT_CODE, static_cast<uint32_t>(e.verdict));
+      if (!e.chain.empty()) m.Str(NFTA_VERDICT_CHAIN, e.chain);
+      m.End(v);
+      m.End(data);
+      m.End(d);
+      break;
+    }
+  }
+  m.End(el);
+}
+
+// The message of one chain or rule change.
+std::string ChainMessage(const NftChange& c, const std::string& table, uint8_t fam, uint32_t seq) {
+  switch (c.op) {
+    case NftChange::kAddIngressChain: {
+      NfnlMsg m(NftType(NFT_MSG_NEWCHAIN), NLM_F_REQUEST | NLM_F_CREATE, seq, fam);
+      m.Str(NFTA_CHAIN_TABLE, table);
+      m.Str(NFTA_CHAIN_NAME, c.chain);
+      size_t h = m.Begin(NFTA_CHAIN_HOOK);
+      m.U32Be(NFTA_HOOK_HOOKNUM, NF_NETDEV_INGRESS);
+      m.U32Be(NFTA_HOOK_PRIORITY, static_cast<uint32_t>(c.priority));
+      m.Str(NFTA_HOOK_DEV, c.device);
+      m.End(h);
+      m.U32Be(NFTA_CHAIN_POLICY, NF_ACCEPT);
+      m.Str(NFTA_CHAIN_TYPE, "filter");
+      return m.Done();
+    }
+    case NftChange::kFlushChain: {
+      // DELRULE without a handle: every rule of the chain.
+      NfnlMsg m(NftType(NFT_MSG_DELRULE), NLM_F_REQUEST, seq, fam);
+      m.Str(NFTA_RULE_TABLE, table);
+      m.Str(NFTA_RULE_CHAIN, c.chain);
+      return m.Done();
+    }
+    case NftChange::kAddRule: {
+      NfnlMsg m(NftType(NFT_MSG_NEWRULE), NLM_F_REQUEST | NLM_F_CREATE | NLM_F_APPEND, seq, fam);
+      m.Str(NFTA_RULE_TABLE, table);
+      m.Str(NFTA_RULE_CHAIN, c.chain);
+      size_t list = m.Begin(NFTA_RULE_EXPRESSIONS);
+      for (const auto& e : c.rule) PutExpr(m, e);
+      m.End(list);
+      return m.Done();
+    }
+    case NftChange::kDestroyChain: {
+      NfnlMsg m(NftType(kMsgDestroyChain), NLM_F_REQUEST, seq, fam);
+      m.Str(NFTA_CHAIN_TABLE, table);
+      m.Str(NFTA_CHAIN_NAME, c.chain);
+      return m.Done();
+    }
+    default:
+      return {};
+  }
+}
+
+bool IsChainOp(NftChange::Op op) {
+  return op == NftChange::kAddIngressChain || op == NftChange::kFlushChain || op == NftChange::kAddRule ||
+         op == NftChange::kDestroyChain;
+}
+
+std::string Hex(const std::string& bytes) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out = "0x";
+  for (unsigned char b : bytes) {
+    out += kDigits[b >> 4];
+    out += kDigits[b & 15];
+  }
+  return out;
+}
+
 }  // namespace
+
+NftRule NftMatchProtocol(uint16_t ethertype) {
+  const uint16_t be = htons(ethertype);
+  NftExpr meta{.kind = NftExpr::kMeta, .key = NFT_META_PROTOCOL};
+  NftExpr cmp{.kind = NftExpr::kCmp, .data = std::string(reinterpret_cast<const char*>(&be), sizeof be)};
+  return {meta, cmp};
+}
+
+NftRule NftMatchL4Proto(uint8_t proto, bool equal) {
+  NftExpr meta{.kind = NftExpr::kMeta, .key = NFT_META_L4PROTO};
+  NftExpr cmp{.kind = NftExpr::kCmp, .equal = equal, .data = std::string(1, static_cast<char>(proto))};
+  return {meta, cmp};
+}
+
+NftRule NftMatchPayload(NftHeader header, uint32_t offset, const std::string& bytes, bool equal) {
+  const uint32_t base = header == NftHeader::kLink      ? NFT_PAYLOAD_LL_HEADER
+                        : header == NftHeader::kNetwork ? NFT_PAYLOAD_NETWORK_HEADER
+                                                        : NFT_PAYLOAD_TRANSPORT_HEADER;
+  NftExpr load{.kind = NftExpr::kPayload, .base = base, .offset = offset, .len = static_cast<uint32_t>(bytes.size())};
+  NftExpr cmp{.kind = NftExpr::kCmp, .equal = equal, .data = bytes};
+  return {load, cmp};
+}
+
+NftRule NftAccept() { return {NftExpr{.kind = NftExpr::kVerdict, .verdict = NF_ACCEPT}}; }
+
+NftRule NftGoto(const std::string& chain) {
+  return {NftExpr{.kind = NftExpr::kVerdict, .verdict = NFT_GOTO, .chain = chain}};
+}
+
+NftRule operator+(NftRule a, const NftRule& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::string DescribeNftRule(const NftRule& rule) {
+  std::string out;
+  for (const auto& e : rule) {
+    if (!out.empty()) out += " ";
+    switch (e.kind) {
+      case NftExpr::kMeta:
+        out += e.key == NFT_META_PROTOCOL ? "meta protocol" : e.key == NFT_META_L4PROTO ? "meta l4proto"
+                                                                                           : "meta " + std::to_string(e.key);
+        break;
+      case NftExpr::kPayload:
+        out += std::string(e.base == NFT_PAYLOAD_LL_HEADER ? "@ll" : e.base == NFT_PAYLOAD_NETWORK_HEADER ? "@nh" : "@th") +
+               "," + std::to_string(e.offset * 8) + "," + std::to_string(e.len * 8);
+        break;
+      case NftExpr::kCmp:
+        out += std::string(e.equal ? "== " : "!= ") + Hex(e.data);
+        break;
+      case NftExpr::kVerdict:
+        out += e.verdict == NF_ACCEPT ? "accept" : e.verdict == NFT_GOTO ? "goto " + e.chain : "verdict " + std::to_string(e.verdict);
+        break;
+    }
+  }
+  return out;
+}
 
 Status NftApply(NftFamily family, const std::string& table, const std::vector<NftChange>& changes,
                 UniqueFd* keep) {
@@ -51,6 +217,11 @@ Status NftApply(NftFamily family, const std::string& table, const std::vector<Nf
   for (size_t i = 0; i < changes.size();) {
     const NftChange& c = changes[i];
     last = batch.size();
+    if (IsChainOp(c.op)) {
+      batch += ChainMessage(c, table, fam, seq++);
+      ++i;
+      continue;
+    }
     if (c.op == NftChange::kDeleteTable) {
       NfnlMsg m(NftType(NFT_MSG_DELTABLE), NLM_F_REQUEST, seq++, fam);
       m.Str(NFTA_TABLE_NAME, table);

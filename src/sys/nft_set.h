@@ -32,11 +32,58 @@ struct NftElement {
   bool operator==(const NftElement&) const = default;
 };
 
+// One expression of a rule, in the kernel's terms (data goes through
+// register 1). Build rules from the matches below rather than by hand.
+struct NftExpr {
+  enum Kind { kMeta, kPayload, kCmp, kVerdict } kind = kVerdict;
+  uint32_t key = 0;                        // kMeta: NFT_META_*
+  uint32_t base = 0, offset = 0, len = 0;  // kPayload: NFT_PAYLOAD_*_HEADER, offset and length in bytes
+  bool equal = true;                       // kCmp: == (else !=)
+  std::string data;                        // kCmp: the bytes compared with the register
+  int32_t verdict = 0;                     // kVerdict: NF_ACCEPT, NFT_GOTO, ...
+  std::string chain;                       // kVerdict: a goto's or jump's target
+  bool operator==(const NftExpr&) const = default;
+};
+using NftRule = std::vector<NftExpr>;
+
+enum class NftHeader { kLink, kNetwork, kTransport };
+// `meta protocol` (the frame's EtherType) == `ethertype`.
+NftRule NftMatchProtocol(uint16_t ethertype);
+// `meta l4proto` (the transport protocol, after IPv6 extension headers)
+// == or != `proto`.
+NftRule NftMatchL4Proto(uint8_t proto, bool equal);
+// The `bytes.size()` bytes at `offset` of `header` == or != `bytes`.
+NftRule NftMatchPayload(NftHeader header, uint32_t offset, const std::string& bytes, bool equal);
+NftRule NftAccept();
+NftRule NftGoto(const std::string& chain);
+// `a` then `b`: a rule is its expressions in order.
+NftRule operator+(NftRule a, const NftRule& b);
+// nft's words for `rule` ("meta protocol == 0x0800 ..."), for messages and tests.
+std::string DescribeNftRule(const NftRule& rule);
+
 struct NftChange {
   // kDestroyElement deletes an element and is no error when the element is
   // absent (NFT_MSG_DESTROYSETELEM, Linux 6.3+); the table and set must exist.
-  enum Op { kAddElement, kDeleteElement, kDestroyElement, kDeleteTable } op = kAddElement;
-  NftElement elem;  // unused for kDeleteTable
+  // kAddIngressChain: a netdev base chain `chain` on `device`'s ingress
+  // hook at `priority`, policy accept (an existing one is kept, rules and
+  // all). kFlushChain deletes `chain`'s rules, kAddRule appends `rule` to
+  // it, kDestroyChain deletes it with its rules and is no error when it is
+  // absent (NFT_MSG_DESTROYCHAIN, Linux 6.3+).
+  enum Op {
+    kAddElement,
+    kDeleteElement,
+    kDestroyElement,
+    kDeleteTable,
+    kAddIngressChain,
+    kFlushChain,
+    kAddRule,
+    kDestroyChain,
+  } op = kAddElement;
+  NftElement elem;     // the element ops'
+  std::string chain;   // the chain and rule ops'
+  std::string device;  // kAddIngressChain
+  int32_t priority = 0;
+  NftRule rule;  // kAddRule
 };
 
 // Applies `changes` to `table` in one nfnetlink batch: the kernel commits

@@ -18,6 +18,7 @@ namespace {
 
 const char* const kV4Range = "10.244.2.0/24";
 const char* const kV6Range = "fd00:10:244:2::/64";
+const std::string kRouted = fw::kGuardTable, kBridge = fw::kBridgeGuardTable;
 
 class GuardTest : public PluginTest {
  protected:
@@ -74,11 +75,11 @@ class GuardTest : public PluginTest {
     ASSERT_EQ(Pod_(p).Exec(argv), 0) << addr;
   }
 
-  // The guard's drop counter `name` in the node's `family` table (-1: none).
-  long long Counter(const std::string& family, const std::string& name) {
+  // The guard's drop counter `name` in the node's netdev `table` (-1: none).
+  long long Counter(const std::string& table, const std::string& name) {
     std::string out;
-    if (node_->Exec({"nft", "-j", "list", "counter", family, "weft-guard", name}, &out) != 0) {
-      ADD_FAILURE() << "nft list counter " << family << " weft-guard " << name << ": " << out;
+    if (node_->Exec({"nft", "-j", "list", "counter", "netdev", table, name}, &out) != 0) {
+      ADD_FAILURE() << "nft list counter netdev " << table << " " << name << ": " << out;
       return -1;
     }
     const json j = json::parse(out, nullptr, false);  // a named value: the loop must not outlive it
@@ -113,7 +114,7 @@ TEST_F(GuardTest, RoutedPodSpeaksOnlyAsItself) {
     // Legitimate traffic, by both ways of sending: it arrives.
     EXPECT_EQ(Received(a, own, c, v6, false), 5);
     EXPECT_EQ(Received(a, own, c, v6, true), 5);
-    const long long before = Counter("inet", counter);
+    const long long before = Counter(kRouted, counter);
     // Another pod's address, on eth0 and forged on a raw socket.
     Claim(a, stolen);
     EXPECT_EQ(Received(a, stolen, c, v6, false), 0);
@@ -124,15 +125,73 @@ TEST_F(GuardTest, RoutedPodSpeaksOnlyAsItself) {
     EXPECT_EQ(Received(a, nobody, c, v6, true), 0);
     // The node's own address.
     EXPECT_EQ(Received(a, v6 ? "fe80::1" : "192.0.2.10", c, v6, true), 0);
-    EXPECT_GE(Counter("inet", counter) - before, 25) << "every forged datagram is counted";
+    EXPECT_GE(Counter(kRouted, counter) - before, 25) << "every forged datagram is counted";
     // The victim and the target still talk, both ways.
     EXPECT_EQ(Received(b, stolen, c, v6, false), 5);
     EXPECT_EQ(Received(c, v6 ? c.v6 : c.v4, b, v6, false), 5);
   }
-  // The table has no per-pod rule: the same rules with three pods as with one.
-  std::string rules;
-  node_->Exec({"nft", "list", "table", "inet", "weft-guard"}, &rules);
-  EXPECT_EQ(rules.find(a.host_if), std::string::npos) << rules;
+  // Each port has a chain of its own, hooked on that port, comparing with
+  // its pod's addresses (no set, no FIB lookup).
+  std::string chain;
+  ASSERT_EQ(node_->Exec({"nft", "list", "chain", "netdev", kRouted, a.host_if}, &chain), 0) << chain;
+  EXPECT_NE(chain.find("hook ingress device \"" + a.host_if + "\" priority -500"), std::string::npos) << chain;
+  EXPECT_NE(chain.find("ip saddr " + a.v4 + " accept"), std::string::npos) << chain;
+  EXPECT_NE(chain.find("ip6 saddr " + a.v6 + " accept"), std::string::npos) << chain;
+  EXPECT_NE(chain.find("goto pod"), std::string::npos) << chain;
+  EXPECT_EQ(chain.find("@"), std::string::npos) << chain;
+}
+
+// DEL destroys the port's chain with the port (from Linux 6.16 the kernel
+// keeps a netdev chain whose device went, and a later link of the same
+// name would be hooked by it); GC destroys the chains of ports that went
+// without a DEL.
+TEST_F(GuardTest, RoutedDelAndGcRemoveThePortsChain) {
+  Pod a = AddPod("ga", Routed()), b = AddPod("gb", Routed());
+  auto chains = [&] {
+    std::string out;
+    node_->Exec({"nft", "list", "chains", "netdev"}, &out);
+    return out;
+  };
+  ASSERT_NE(chains().find("chain " + a.host_if + " {"), std::string::npos) << chains();
+  ASSERT_EQ(Del("ga", Routed()).exit_code, 0);
+  pods_.erase("ga");
+  EXPECT_EQ(chains().find(a.host_if), std::string::npos) << chains();
+  EXPECT_NE(chains().find("chain " + b.host_if + " {"), std::string::npos) << chains();
+  ASSERT_EQ(node_->Exec({"nft", "add", "chain", "netdev", kRouted, "wftdead00000000", "{", "type", "filter", "hook",
+                         "ingress", "device", "wftdead00000000", "priority", "-500", ";", "}"}),
+            0);
+  json gc = Routed();
+  gc["cni.dev/valid-attachments"] = {{{"containerID", "gb"}, {"ifname", "eth0"}}};
+  auto r = Cni("GC", "", "", gc);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(chains().find("wftdead00000000"), std::string::npos) << chains();
+  EXPECT_NE(chains().find("chain " + b.host_if + " {"), std::string::npos) << chains();
+}
+
+// The upgrade from the guard of earlier releases (table inet weft-guard, a
+// fib check): the first ADD binds every port in the netdev table, moves the
+// opt-outs there and deletes the old table.
+TEST_F(GuardTest, UpgradeRetiresTheInetGuardAndKeepsItsOptOuts) {
+  const std::string script = TempDir("old") + "/guard.nft";
+  ASSERT_TRUE(sys::WriteFileAtomic(script,
+                                   "table inet weft-guard {\n"
+                                   "  set allow4 { type ifname . ipv4_addr; flags interval; }\n"
+                                   "  set allow6 { type ifname . ipv6_addr; flags interval; }\n"
+                                   "  set optouts { type ifname; }\n"
+                                   "  chain prerouting { type filter hook prerouting priority raw; policy accept; }\n"
+                                   "}\n"
+                                   "add element inet weft-guard allow4 { \"wftold000000000\" . 10.98.0.0/24 }\n"
+                                   "add element inet weft-guard optouts { \"wftold000000000\" }\n")
+                  .ok());
+  ASSERT_EQ(node_->Exec({"nft", "-f", script}), 0);
+  Pod a = AddPod("ya", Routed()), c = AddPod("yc", Routed());
+  std::string out;
+  EXPECT_NE(node_->Exec({"nft", "list", "table", "inet", "weft-guard"}, &out), 0) << out;
+  ASSERT_EQ(node_->Exec({"nft", "list", "set", "netdev", kRouted, "allow4"}, &out), 0) << out;
+  EXPECT_NE(out.find("\"wftold000000000\" . 10.98.0.0/24"), std::string::npos) << out;
+  EXPECT_EQ(Received(a, a.v4, c, false, true), 5);
+  EXPECT_EQ(Received(a, c.v4, c, false, true), 0);
+  RemoveTree(script.substr(0, script.rfind('/')));
 }
 
 // With NetworkPolicy configured (weftd's conflist key), a pod the plugin
@@ -163,7 +222,7 @@ TEST_F(GuardTest, PendingPodsOfNetworkPolicyAreGuardedToo) {
 // node resolves the pod, and a pod's link-local source reaches the node.
 TEST_F(GuardTest, RoutedNdpAndLinkLocalStillWork) {
   Pod a = AddPod("la", Routed()), c = AddPod("lc", Routed());
-  const long long before = Counter("inet", "spoofed6");
+  const long long before = Counter(kRouted, "spoofed6");
   ASSERT_EQ(Pod_(a).Exec({"ip", "-6", "neigh", "del", "fe80::1", "dev", "eth0"}), 0);
   ASSERT_EQ(node_->Exec({"ip", "-6", "neigh", "flush", "dev", a.host_if}), 0);
   EXPECT_TRUE(Pod_(a).Ping(c.v6));
@@ -174,7 +233,7 @@ TEST_F(GuardTest, RoutedNdpAndLinkLocalStillWork) {
   ::usleep(2500 * 1000);
   auto addrs = Pod_(a).IpJson({"-6", "addr", "show", "dev", "eth0", "tentative"});
   EXPECT_TRUE(addrs.empty() || addrs[0]["addr_info"].empty()) << addrs.dump();
-  EXPECT_EQ(Counter("inet", "spoofed6"), before) << "nothing of this was dropped";
+  EXPECT_EQ(Counter(kRouted, "spoofed6"), before) << "nothing of this was dropped";
 }
 
 // A pod restart (DEL, then ADD of a new sandbox) finds the guard in place and
@@ -217,10 +276,10 @@ TEST_F(GuardTest, OptOutAdmitsOnlyTheNamedPrefixesOfThatPod) {
   EXPECT_EQ(Received(vpn, other.v4, c, false, true), 0);          // another pod's address
   EXPECT_EQ(Received(other, "10.99.0.7", c, false, true), 0);     // the prefix, from another pod
   std::string marked;
-  node_->Exec({"nft", "list", "set", "inet", "weft-guard", "optouts"}, &marked);
+  node_->Exec({"nft", "list", "set", "netdev", kRouted, "optouts"}, &marked);
   EXPECT_NE(marked.find(vpn.host_if), std::string::npos) << marked;
   ASSERT_TRUE(set(vpn.host_if, {}).ok());
-  node_->Exec({"nft", "list", "set", "inet", "weft-guard", "optouts"}, &marked);
+  node_->Exec({"nft", "list", "set", "netdev", kRouted, "optouts"}, &marked);
   EXPECT_EQ(marked.find(vpn.host_if), std::string::npos) << marked;
   EXPECT_EQ(Received(vpn, "10.99.0.7", c, false, true), 0);
   EXPECT_EQ(Received(vpn, vpn.v4, c, false, true), 5);
@@ -228,11 +287,11 @@ TEST_F(GuardTest, OptOutAdmitsOnlyTheNamedPrefixesOfThatPod) {
   ASSERT_TRUE(set(vpn.host_if, allowed).ok());
   ASSERT_EQ(Del("va", Routed()).exit_code, 0);
   std::string left;
-  node_->Exec({"nft", "list", "set", "inet", "weft-guard", "allow4"}, &left);
+  node_->Exec({"nft", "list", "set", "netdev", kRouted, "allow4"}, &left);
   EXPECT_EQ(left.find(vpn.host_if), std::string::npos) << left;
   // DEL looked the port up in `optouts` (its only work when nobody opted
   // out), and took it out of there too.
-  node_->Exec({"nft", "list", "set", "inet", "weft-guard", "optouts"}, &left);
+  node_->Exec({"nft", "list", "set", "netdev", kRouted, "optouts"}, &left);
   EXPECT_NE(left.find("set optouts"), std::string::npos) << left;
   EXPECT_EQ(left.find(vpn.host_if), std::string::npos) << left;
 }
@@ -249,13 +308,13 @@ TEST_F(GuardTest, BridgePodSpeaksOnlyAsItself) {
     const std::string counter = v6 ? "spoofed6" : "spoofed4";
     EXPECT_EQ(Received(a, own, c, v6, false), 5);
     EXPECT_EQ(Received(a, own, c, v6, true), 5);
-    const long long before = Counter("bridge", counter);
+    const long long before = Counter(kBridge, counter);
     Claim(a, stolen);
     EXPECT_EQ(Received(a, stolen, c, v6, false), 0);
     EXPECT_EQ(Received(a, stolen, c, v6, true), 0);
     Claim(a, nobody);
     EXPECT_EQ(Received(a, nobody, c, v6, true), 0);
-    EXPECT_GE(Counter("bridge", counter) - before, 15);
+    EXPECT_GE(Counter(kBridge, counter) - before, 15);
     EXPECT_EQ(Received(b, stolen, c, v6, false), 5);
   }
 }
@@ -277,26 +336,26 @@ TEST_F(GuardTest, BridgePodCannotTakeAnotherPodsMacOrAnswerForItsAddress) {
   // for b's addresses moves them to a's MAC (after the kernel's locktime, 1 s,
   // in which it would ignore a new ARP sender anyway).
   ::usleep(1500 * 1000);
-  const long long arp_before = Counter("bridge", "spoofed4"), na_before = Counter("bridge", "spoofed6");
+  const long long arp_before = Counter(kBridge, "spoofed4"), na_before = Counter(kBridge, "spoofed6");
   Spoof("garp", a, b.v4);
   Spoof("na", a, b.v6);
   ::usleep(200 * 1000);
   EXPECT_EQ(NodeNeighMac(b.v4), b_mac);
   EXPECT_EQ(NodeNeighMac(b.v6), b_mac);
-  EXPECT_GE(Counter("bridge", "spoofed4") - arp_before, 3);
-  EXPECT_GE(Counter("bridge", "spoofed6") - na_before, 3);
+  EXPECT_GE(Counter(kBridge, "spoofed4") - arp_before, 3);
+  EXPECT_GE(Counter(kBridge, "spoofed6") - na_before, 3);
   // a's own ARP and NDP still work (the node resolves it anew).
   ASSERT_EQ(node_->Exec({"ip", "neigh", "flush", "dev", "wbr0"}), 0);
   EXPECT_TRUE(node_->Ping(a.v4));
   EXPECT_TRUE(node_->Ping(a.v6));
   EXPECT_EQ(Received(a, a.v4, c, false, false), 5);
   // With b's MAC on its eth0, a's frames are dropped, even with its own address.
-  const long long mac_before = Counter("bridge", "spoofed-mac");
+  const long long mac_before = Counter(kBridge, "spoofed-mac");
   ASSERT_EQ(Pod_(a).Exec({"ip", "link", "set", "dev", "eth0", "address", b_mac}), 0);
   EXPECT_EQ(Received(a, a.v4, c, false, true), 0);
   // Counted (how many of the five depends on the neighbour state the
   // kernel was in when the MAC changed: ARP probes go out with it too).
-  EXPECT_GE(Counter("bridge", "spoofed-mac") - mac_before, 1);
+  EXPECT_GE(Counter(kBridge, "spoofed-mac") - mac_before, 1);
   EXPECT_EQ(Received(b, b.v4, c, false, false), 5);
 }
 
@@ -318,7 +377,7 @@ TEST_F(GuardTest, BridgePodCannotAdvertiseItselfAsARouter) {
     }
     ASSERT_TRUE(ready) << p->cid << ": no usable link-local address";
   }
-  const long long before = Counter("bridge", "spoofed6");
+  const long long before = Counter(kBridge, "spoofed6");
   Spoof("ra", a, "fd00:77::");
   ::usleep(500 * 1000);
   std::string routes, addrs;
@@ -326,7 +385,7 @@ TEST_F(GuardTest, BridgePodCannotAdvertiseItselfAsARouter) {
   Pod_(c).Exec({"ip", "-6", "addr", "show", "dev", "eth0"}, &addrs);
   EXPECT_EQ(routes.find("proto ra"), std::string::npos) << routes;
   EXPECT_EQ(addrs.find("fd00:77:"), std::string::npos) << addrs;
-  EXPECT_GE(Counter("bridge", "spoofed6") - before, 3);
+  EXPECT_GE(Counter(kBridge, "spoofed6") - before, 3);
 }
 
 // After `nft flush ruleset` the next ADD installs the bridge guard again and
@@ -355,17 +414,29 @@ TEST_F(GuardTest, WeftctlShowsTheCountersAndDoctorRepairsAMissingGuard) {
   EXPECT_EQ(Received(a, "10.99.0.1", c, false, true), 0);
   std::string out;
   EXPECT_EQ(weftctl({"guard"}, &out), 0) << out;
-  EXPECT_NE(out.find("routed (table inet weft-guard):  installed; dropped 5 IPv4, 0 IPv6 packet(s)"), std::string::npos)
+  EXPECT_NE(out.find("routed (table netdev weft-guard):        installed; dropped 5 IPv4, 0 IPv6 packet(s)"),
+            std::string::npos)
       << out;
-  ASSERT_EQ(node_->Exec({"nft", "delete", "table", "inet", "weft-guard"}), 0);
+  ASSERT_EQ(node_->Exec({"nft", "delete", "table", "netdev", kRouted}), 0);
   EXPECT_EQ(Received(a, "10.99.0.1", c, false, true), 5) << "unguarded: the forgery arrives";
   EXPECT_EQ(weftctl({"--json", "doctor", "--data-dir", data_dir_}, &out), 5) << out;
   bool found = false;
   for (const auto& f : json::parse(out, nullptr, false).value("findings", json::array()))
-    if (f.value("subject", "") == "source guard (table inet weft-guard)" && f.value("fixable", false)) found = true;
+    if (f.value("subject", "") == "source guard (table netdev weft-guard)" && f.value("fixable", false)) found = true;
   EXPECT_TRUE(found) << out;
   EXPECT_EQ(weftctl({"doctor", "--fix", "--data-dir", data_dir_}, &out), 0) << out;
-  EXPECT_NE(out.find("installed the source guard (table inet weft-guard)"), std::string::npos) << out;
+  EXPECT_NE(out.find("installed the source guard (table netdev weft-guard) and bound 2 attachment port(s)"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(Received(a, "10.99.0.1", c, false, true), 0);
+  EXPECT_EQ(Received(a, a.v4, c, false, true), 5);
+  // One port's chain gone (deleted by hand): doctor names the unguarded
+  // port, and --fix binds it again.
+  ASSERT_EQ(node_->Exec({"nft", "delete", "chain", "netdev", kRouted, a.host_if}), 0);
+  EXPECT_EQ(Received(a, "10.99.0.1", c, false, true), 5) << "unguarded: the forgery arrives";
+  EXPECT_EQ(weftctl({"doctor", "--data-dir", data_dir_}, &out), 5) << out;
+  EXPECT_NE(out.find("does not cover every pod port here: 1 port(s) without their chain"), std::string::npos) << out;
+  EXPECT_EQ(weftctl({"doctor", "--fix", "--data-dir", data_dir_}, &out), 0) << out;
   EXPECT_EQ(Received(a, "10.99.0.1", c, false, true), 0);
   EXPECT_EQ(Received(a, a.v4, c, false, true), 5);
   RemoveTree(conf_dir);
@@ -376,15 +447,17 @@ TEST_F(GuardTest, WeftctlShowsTheCountersAndDoctorRepairsAMissingGuard) {
 // the pods already bound keep working, and every rule is there once.
 TEST_F(GuardTest, ChangedRulesAreReplacedAndTheBindingsKept) {
   Pod a = AddPod("ua", Bridged()), c = AddPod("uc", Bridged());
-  ASSERT_EQ(node_->Exec({"nft", "flush", "chain", "bridge", "weft-guard", "prerouting"}), 0);
-  ASSERT_EQ(node_->Exec({"nft", "add", "rule", "bridge", "weft-guard", "pod-ip4", "counter", "comment", "\"old\""}), 0);
+  ASSERT_EQ(node_->Exec({"nft", "flush", "chain", "netdev", kBridge, "pod"}), 0);
+  ASSERT_EQ(node_->Exec({"nft", "add", "rule", "netdev", kBridge, "pod-ip4", "counter", "comment", "\"old\""}), 0);
   Pod d = AddPod("ud", Bridged());
   std::string t;
-  node_->Exec({"nft", "list", "table", "bridge", "weft-guard"}, &t);
+  node_->Exec({"nft", "list", "table", "netdev", kBridge}, &t);
   EXPECT_EQ(t.find("\"old\""), std::string::npos) << t;
-  size_t hooks = 0;
-  for (size_t at = t.find("jump pod"); at != std::string::npos; at = t.find("jump pod", at + 1)) ++hooks;
-  EXPECT_EQ(hooks, 1u) << t;
+  size_t markers = 0;
+  for (size_t at = t.find("weft-guard:"); at != std::string::npos; at = t.find("weft-guard:", at + 1)) ++markers;
+  EXPECT_EQ(markers, 1u) << t;
+  // Every port kept (or got) its chain.
+  for (const Pod* p : {&a, &c, &d}) EXPECT_NE(t.find("chain " + p->host_if + " {"), std::string::npos) << t;
   EXPECT_EQ(Received(a, a.v4, c, false, false), 5);
   EXPECT_EQ(Received(d, d.v6, a, true, false), 5);
   EXPECT_EQ(Received(a, c.v4, d, false, true), 0);
@@ -395,7 +468,7 @@ TEST_F(GuardTest, BridgeDelRemovesTheBinding) {
   Pod a = AddPod("da", Bridged());
   auto elements = [&] {
     std::string out;
-    node_->Exec({"nft", "list", "set", "bridge", "weft-guard", "addr4"}, &out);
+    node_->Exec({"nft", "list", "set", "netdev", kBridge, "addr4"}, &out);
     return out;
   };
   EXPECT_NE(elements().find(a.host_if), std::string::npos) << elements();
@@ -406,7 +479,7 @@ TEST_F(GuardTest, BridgeDelRemovesTheBinding) {
   // Elements whose port went without a teardown are pruned by GC; a live
   // pod's stay.
   Pod b = AddPod("db", Bridged());
-  ASSERT_EQ(node_->Exec({"nft", "add", "element", "bridge", "weft-guard", "addr4", "{", "\"wftdead00000000\"", ".",
+  ASSERT_EQ(node_->Exec({"nft", "add", "element", "netdev", kBridge, "addr4", "{", "\"wftdead00000000\"", ".",
                          "10.244.2.250", "}"}),
             0);
   json gc = Bridged();

@@ -3,6 +3,7 @@
 // spellings; conflicts; DEL removing the rules; both firewall backends.
 #include <fstream>
 
+#include "base/strings.h"
 #include "plugin_fixture.h"
 
 namespace weft::testing {
@@ -42,8 +43,14 @@ class HostPortTest : public PluginTest, public ::testing::WithParamInterface<std
       }
       return ours;
     }
-    std::string out = NodeOut({"nft", "list", "ruleset"});
-    return out.find("weft-hp-") == std::string::npos ? "" : out;
+    // The hostPort tables: the source guard's (each pod's port has a chain
+    // there) is not the hostPorts' work.
+    std::string out;
+    const std::string tables = NodeOut({"nft", "list", "tables"});
+    for (std::string_view t : Split(tables, '\n'))
+      if (t.find(" weft-hp-") != std::string::npos)
+        out += NodeOut({"nft", "list", "table", "inet", std::string(t.substr(t.rfind(' ') + 1))});
+    return out;
   }
   // The nftables table of the test's dataDir.
   std::string HostPortTable() {

@@ -231,9 +231,10 @@ inline NodeState KernelState(const TestNetns& ns) {
 
 namespace detail {
 // `nft list ruleset` without the source guard's tables (fw/source_guard.h),
-// except their set elements: the first ADD installs the guard for good
-// (node infrastructure, like ip_forward), but what it holds per pod (a
-// bridge port's binding, an opt-out) must go with the pod.
+// except their set elements and their ports' chains: the first ADD installs
+// the guard for good (node infrastructure, like ip_forward), but what it
+// holds per pod (a port's chain, a bridge port's binding, an opt-out) must
+// go with the pod.
 inline std::string WithoutGuardSkeleton(const std::string& nft) {
   std::string out;
   bool in_guard = false, in_elements = false;
@@ -243,11 +244,13 @@ inline std::string WithoutGuardSkeleton(const std::string& nft) {
     if (e == std::string::npos) e = nft.size();
     const std::string l = nft.substr(p, e - p);
     p = e + 1;
-    if (l.rfind("table ", 0) == 0) in_guard = l.find(" weft-guard {") != std::string::npos;
+    if (l.rfind("table ", 0) == 0)
+      in_guard = l.find(" weft-guard {") != std::string::npos || l.find(" weft-guard-bridge {") != std::string::npos;
     if (!in_guard) {
       out += l + "\n";
       continue;
     }
+    if (const size_t c = l.find("chain wft"); c != std::string::npos) out += "weft-guard chain: " + l.substr(c) + "\n";
     if (l.find("elements = {") != std::string::npos) in_elements = true;
     if (in_elements) out += "weft-guard element: " + l + "\n";
     if (in_elements && l.find('}') != std::string::npos) in_elements = false;

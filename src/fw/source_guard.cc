@@ -197,15 +197,19 @@ std::vector<sys::NftRule> PortRules(GuardMode mode, const std::string& mac, cons
                                     const std::optional<IpAddress>& v6) {
   using sys::NftHeader;
   std::vector<sys::NftRule> rules;
-  // Bridge mode: a frame from another MAC is dropped before anything else.
-  if (mode == GuardMode::kBridge)
-    rules.push_back(sys::NftMatchPayload(NftHeader::kLink, 6, mac, false) + sys::NftGoto("drop-mac"));
+  // Bridge mode: only from the pod's MAC (the frame's source, in the same
+  // rule: one rule per packet on the accept path). A frame from another
+  // MAC goes to the shared chain, whose first rule drops it.
+  const sys::NftRule from_mac =
+      mode == GuardMode::kBridge ? sys::NftMatchPayload(NftHeader::kLink, 6, mac, true) : sys::NftRule{};
   // The pod's own addresses: a comparison with an immediate each, no
   // lookup. IPv4 saddr at byte 12 of the header, IPv6 at byte 8.
-  if (v4) rules.push_back(sys::NftMatchProtocol(0x0800) + sys::NftMatchPayload(NftHeader::kNetwork, 12, v4->ToBytes(), true) +
-                          sys::NftAccept());
+  if (v4)
+    rules.push_back(sys::NftMatchProtocol(0x0800) + from_mac +
+                    sys::NftMatchPayload(NftHeader::kNetwork, 12, v4->ToBytes(), true) + sys::NftAccept());
   if (v6) {
-    sys::NftRule r = sys::NftMatchProtocol(0x86dd) + sys::NftMatchPayload(NftHeader::kNetwork, 8, v6->ToBytes(), true);
+    sys::NftRule r =
+        sys::NftMatchProtocol(0x86dd) + from_mac + sys::NftMatchPayload(NftHeader::kNetwork, 8, v6->ToBytes(), true);
     // Bridge mode: ICMPv6 (neighbour advertisements) is checked in full
     // by the shared chain, whatever the source.
     if (mode == GuardMode::kBridge) r = r + sys::NftMatchL4Proto(58, false);
@@ -277,11 +281,20 @@ Status BindPort(GuardMode mode, const PortBinding& b) {
 
 Status UnbindPort(GuardMode mode, const PortBinding& b, UniqueFd* keep) {
   std::vector<sys::NftChange> changes;
-  changes.push_back({.op = sys::NftChange::kDestroyChain, .chain = b.port});
   if (mode == GuardMode::kBridge)
     for (auto& e : PortBindings(b.port, b.mac, b.v4, b.v6))
       changes.push_back({sys::NftChange::kDestroyElement, std::move(e)});
-  return ApplyIgnoringMissingTable(mode, changes, keep).Prefix("unbind " + b.port + " in the source guard");
+  // DELCHAIN, not DESTROYCHAIN: routed DEL then works on kernels before 6.3
+  // too. A chain that is absent (a DEL repeated; before Linux 6.16 the
+  // kernel deletes it with its device) fails the batch with ENOENT: then
+  // the rest goes without it.
+  changes.push_back({.op = sys::NftChange::kDeleteChain, .chain = b.port});
+  Status st = ApplyIgnoringMissingTable(mode, changes, keep);
+  if (!st.ok() && st.sys_errno() == ENOENT) {
+    changes.pop_back();
+    st = changes.empty() ? Status::Ok() : ApplyIgnoringMissingTable(mode, changes, keep);
+  }
+  return st.Prefix("unbind " + b.port + " in the source guard");
 }
 
 Result<std::vector<std::string>> BoundPorts(GuardMode mode) {
@@ -345,7 +358,9 @@ Status ClearAllowedSourcesIfAny(GuardMode mode, const std::string& port) {
   return SetAllowedSources(mode, port, {});
 }
 
-Result<size_t> PruneGuard(const std::function<Result<std::vector<std::string>>()>& list_links) {
+namespace {
+
+Result<size_t> PruneGuardOnce(const std::function<Result<std::vector<std::string>>()>& list_links) {
   struct Have {
     GuardMode mode;
     sys::NftElement elem;
@@ -377,12 +392,23 @@ Result<size_t> PruneGuard(const std::function<Result<std::vector<std::string>>()
     }
     for (const auto& [m, port] : chains)
       if (m == mode && std::find(live.begin(), live.end(), IfnameField(port)) == live.end())
-        changes.push_back({.op = sys::NftChange::kDestroyChain, .chain = port});
+        changes.push_back({.op = sys::NftChange::kDeleteChain, .chain = port});
     if (changes.empty()) continue;
     WEFT_RETURN_IF_ERROR(sys::NftApply(GuardFamily(mode), GuardTable(mode), changes).Prefix("prune the source guard"));
     gone += changes.size();
   }
   return gone;
+}
+
+}  // namespace
+
+Result<size_t> PruneGuard(const std::function<Result<std::vector<std::string>>()>& list_links) {
+  // A chain that a concurrent DEL deleted after the listing fails the
+  // batch with ENOENT (DELCHAIN: kernels before 6.3 have no DESTROYCHAIN):
+  // list again.
+  Result<size_t> r = PruneGuardOnce(list_links);
+  for (int i = 0; i < 2 && !r.ok() && r.status().sys_errno() == ENOENT; ++i) r = PruneGuardOnce(list_links);
+  return r;
 }
 
 Status ClearAllowedSources(const std::string& port) {

@@ -49,15 +49,20 @@ TEST(SourceGuard, RoutedPortChainComparesWithTheAddressesAsImmediates) {
   EXPECT_EQ(sys::DescribeNftRule(rules[1]), "goto pod");
 }
 
-TEST(SourceGuard, BridgePortChainChecksTheMacFirstAndLeavesIcmpv6ToTheSharedChain) {
+TEST(SourceGuard, BridgePortChainAcceptsOnlyFromThePodsMacAndLeavesIcmpv6ToTheSharedChain) {
   const std::string mac = Bytes({0x0a, 1, 2, 3, 4, 5});
   auto rules = PortRules(GuardMode::kBridge, mac, IpAddress::Parse("10.0.0.7"), IpAddress::Parse("fd00::7"));
-  ASSERT_EQ(rules.size(), 4u);
-  EXPECT_EQ(sys::DescribeNftRule(rules[0]), "@ll,48,48 != 0x0a0102030405 goto drop-mac");
-  EXPECT_EQ(sys::DescribeNftRule(rules[1]), "meta protocol == 0x0800 @nh,96,32 == 0x0a000007 accept");
-  EXPECT_EQ(sys::DescribeNftRule(rules[2]),
-            "meta protocol == 0x86dd @nh,64,128 == 0xfd000000000000000000000000000007 meta l4proto != 0x3a accept");
-  EXPECT_EQ(sys::DescribeNftRule(rules[3]), "goto pod");
+  ASSERT_EQ(rules.size(), 3u);
+  EXPECT_EQ(sys::DescribeNftRule(rules[0]),
+            "meta protocol == 0x0800 @ll,48,48 == 0x0a0102030405 @nh,96,32 == 0x0a000007 accept");
+  EXPECT_EQ(sys::DescribeNftRule(rules[1]),
+            "meta protocol == 0x86dd @ll,48,48 == 0x0a0102030405 @nh,64,128 == 0xfd000000000000000000000000000007 "
+            "meta l4proto != 0x3a accept");
+  // Everything else (another MAC first of all) is the shared chain's.
+  EXPECT_EQ(sys::DescribeNftRule(rules[2]), "goto pod");
+  EXPECT_NE(RenderGuard(GuardMode::kBridge).find("add rule netdev weft-guard-bridge pod iifname . ether saddr != @mac "
+                                                 "goto drop-mac comment"),
+            std::string::npos);
 }
 
 TEST(SourceGuard, BridgeBindsEachPortByElements) {

@@ -116,8 +116,10 @@ std::string ChainMessage(const NftChange& c, const std::string& table, uint8_t f
       m.End(list);
       return m.Done();
     }
+    case NftChange::kDeleteChain:
     case NftChange::kDestroyChain: {
-      NfnlMsg m(NftType(kMsgDestroyChain), NLM_F_REQUEST, seq, fam);
+      NfnlMsg m(NftType(c.op == NftChange::kDeleteChain ? NFT_MSG_DELCHAIN : kMsgDestroyChain), NLM_F_REQUEST, seq,
+                fam);
       m.Str(NFTA_CHAIN_TABLE, table);
       m.Str(NFTA_CHAIN_NAME, c.chain);
       return m.Done();
@@ -129,7 +131,7 @@ std::string ChainMessage(const NftChange& c, const std::string& table, uint8_t f
 
 bool IsChainOp(NftChange::Op op) {
   return op == NftChange::kAddIngressChain || op == NftChange::kFlushChain || op == NftChange::kAddRule ||
-         op == NftChange::kDestroyChain;
+         op == NftChange::kDeleteChain || op == NftChange::kDestroyChain;
 }
 
 std::string Hex(const std::string& bytes) {

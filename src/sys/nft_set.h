@@ -67,8 +67,9 @@ struct NftChange {
   // kAddIngressChain: a netdev base chain `chain` on `device`'s ingress
   // hook at `priority`, policy accept (an existing one is kept, rules and
   // all). kFlushChain deletes `chain`'s rules, kAddRule appends `rule` to
-  // it, kDestroyChain deletes it with its rules and is no error when it is
-  // absent (NFT_MSG_DESTROYCHAIN, Linux 6.3+).
+  // it, kDeleteChain deletes it with its rules (ENOENT when it is absent),
+  // kDestroyChain the same but is no error when it is absent
+  // (NFT_MSG_DESTROYCHAIN, Linux 6.3+).
   enum Op {
     kAddElement,
     kDeleteElement,
@@ -77,6 +78,7 @@ struct NftChange {
     kAddIngressChain,
     kFlushChain,
     kAddRule,
+    kDeleteChain,
     kDestroyChain,
   } op = kAddElement;
   NftElement elem;     // the element ops'

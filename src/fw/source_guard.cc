@@ -139,7 +139,7 @@ std::string RulesText(GuardMode mode) {
   // The port chains' rules are part of the ruleset: a change to them
   // changes the marker.
   const IpAddress v4 = *IpAddress::Parse("192.0.2.1"), v6 = *IpAddress::Parse("2001:db8::1");
-  for (const auto& r : PortRules(mode, std::string(6, '\x02'), v4, v6)) s += sys::DescribeNftRule(r) + "\n";
+  for (const auto& r : PortRules(mode, v4, v6)) s += sys::DescribeNftRule(r) + "\n";
   return Objects(mode) + s;
 }
 
@@ -179,7 +179,7 @@ void AppendBinding(GuardMode mode, const PortBinding& b, std::vector<sys::NftCha
   chain.priority = kGuardPortPriority;
   out->push_back(chain);
   out->push_back({.op = sys::NftChange::kFlushChain, .chain = b.port});
-  for (auto& r : PortRules(mode, b.mac, b.v4, b.v6))
+  for (auto& r : PortRules(mode, b.v4, b.v6))
     out->push_back({.op = sys::NftChange::kAddRule, .chain = b.port, .rule = std::move(r)});
   if (mode == GuardMode::kBridge)
     for (auto& e : PortBindings(b.port, b.mac, b.v4, b.v6)) out->push_back({sys::NftChange::kAddElement, std::move(e)});
@@ -193,23 +193,23 @@ const char* GuardTable(GuardMode mode) { return mode == GuardMode::kRouted ? kGu
 
 std::string GuardMarker(GuardMode mode) { return "weft-guard:" + Hex(Fnv1a64(RulesText(mode)), 16); }
 
-std::vector<sys::NftRule> PortRules(GuardMode mode, const std::string& mac, const std::optional<IpAddress>& v4,
+std::vector<sys::NftRule> PortRules(GuardMode mode, const std::optional<IpAddress>& v4,
                                     const std::optional<IpAddress>& v6) {
   using sys::NftHeader;
   std::vector<sys::NftRule> rules;
-  // Bridge mode: only from the pod's MAC (the frame's source, in the same
-  // rule: one rule per packet on the accept path). A frame from another
-  // MAC goes to the shared chain, whose first rule drops it.
-  const sys::NftRule from_mac =
-      mode == GuardMode::kBridge ? sys::NftMatchPayload(NftHeader::kLink, 6, mac, true) : sys::NftRule{};
+  // Bridge mode: the frame's source MAC is not compared here. The plugin
+  // locks the port to the pod's MAC in the bridge itself (learning off, one
+  // static FDB entry: the bridge drops a frame from any other MAC with the
+  // FDB lookup it makes anyway); what this chain does not accept goes to the
+  // shared chain, whose first rule drops a foreign MAC and counts it.
   // The pod's own addresses: a comparison with an immediate each, no
   // lookup. IPv4 saddr at byte 12 of the header, IPv6 at byte 8.
   if (v4)
-    rules.push_back(sys::NftMatchProtocol(0x0800) + from_mac +
+    rules.push_back(sys::NftMatchProtocol(0x0800) +
                     sys::NftMatchPayload(NftHeader::kNetwork, 12, v4->ToBytes(), true) + sys::NftAccept());
   if (v6) {
     sys::NftRule r =
-        sys::NftMatchProtocol(0x86dd) + from_mac + sys::NftMatchPayload(NftHeader::kNetwork, 8, v6->ToBytes(), true);
+        sys::NftMatchProtocol(0x86dd) + sys::NftMatchPayload(NftHeader::kNetwork, 8, v6->ToBytes(), true);
     // Bridge mode: ICMPv6 (neighbour advertisements) is checked in full
     // by the shared chain, whatever the source.
     if (mode == GuardMode::kBridge) r = r + sys::NftMatchL4Proto(58, false);

@@ -80,9 +80,11 @@ std::string GuardMarker(GuardMode mode);
 // missing (keeping their elements), and replaces the shared chains' rules.
 std::string RenderGuard(GuardMode mode);
 
-// The rules of a port's own chain: accept the pod's addresses (bridge: from
-// its MAC only), send the rest to `pod`. `mac`: 6 raw bytes (bridge mode).
-std::vector<sys::NftRule> PortRules(GuardMode mode, const std::string& mac, const std::optional<IpAddress>& v4,
+// The rules of a port's own chain: accept the pod's addresses (bridge mode:
+// not ICMPv6), send the rest to `pod`. A bridge port's MAC is enforced by
+// the bridge (the plugin locks the port to it) and, for what reaches `pod`,
+// by the shared chain.
+std::vector<sys::NftRule> PortRules(GuardMode mode, const std::optional<IpAddress>& v4,
                                     const std::optional<IpAddress>& v6);
 
 // Installs the mode's shared chains unless their marker is in place.

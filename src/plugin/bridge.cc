@@ -70,7 +70,12 @@ Status EnsureBridgeAddress(sys::Netlink& host, const sys::LinkInfo& bridge, cons
 
 Result<sys::LinkInfo> ConfigureBridgePort(sys::Netlink& host, sys::LinkInfo h, const sys::LinkInfo& bridge) {
   WEFT_RETURN_IF_ERROR(host.SetMaster(h.index, bridge.index));
-  WEFT_RETURN_IF_ERROR(host.SetBridgePortHairpin(h.index, true));
+  // The port is locked to its pod's MAC before it is up: learning off, and
+  // the bridge drops every frame whose source MAC is not in its FDB behind
+  // this port, which holds only the pod's MAC (the source guard then checks
+  // addresses only: docs/plugin.md#source-guard).
+  WEFT_RETURN_IF_ERROR(host.SetBridgePortFlags(h.index, /*hairpin=*/true, /*locked=*/true));
+  WEFT_RETURN_IF_ERROR(host.AddBridgeFdbStatic(h.index, PodMac(h.name)));
   // A bridge port forwards frames; the bridge holds the addresses. IPv6 on
   // the port would only add a link-local address and routes per pod (and a
   // walk of the node's IPv6 routes on every link-up).

@@ -57,6 +57,12 @@ Result<size_t> RebindPorts(ipam::Store& store, fw::GuardMode mode) {
     // missing device) and are of this mode.
     auto l = std::find_if(links.begin(), links.end(), [&](const sys::LinkInfo& x) { return x.name == r.host_ifname; });
     if (l == links.end() || (l->master != 0) != (mode == fw::GuardMode::kBridge)) continue;
+    // A bridge port made by an earlier release is locked to its pod's MAC
+    // (as ADD does now) before its chain stops comparing MACs itself.
+    if (mode == fw::GuardMode::kBridge) {
+      WEFT_RETURN_IF_ERROR(nl.SetBridgePortFlags(l->index, /*hairpin=*/true, /*locked=*/true));
+      WEFT_RETURN_IF_ERROR(nl.AddBridgeFdbStatic(l->index, PodMac(r.host_ifname)));
+    }
     ports.push_back(GuardBinding(mode, r));
   }
   WEFT_RETURN_IF_ERROR(fw::BindPorts(mode, ports));

@@ -293,6 +293,52 @@ Status Netlink::SetBridgePortHairpin(int index, bool on) {
   return Status::Ok();
 }
 
+Status Netlink::SetBridgePortFlags(int index, bool hairpin, bool locked) {
+  nl_msg* msg = nlmsg_alloc_simple(RTM_SETLINK, NLM_F_REQUEST | NLM_F_ACK);
+  if (!msg) return Status::Error(Reason::kFailed, Domain::kKernel, "allocate netlink message");
+  ifinfomsg ifi{};
+  ifi.ifi_family = AF_BRIDGE;
+  ifi.ifi_index = index;
+  int err = nlmsg_append(msg, &ifi, sizeof ifi, NLMSG_ALIGNTO);
+  nlattr* pi = err < 0 ? nullptr : nla_nest_start(msg, IFLA_PROTINFO | NLA_F_NESTED);
+  bool ok = pi && nla_put_u8(msg, IFLA_BRPORT_MODE, hairpin ? 1 : 0) >= 0;
+  if (ok && locked)
+    ok = nla_put_u8(msg, IFLA_BRPORT_LEARNING, 0) >= 0 && nla_put_u8(msg, IFLA_BRPORT_LOCKED, 1) >= 0;
+  if (!ok) {
+    nlmsg_free(msg);
+    return Status::Error(Reason::kFailed, Domain::kKernel, "build bridge port flags request");
+  }
+  nla_nest_end(msg, pi);
+  err = nl_send_auto(sk_, msg);
+  nlmsg_free(msg);
+  if (err >= 0) err = nl_wait_for_ack(sk_);
+  if (err < 0) return NlError(err, "set bridge port flags on link #" + std::to_string(index));
+  return Status::Ok();
+}
+
+Status Netlink::AddBridgeFdbStatic(int index, const std::string& mac) {
+  if (mac.size() != 6) return Status::Error(Reason::kInvalidArgument, Domain::kKernel, "a MAC address is 6 bytes");
+  uint8_t raw[6];
+  std::memcpy(raw, mac.data(), sizeof raw);
+  nl_msg* msg = nlmsg_alloc_simple(RTM_NEWNEIGH, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE);
+  if (!msg) return Status::Error(Reason::kFailed, Domain::kKernel, "allocate netlink message");
+  ndmsg nd{};
+  nd.ndm_family = AF_BRIDGE;
+  nd.ndm_ifindex = index;
+  nd.ndm_state = NUD_NOARP;  // static: never ages, not local
+  nd.ndm_flags = NTF_MASTER;
+  int err = nlmsg_append(msg, &nd, sizeof nd, NLMSG_ALIGNTO);
+  if (err < 0 || nla_put(msg, NDA_LLADDR, sizeof raw, raw) < 0) {
+    nlmsg_free(msg);
+    return Status::Error(Reason::kFailed, Domain::kKernel, "build fdb request");
+  }
+  err = nl_send_auto(sk_, msg);
+  nlmsg_free(msg);
+  if (err >= 0) err = nl_wait_for_ack(sk_);
+  if (err < 0) return NlError(err, "add the pod's static fdb entry on link #" + std::to_string(index));
+  return Status::Ok();
+}
+
 Status Netlink::DeleteLink(const std::string& name, bool* existed) {
   if (existed) *existed = false;
   LinkPtr l(rtnl_link_alloc());

@@ -98,6 +98,13 @@ class Netlink {
   // a bridge, so frames may leave through the port they arrived on.
   // REQUIRES: the link is a bridge port.
   Status SetBridgePortHairpin(int index, bool on);
+  // Bridge port flags in one RTM_SETLINK: hairpin mode, and `locked` (Linux
+  // 5.18+): learning off, and the bridge drops every frame whose source MAC
+  // has no FDB entry pointing to this port (AddBridgeFdbStatic adds one).
+  Status SetBridgePortFlags(int index, bool hairpin, bool locked);
+  // A static entry in the bridge's FDB: `mac` (6 raw bytes) is behind port
+  // `index` (`bridge fdb replace MAC dev PORT master static`).
+  Status AddBridgeFdbStatic(int index, const std::string& mac);
   // Deletes by name. Returns OK when it is already gone:
   // `*existed` tells whether anything was deleted.
   Status DeleteLink(const std::string& name, bool* existed = nullptr);

@@ -349,13 +349,27 @@ TEST_F(GuardTest, BridgePodCannotTakeAnotherPodsMacOrAnswerForItsAddress) {
   EXPECT_TRUE(node_->Ping(a.v4));
   EXPECT_TRUE(node_->Ping(a.v6));
   EXPECT_EQ(Received(a, a.v4, c, false, false), 5);
-  // With b's MAC on its eth0, a's frames are dropped, even with its own address.
+  // The port is locked to a's MAC in the bridge: learning off, one static
+  // FDB entry.
+  std::string port;
+  node_->Exec({"bridge", "-d", "link", "show", "dev", a.host_if}, &port);
+  EXPECT_NE(port.find("learning off"), std::string::npos) << port;
+  EXPECT_NE(port.find("locked on"), std::string::npos) << port;
+  std::string fdb;
+  node_->Exec({"bridge", "fdb", "show", "dev", a.host_if}, &fdb);
+  EXPECT_NE(fdb.find(PodMac(a) + " master wbr0 static"), std::string::npos) << fdb;
+  // With b's MAC on its eth0, a's frames are dropped, even with its own
+  // address (the bridge's lock: b's MAC is not behind a's port), and the
+  // bridge never learns b's MAC on a's port.
   const long long mac_before = Counter(kBridge, "spoofed-mac");
   ASSERT_EQ(Pod_(a).Exec({"ip", "link", "set", "dev", "eth0", "address", b_mac}), 0);
   EXPECT_EQ(Received(a, a.v4, c, false, true), 0);
-  // Counted (how many of the five depends on the neighbour state the
-  // kernel was in when the MAC changed: ARP probes go out with it too).
+  // What the port's chain sends on (ARP probes go out with the new MAC) is
+  // dropped by the shared chain and counted; how many depends on the
+  // neighbour state the kernel was in when the MAC changed.
   EXPECT_GE(Counter(kBridge, "spoofed-mac") - mac_before, 1);
+  node_->Exec({"bridge", "fdb", "show", "dev", a.host_if}, &fdb);
+  EXPECT_EQ(fdb.find(b_mac), std::string::npos) << fdb;
   EXPECT_EQ(Received(b, b.v4, c, false, false), 5);
 }
 

@@ -21,6 +21,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <latch>
 #include <thread>
 
 #include "base/strings.h"
@@ -950,7 +951,8 @@ std::string Verdict(double lo, double hi) {
   return lo >= 0.98 ? "met" : hi < 0.98 ? "missed" : "undecided (the interval holds 0.98)";
 }
 
-// GuardAbOptions::interleave_ms: the topology `key` twice, TCP_RR only.
+// GuardAbOptions::interleave_ms: the topology `key` twice; TCP_RR, and with
+// concurrent_stream the bulk stream too (one row each).
 json RunInterleaved(const GuardAbOptions& opt, const Runner& runner, const std::vector<NetConfig>& configs,
                     const std::string& key, int* idx) {
   Topology ts[2];
@@ -958,7 +960,7 @@ json RunInterleaved(const GuardAbOptions& opt, const Runner& runner, const std::
   const NetConfig* cfg = nullptr;
   for (const auto& c : configs)
     if (c.key == key) cfg = &c;
-  if (!two_nodes && !cfg) return {{"topology", key}, {"error", "unknown topology"}};
+  if (!two_nodes && !cfg) return json::array({json{{"topology", key}, {"error", "unknown topology"}}});
   std::vector<std::unique_ptr<PairLoad>> loads;
   auto teardown = [&]() {
     Unschedule();
@@ -989,9 +991,10 @@ json RunInterleaved(const GuardAbOptions& opt, const Runner& runner, const std::
   }
   if (!st.ok()) {
     teardown();
-    return {{"topology", key}, {"error", st.ToString()}};
+    return json::array({json{{"topology", key}, {"error", st.ToString()}}});
   }
   std::vector<double> rate_on, rate_off, window_ratio, ratio;
+  std::vector<double> st_on, st_off, st_window_ratio, st_ratio;  // concurrent_stream
   const std::string load_start = LoadAvg();
   try {
     // Warm up both pairs, both states.
@@ -1026,6 +1029,30 @@ json RunInterleaved(const GuardAbOptions& opt, const Runner& runner, const std::
       std::fprintf(stderr, "[guard-ab] %s interleaved window %d/%d (on: node set %d): TCP_RR %.0f / %.0f = %.3f\n",
                    key.c_str(), i + 1, 2 * opt.pairs, g, on_rate, off_rate, on_rate / off_rate);
       if (g == 1) ratio.push_back(std::sqrt(window_ratio[i - 1] * window_ratio[i]));
+      if (!opt.concurrent_stream) continue;
+      // Both streams at once, each sender on the client's CPU, fair-shared.
+      double gbps[2] = {0, 0};
+      Status sst[2];
+      std::latch go(2);
+      std::vector<std::thread> senders;
+      for (int k = 0; k < 2; ++k)
+        senders.emplace_back([&, k] {
+          (void)PinAndSchedule(opt.cpus, 0, false);
+          go.arrive_and_wait();
+          auto r = loads[k]->WindowStream(opt.window_ms);
+          if (r.ok()) gbps[k] = *r;
+          else sst[k] = r.status();
+        });
+      for (auto& t : senders) t.join();
+      for (const auto& x : sst)
+        if (!x.ok()) st = x;
+      if (!st.ok()) break;
+      st_on.push_back(gbps[g]);
+      st_off.push_back(gbps[1 - g]);
+      st_window_ratio.push_back(gbps[g] / gbps[1 - g]);
+      std::fprintf(stderr, "[guard-ab] %s concurrent stream window %d/%d (on: node set %d): %.2f / %.2f Gbit/s = %.3f\n",
+                   key.c_str(), i + 1, 2 * opt.pairs, g, gbps[g], gbps[1 - g], gbps[g] / gbps[1 - g]);
+      if (g == 1) st_ratio.push_back(std::sqrt(st_window_ratio[i - 1] * st_window_ratio[i]));
     }
   } catch (const Interrupted&) {
     teardown();
@@ -1046,7 +1073,15 @@ json RunInterleaved(const GuardAbOptions& opt, const Runner& runner, const std::
             {"on_label", opt.on_label}, {"off_label", opt.off_label}, {"node_tables", tables},
             {"on_script", on[0].script}, {"off_script", off[0].script}};
   if (!st.ok()) j["error"] = st.ToString();
-  return j;
+  if (!opt.concurrent_stream) return json::array({j});
+  auto [sm, slo, shi] = MedianWithCi(st_ratio);
+  json s = {{"topology", key},        {"metric", "TCP stream"},   {"pairs", st_ratio.size()},
+            {"on", Median(st_on)},    {"off", Median(st_off)},    {"ratio", sm},
+            {"ci_low", slo},          {"ci_high", shi},           {"cost_pct", (1 - sm) * 100},
+            {"target_pct", 2.0},      {"verdict", Verdict(slo, shi)}, {"ratios", st_ratio},
+            {"window_ratios", st_window_ratio}, {"concurrent", true},
+            {"loadavg_start", load_start}, {"loadavg_end", LoadAvg()}};
+  return json::array({j, s});
 }
 
 }  // namespace
@@ -1081,7 +1116,7 @@ json RunGuardAb(const GuardAbOptions& opt, const Runner& runner, const std::vect
   int idx = 0;
   for (const auto& key : opt.topologies) {
     if (opt.interleave_ms > 0) {
-      rows.push_back(RunInterleaved(opt, runner, configs, key, &idx));
+      for (auto& row : RunInterleaved(opt, runner, configs, key, &idx)) rows.push_back(std::move(row));
       continue;
     }
     Topology t;

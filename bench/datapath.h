@@ -101,6 +101,13 @@ struct GuardAbOptions {
   // windows with the roles swapped; its ratio, the geometric mean of the
   // two windows' on/off, cancels any difference between the two nodes.
   int interleave_ms = 0;
+  // With interleave_ms: also the bulk stream, measured on both pod pairs at
+  // once in every window (one sender thread each, both on the client's CPU,
+  // SCHED_OTHER so the scheduler shares it fairly): the on/off ratio of the
+  // two rates is the ratio of the per-byte costs, and both states see the
+  // same moments of the machine (a stream cannot be sliced like TCP_RR:
+  // bytes in flight drain during the other pair's slice).
+  bool concurrent_stream = false;
 };
 
 // A script line that starts with "@each-port " is repeated once per pod port

@@ -14,7 +14,8 @@
 # (bench/guard_variants/kube-proxy.nft: what a Kubernetes node also runs);
 # --interleave-ms MS measures TCP_RR on two identical nodes at once, one on
 # and one off, alternating between them every MS (the steadier method,
-# docs/performance.md). Namespaces and dirs are named wb<pid>-*, removed at the end, on
+# docs/performance.md), and with --concurrent-stream the bulk stream of both
+# at once (their senders sharing one CPU). Namespaces and dirs are named wb<pid>-*, removed at the end, on
 # failure and on Ctrl-C; the root netns is never touched. Needs root.
 set -euo pipefail
 
@@ -28,7 +29,7 @@ while [ $# -gt 0 ]; do
     --out) OUT="$2"; shift ;;
     --no-build) DO_BUILD=0 ;;
     --build-dir) BUILD="$2"; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) EXTRA+=("$1") ;;
   esac
   shift

@@ -7,12 +7,16 @@
 //                    [--pairs N] [--window-ms MS] [--settle-ms MS] [--cpus C,S] [--fifo] [--no-stream]
 //                    [--on FILE] [--off FILE] [--on-label L] [--off-label L]
 //                    [--rp-filter on|off|both] [--baseline FILE] [--baseline-label L]
-//                    [--interleave-ms MS]
+//                    [--interleave-ms MS [--concurrent-stream]]
 //
 // --on/--off: an nft -f script applied in each node's netns instead of the
 // guard as ADD installed it / no guard (bench/guard_variants/ has the ones
 // docs/performance.md measured). --rp-filter: strict rp_filter=1 on every pod
-// port in the "on" state, the "off" state, or both.
+// port in the "on" state, the "off" state, or both. --interleave-ms: TCP_RR
+// on two identical nodes at once, alternated every MS (datapath.h
+// GuardAbOptions); --concurrent-stream adds the bulk stream of both nodes
+// at once in every window, the two senders sharing the client's CPU
+// (SCHED_OTHER).
 //
 // Prints one line per topology and metric: the median of the per-pair ratios
 // on/off, its bootstrap 95 % interval and the cost next to the 2 % target;
@@ -66,6 +70,7 @@ int Main(int argc, char** argv) {
     else if (k == "--on-label") opt.on_label = val();
     else if (k == "--baseline") baseline_file = val();
     else if (k == "--interleave-ms") opt.interleave_ms = std::atoi(val().c_str());
+    else if (k == "--concurrent-stream") opt.concurrent_stream = true;
     else if (k == "--baseline-label") baseline_label = val();
     else if (k == "--off-label") opt.off_label = val();
     else if (k == "--rp-filter") {
@@ -82,7 +87,7 @@ int Main(int argc, char** argv) {
                  "usage: weft-bench-guard --out DIR [--prefix wbNNN] [--build-dir DIR] [--topologies K,...]\n"
                  "         [--pairs N>=2] [--window-ms MS>=50] [--settle-ms MS] [--cpus C,S] [--fifo] [--no-stream]\n"
                  "         [--on FILE] [--off FILE] [--on-label L] [--off-label L] [--rp-filter on|off|both]\n"
-                 "         [--baseline FILE] [--baseline-label L] [--interleave-ms MS]\n");
+                 "         [--baseline FILE] [--baseline-label L] [--interleave-ms MS [--concurrent-stream]]\n");
     return 2;
   }
   if (::geteuid() != 0) {

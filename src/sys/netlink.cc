@@ -270,30 +270,10 @@ Status Netlink::SetMaster(int index, int master_index) {
   return Status::Ok();
 }
 
-Status Netlink::SetBridgePortHairpin(int index, bool on) {
+Status Netlink::SetBridgePortFlags(int index, bool hairpin, bool locked) {
   // libnl's bridge af-ops only ride along RTM_NEWLINK; the kernel takes bridge
   // port flags through RTM_SETLINK with family AF_BRIDGE and a nested
   // IFLA_PROTINFO, so build that message directly.
-  nl_msg* msg = nlmsg_alloc_simple(RTM_SETLINK, NLM_F_REQUEST | NLM_F_ACK);
-  if (!msg) return Status::Error(Reason::kFailed, Domain::kKernel, "allocate netlink message");
-  ifinfomsg ifi{};
-  ifi.ifi_family = AF_BRIDGE;
-  ifi.ifi_index = index;
-  int err = nlmsg_append(msg, &ifi, sizeof ifi, NLMSG_ALIGNTO);
-  nlattr* pi = err < 0 ? nullptr : nla_nest_start(msg, IFLA_PROTINFO | NLA_F_NESTED);
-  if (!pi || nla_put_u8(msg, IFLA_BRPORT_MODE, on ? 1 : 0) < 0) {
-    nlmsg_free(msg);
-    return Status::Error(Reason::kFailed, Domain::kKernel, "build hairpin request");
-  }
-  nla_nest_end(msg, pi);
-  err = nl_send_auto(sk_, msg);
-  nlmsg_free(msg);
-  if (err >= 0) err = nl_wait_for_ack(sk_);
-  if (err < 0) return NlError(err, "set hairpin mode on link #" + std::to_string(index));
-  return Status::Ok();
-}
-
-Status Netlink::SetBridgePortFlags(int index, bool hairpin, bool locked) {
   nl_msg* msg = nlmsg_alloc_simple(RTM_SETLINK, NLM_F_REQUEST | NLM_F_ACK);
   if (!msg) return Status::Error(Reason::kFailed, Domain::kKernel, "allocate netlink message");
   ifinfomsg ifi{};

@@ -94,13 +94,11 @@ class Netlink {
   Status SetUp(int index, bool proxy_arp = false);
   Status SetMtu(int index, int mtu);
   Status SetMaster(int index, int master_index);
-  // Bridge port flag: hairpin mode (IFLA_BRPORT_MODE) on a link enslaved to
-  // a bridge, so frames may leave through the port they arrived on.
-  // REQUIRES: the link is a bridge port.
-  Status SetBridgePortHairpin(int index, bool on);
-  // Bridge port flags in one RTM_SETLINK: hairpin mode, and `locked` (Linux
+  // Bridge port flags in one RTM_SETLINK: hairpin mode (IFLA_BRPORT_MODE:
+  // frames may leave through the port they arrived on), and `locked` (Linux
   // 5.18+): learning off, and the bridge drops every frame whose source MAC
   // has no FDB entry pointing to this port (AddBridgeFdbStatic adds one).
+  // REQUIRES: the link is a bridge port.
   Status SetBridgePortFlags(int index, bool hairpin, bool locked);
   // A static entry in the bridge's FDB: `mac` (6 raw bytes) is behind port
   // `index` (`bridge fdb replace MAC dev PORT master static`).

@@ -37,49 +37,50 @@ std::string DataValue(const char* p, size_t len) {
 // NFT_MSG_DESTROYCHAIN (Linux 6.3); Debian 12's UAPI headers predate it.
 constexpr int kMsgDestroyChain = 27;
 
+// One expression: its name, then its attributes in NFTA_EXPR_DATA.
+template <typename F>
+void PutExprData(NfnlMsg& m, const char* name, F fill) {
+  m.Str(NFTA_EXPR_NAME, name);
+  size_t d = m.Begin(NFTA_EXPR_DATA);
+  fill();
+  m.End(d);
+}
+
 void PutExpr(NfnlMsg& m, const NftExpr& e) {
   size_t el = m.Begin(NFTA_LIST_ELEM);
   switch (e.kind) {
-    case NftExpr::kMeta: {
-      m.Str(NFTA_EXPR_NAME, "meta");
-      size_t d = m.Begin(NFTA_EXPR_DATA);
-      m.U32Be(NFTA_META_KEY, e.key);
-      m.U32Be(NFTA_META_DREG, NFT_REG_1);
-      m.End(d);
+    case NftExpr::kMeta:
+      PutExprData(m, "meta", [&] {
+        m.U32Be(NFTA_META_KEY, e.key);
+        m.U32Be(NFTA_META_DREG, NFT_REG_1);
+      });
       break;
-    }
-    case NftExpr::kPayload: {
-      m.Str(NFTA_EXPR_NAME, "payload");
-      size_t d = m.Begin(NFTA_EXPR_DATA);
-      m.U32Be(NFTA_PAYLOAD_DREG, NFT_REG_1);
-      m.U32Be(NFTA_PAYLOAD_BASE, e.base);
-      m.U32Be(NFTA_PAYLOAD_OFFSET, e.offset);
-      m.U32Be(NFTA_PAYLOAD_LEN, e.len);
-      m.End(d);
+    case NftExpr::kPayload:
+      PutExprData(m, "payload", [&] {
+        m.U32Be(NFTA_PAYLOAD_DREG, NFT_REG_1);
+        m.U32Be(NFTA_PAYLOAD_BASE, e.base);
+        m.U32Be(NFTA_PAYLOAD_OFFSET, e.offset);
+        m.U32Be(NFTA_PAYLOAD_LEN, e.len);
+      });
       break;
-    }
-    case NftExpr::kCmp: {
-      m.Str(NFTA_EXPR_NAME, "cmp");
-      size_t d = m.Begin(NFTA_EXPR_DATA);
-      m.U32Be(NFTA_CMP_SREG, NFT_REG_1);
-      m.U32Be(NFTA_CMP_OP, e.equal ? NFT_CMP_EQ : NFT_CMP_NEQ);
-      PutData(m, NFTA_CMP_DATA, e.data);
-      m.End(d);
+    case NftExpr::kCmp:
+      PutExprData(m, "cmp", [&] {
+        m.U32Be(NFTA_CMP_SREG, NFT_REG_1);
+        m.U32Be(NFTA_CMP_OP, e.equal ? NFT_CMP_EQ : NFT_CMP_NEQ);
+        PutData(m, NFTA_CMP_DATA, e.data);
+      });
       break;
-    }
-    case NftExpr::kVerdict: {
-      m.Str(NFTA_EXPR_NAME, "immediate");
-      size_t d = m.Begin(NFTA_EXPR_DATA);
-      m.U32Be(NFTA_IMMEDIATE_DREG, NFT_REG_VERDICT);
-      size_t data = m.Begin(NFTA_IMMEDIATE_DATA);
-      size_t v = m.Begin(NFTA_DATA_VERDICT);
-      m.U32Be(NFTA_VERDICT_CODE, static_cast<uint32_t>(e.verdict));
-      if (!e.chain.empty()) m.Str(NFTA_VERDICT_CHAIN, e.chain);
-      m.End(v);
-      m.End(data);
-      m.End(d);
+    case NftExpr::kVerdict:
+      PutExprData(m, "immediate", [&] {
+        m.U32Be(NFTA_IMMEDIATE_DREG, NFT_REG_VERDICT);
+        size_t data = m.Begin(NFTA_IMMEDIATE_DATA);
+        size_t v = m.Begin(NFTA_DATA_VERDICT);
+        m.U32Be(NFTA_VERDICT_CODE, static_cast<uint32_t>(e.verdict));
+        if (!e.chain.empty()) m.Str(NFTA_VERDICT_CHAIN, e.chain);
+        m.End(v);
+        m.End(data);
+      });
       break;
-    }
   }
   m.End(el);
 }

@@ -202,6 +202,7 @@ std::vector<sys::NftRule> PortRules(GuardMode mode, const std::optional<IpAddres
   // static FDB entry: the bridge drops a frame from any other MAC with the
   // FDB lookup it makes anyway); what this chain does not accept goes to the
   // shared chain, whose first rule drops a foreign MAC and counts it.
+  //
   // The pod's own addresses: a comparison with an immediate each, no
   // lookup. IPv4 saddr at byte 12 of the header, IPv6 at byte 8.
   if (v4)

@@ -620,13 +620,8 @@ void ReinstallGuard(const Options& o, fw::GuardMode mode, FixReport* rep) {
   // Chains (and elements) of ports that are gone, as GC prunes them.
   size_t pruned = 0;
   if (st.ok()) {
-    auto n = fw::PruneGuard([]() -> Result<std::vector<std::string>> {
-      WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::Open());
-      WEFT_ASSIGN_OR_RETURN(auto links, nl.ListLinks());
-      std::vector<std::string> names;
-      for (const auto& l : links) names.push_back(l.name);
-      return names;
-    });
+    auto nl = sys::Netlink::Open();
+    auto n = nl.ok() ? plugin::PruneGuardOfNode(*nl) : Result<size_t>(nl.status());
     if (n.ok()) pruned = *n;
     st = n.status();
   }

@@ -182,7 +182,7 @@ void AppendBinding(GuardMode mode, const PortBinding& b, std::vector<sys::NftCha
   for (auto& r : PortRules(mode, b.v4, b.v6))
     out->push_back({.op = sys::NftChange::kAddRule, .chain = b.port, .rule = std::move(r)});
   if (mode == GuardMode::kBridge)
-    for (auto& e : PortBindings(b.port, b.mac, b.v4, b.v6)) out->push_back({sys::NftChange::kAddElement, std::move(e)});
+    for (auto& e : BridgeElements(b)) out->push_back({sys::NftChange::kAddElement, std::move(e)});
 }
 
 }  // namespace
@@ -256,14 +256,13 @@ Status EnsureGuard(GuardMode mode, const std::string& lock_dir, bool* applied) {
   return Status::Ok();
 }
 
-std::vector<sys::NftElement> PortBindings(const std::string& port, const std::string& mac,
-                                          const std::optional<IpAddress>& v4, const std::optional<IpAddress>& v6) {
+std::vector<sys::NftElement> BridgeElements(const PortBinding& b) {
   std::vector<sys::NftElement> out;
-  out.push_back({"mac", Key(port, mac), "", "", 0});
-  if (v4) out.push_back({"addr4", Key(port, AddrBytes(*v4)), "", "", 0});
-  if (v6) {
-    out.push_back({"addr6", Key(port, AddrBytes(*v6)), "", "", 0});
-    out.push_back({"nd6", Key(port, AddrBytes(*v6)), "", "", 0});
+  out.push_back({"mac", Key(b.port, b.mac), "", "", 0});
+  if (b.v4) out.push_back({"addr4", Key(b.port, AddrBytes(*b.v4)), "", "", 0});
+  if (b.v6) {
+    out.push_back({"addr6", Key(b.port, AddrBytes(*b.v6)), "", "", 0});
+    out.push_back({"nd6", Key(b.port, AddrBytes(*b.v6)), "", "", 0});
   }
   return out;
 }
@@ -283,7 +282,7 @@ Status BindPort(GuardMode mode, const PortBinding& b) {
 Status UnbindPort(GuardMode mode, const PortBinding& b, UniqueFd* keep) {
   std::vector<sys::NftChange> changes;
   if (mode == GuardMode::kBridge)
-    for (auto& e : PortBindings(b.port, b.mac, b.v4, b.v6))
+    for (auto& e : BridgeElements(b))
       changes.push_back({sys::NftChange::kDestroyElement, std::move(e)});
   // DELCHAIN, not DESTROYCHAIN: routed DEL then works on kernels before 6.3
   // too. A chain that is absent (a DEL repeated; before Linux 6.16 the

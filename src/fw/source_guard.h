@@ -18,12 +18,15 @@
 //           advertisements and redirects are dropped; link-local sources,
 //           duplicate address detection and the opt-outs pass; any other
 //           IPv4 or IPv6 source is dropped.
-//   bridge: the port's chain first drops frames from another MAC. The
-//           shared chains check ARP (sender MAC and address), neighbour
-//           advertisements (target), router advertisements and link-local
-//           sources against set elements binding the port to its pod's
-//           MAC and addresses (port . MAC, port . IPv4, port . IPv6), and
-//           drop other protocols.
+//   bridge: the plugin locks the port to its pod's MAC in the bridge
+//           itself (learning off, `locked on`, one static FDB entry: the
+//           bridge drops a frame from any other MAC), so the port's chain
+//           compares addresses only (not ICMPv6). The shared chains drop a
+//           foreign MAC first, then check ARP (sender MAC and address),
+//           neighbour advertisements (target), router advertisements and
+//           link-local sources against set elements binding the port to
+//           its pod's MAC and addresses (port . MAC, port . IPv4, port .
+//           IPv6), and drop other protocols.
 //
 // ADD creates the port's chain (and the bridge elements) in one netlink
 // transaction after creating the veth and before setting it up, so no
@@ -100,9 +103,9 @@ struct PortBinding {
   std::string port, mac;
   std::optional<IpAddress> v4, v6;
 };
-// Bridge mode's elements binding a port to its pod's MAC and addresses.
-std::vector<sys::NftElement> PortBindings(const std::string& port, const std::string& mac,
-                                          const std::optional<IpAddress>& v4, const std::optional<IpAddress>& v6);
+// Bridge mode's elements binding a port to its pod's MAC and addresses
+// (what the shared chains look up: ARP, neighbour discovery, link-local).
+std::vector<sys::NftElement> BridgeElements(const PortBinding& b);
 // Creates (or rewrites) the port's chain with PortRules, and in bridge mode
 // adds its elements: one netlink transaction.
 Status BindPort(GuardMode mode, const PortBinding& b);

@@ -78,7 +78,7 @@ TEST(SourceGuard, BridgeBindsEachPortByElements) {
 
 TEST(SourceGuard, BindingKeysAreTheSetsLayout) {
   const std::string mac = Bytes({0x0a, 1, 2, 3, 4, 5});
-  auto e = PortBindings("wft0123456789ab", mac, IpAddress::Parse("10.0.0.7"), IpAddress::Parse("fd00::7"));
+  auto e = BridgeElements({"wft0123456789ab", mac, IpAddress::Parse("10.0.0.7"), IpAddress::Parse("fd00::7")});
   ASSERT_EQ(e.size(), 4u);
   // ifname: 16 bytes; a MAC padded to 8; an IPv4 address 4; IPv6 16.
   std::string port = "wft0123456789ab";
@@ -91,7 +91,7 @@ TEST(SourceGuard, BindingKeysAreTheSetsLayout) {
   EXPECT_EQ(e[3].set, "nd6");
   EXPECT_EQ(e[2].key, e[3].key);
   EXPECT_EQ(e[2].key.size(), 32u);
-  EXPECT_EQ(PortBindings("wftx", mac, std::nullopt, std::nullopt).size(), 1u);
+  EXPECT_EQ(BridgeElements({"wftx", mac, std::nullopt, std::nullopt}).size(), 1u);
 }
 
 TEST(SourceGuard, AllowedPrefixesAreRangesOfTheirPort) {

@@ -46,9 +46,19 @@ fw::PortBinding GuardBinding(fw::GuardMode mode, const ipam::PodRecord& rec) {
   return b;
 }
 
-Result<size_t> RebindPorts(ipam::Store& store, fw::GuardMode mode) {
+Result<size_t> PruneGuardOfNode(sys::Netlink& nl) {
+  return fw::PruneGuard([&]() -> Result<std::vector<std::string>> {
+    WEFT_ASSIGN_OR_RETURN(auto links, nl.ListLinks());
+    std::vector<std::string> names;
+    for (const auto& l : links) names.push_back(l.name);
+    return names;
+  });
+}
+
+namespace {
+
+Result<size_t> RebindPortsOnce(ipam::Store& store, sys::Netlink& nl, fw::GuardMode mode) {
   WEFT_ASSIGN_OR_RETURN(auto rows, store.ListPods(""));
-  WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::Open());
   WEFT_ASSIGN_OR_RETURN(auto links, nl.ListLinks());
   std::vector<fw::PortBinding> ports;
   for (const auto& r : rows) {
@@ -67,6 +77,18 @@ Result<size_t> RebindPorts(ipam::Store& store, fw::GuardMode mode) {
   }
   WEFT_RETURN_IF_ERROR(fw::BindPorts(mode, ports));
   return ports.size();
+}
+
+}  // namespace
+
+Result<size_t> RebindPorts(ipam::Store& store, fw::GuardMode mode) {
+  WEFT_ASSIGN_OR_RETURN(auto nl, sys::Netlink::Open());
+  // Before Linux 6.16 a chain for a device that is gone fails the whole
+  // transaction with ENOENT: a port a concurrent DEL removed after the
+  // listing. List again rather than leave every port unguarded.
+  Result<size_t> r = RebindPortsOnce(store, nl, mode);
+  for (int i = 0; i < 2 && !r.ok() && r.status().sys_errno() == ENOENT; ++i) r = RebindPortsOnce(store, nl, mode);
+  return r;
 }
 
 Status NodeFirewall::BindSources(const ipam::PodRecord& rec) {

@@ -11,6 +11,7 @@
 #include "ipam/store.h"
 #include "plugin/add.h"
 #include "plugin/config.h"
+#include "sys/netlink.h"
 
 namespace weft::plugin {
 
@@ -35,6 +36,10 @@ class NodeFirewall : public AddFirewall {
 // (one transaction): after the table was created anew, or by doctor --fix.
 // Returns how many ports were bound.
 Result<size_t> RebindPorts(ipam::Store& store, fw::GuardMode mode);
+
+// GC's and doctor's repair of the source guard: fw::PruneGuard against the
+// links `nl` lists now. Returns how many chains and elements went.
+Result<size_t> PruneGuardOfNode(sys::Netlink& nl);
 
 // The source guard's binding of an attachment's port.
 fw::PortBinding GuardBinding(fw::GuardMode mode, const ipam::PodRecord& rec);

@@ -231,12 +231,7 @@ Status WeftPlugin::CmdGc(const cni::CmdArgs& args, const std::vector<cni::Attach
   // every teardown destroys a port's before its link, so only an
   // attachment that went without one (a wiped dataDir, a link deleted by
   // hand and its row with it) leaves some.
-  auto pruned = fw::PruneGuard([&]() -> Result<std::vector<std::string>> {
-    WEFT_ASSIGN_OR_RETURN(auto links, host.ListLinks());
-    std::vector<std::string> names;
-    for (const auto& l : links) names.push_back(l.name);
-    return names;
-  });
+  auto pruned = PruneGuardOfNode(host);
   if (!pruned.ok() && first_error.ok()) first_error = pruned.status().WithPrefix("GC");
   if (pruned.ok() && *pruned) WEFT_LOG(kInfo, "GC pruned source guard chains and elements", {"count", *pruned});
   // ADD and DEL touch only their own hostPort entries: the full diff is

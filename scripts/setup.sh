@@ -8,6 +8,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libnl-3-dev libnl-route-3-dev libsqlite3-dev nlohmann-json3-dev libcurl4-openssl-dev
   libssl-dev libyaml-dev libcli11-dev libgtest-dev libcpp-httplib-dev libnftables-dev
+  libnftnl-dev libmnl-dev libnetfilter-conntrack-dev libnetfilter-log-dev
   # the checking tree (scripts/build.sh --san: clang's ASan+UBSan and libFuzzer)
   clang libclang-rt-14-dev
   # compiler cache: scripts/build.sh compiles through it when present
@@ -15,6 +16,8 @@ PACKAGES=(
   # runtime tools the tests and demo drive (curl: etcd's and weftd's HTTP
   # endpoints; python3: the stand-in API server; openssl: its certificates)
   iproute2 nftables iptables iputils-ping procps conntrack sqlite3 openssl curl python3
+  # jq: scripts/cluster.sh and the real-cluster tests read kubectl's JSON with it
+  jq
   etcd-server containernetworking-plugins busybox-static
   # real runtimes (interop tests; grpc_tools.protoc needs pkg_resources)
   podman runc containerd python3-grpcio python3-grpc-tools python3-protobuf python3-pkg-resources

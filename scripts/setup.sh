@@ -16,8 +16,10 @@ PACKAGES=(
   # runtime tools the tests and demo drive (curl: etcd's and weftd's HTTP
   # endpoints; python3: the stand-in API server; openssl: its certificates)
   iproute2 nftables iptables iputils-ping procps conntrack sqlite3 openssl curl python3
-  # jq: scripts/cluster.sh and the real-cluster tests read kubectl's JSON with it
-  jq
+  # jq: scripts/cluster.sh and the real-cluster tests read kubectl's JSON with it;
+  # ca-certificates: Go (scripts/k8s-build.sh) fetches modules over HTTPS, and a
+  # minbase Debian has no CA bundle
+  jq ca-certificates
   etcd-server containernetworking-plugins busybox-static
   # real runtimes (interop tests; grpc_tools.protoc needs pkg_resources)
   podman runc containerd python3-grpcio python3-grpc-tools python3-protobuf python3-pkg-resources

@@ -63,6 +63,19 @@ usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 need_root() { [[ $(id -u) == 0 ]] || die "needs root (network namespaces)"; }
 
+# The tools `up` runs, each with its Debian package (scripts/setup.sh installs
+# them all): a missing one is named before anything starts, not met later as
+# "command not found" half-way through a node.
+need_tools() {
+    local t missing=()
+    for t in jq:jq curl:curl openssl:openssl ip:iproute2 nft:nftables iptables:iptables \
+             conntrack:conntrack nsenter:util-linux unshare:util-linux flock:util-linux \
+             containerd:containerd ctr:containerd runc:runc podman:podman; do
+        command -v "${t%%:*}" >/dev/null || missing+=("${t%%:*} (Debian package ${t#*:})")
+    done
+    (( ${#missing[@]} == 0 )) || die "missing tools: ${missing[*]}; scripts/setup.sh installs them"
+}
+
 # Reads the run's prefix from the state dir; empty when none.
 prefix() { cat "$STATE/prefix" 2>/dev/null || true; }
 
@@ -223,6 +236,7 @@ cmd_up() {
         shift
     done
     need_root
+    need_tools
     mkdir -p "$(dirname "$STATE")"
     exec 9>"$STATE.lock"
     flock -n 9 || die "another cluster.sh up/down runs on $STATE"

@@ -46,6 +46,10 @@ if [[ -z ${WEFTD:-} ]]; then
 fi
 [[ -x ${WEFTD:-} ]] || { say "no weftd binary (scripts/build.sh weftd weft, or WEFTD=)"; exit 1; }
 [[ $(id -u) == 0 ]] || { say "needs root"; exit 1; }
+# Tools scripts/setup.sh installs: missing, they fail the test by name (not a skip).
+for t in jq:jq curl:curl openssl:openssl; do
+    command -v "${t%%:*}" >/dev/null || { say "${t%%:*} is missing (Debian package ${t#*:}; scripts/setup.sh installs it)"; echo "0 passed, 1 failed"; exit 1; }
+done
 
 cleanup() {
     local rc=$?

@@ -6,7 +6,9 @@
 #include <string>
 
 #include "cni/skel.h"
+#include "cni/version.h"
 #include "plugin/weft_plugin.h"
+#include "sys/files.h"
 
 int main() {
   if (!std::getenv("CNI_COMMAND") && isatty(STDIN_FILENO)) {
@@ -15,13 +17,18 @@ int main() {
                stderr);
     return 0;
   }
-  std::string in;
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(STDIN_FILENO, buf, sizeof buf)) > 0) in.append(buf, static_cast<size_t>(n));
-  weft::plugin::WeftPlugin plugin;
   std::string out;
-  int rc = weft::cni::PluginMain(plugin, [](const char* k) { return std::getenv(k); }, in, &out);
+  // One byte past the cap, so that PluginMain refuses an oversized config
+  // (code 6) instead of parsing its first MiB.
+  auto in = weft::sys::ReadFd(STDIN_FILENO, weft::cni::kMaxStdinBytes + 1, "network config from stdin");
+  int rc;
+  if (!in.ok()) {
+    out = weft::cni::ErrorJson(in.status(), std::string(weft::cni::kLatestVersion));  // code 5
+    rc = 1;
+  } else {
+    weft::plugin::WeftPlugin plugin;
+    rc = weft::cni::PluginMain(plugin, [](const char* k) { return std::getenv(k); }, *in, &out);
+  }
   if (!out.empty()) (void)!write(STDOUT_FILENO, out.data(), out.size());
   return rc;
 }

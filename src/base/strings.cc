@@ -50,8 +50,41 @@ std::string InterfaceNameProblem(std::string_view s) {
     if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f')
       return "may not contain whitespace";
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return "may not contain control characters";
+    if (static_cast<unsigned char>(c) > 0x7f) return "may contain only ASCII characters";
   }
   return {};
+}
+
+size_t Utf8ErrorOffset(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xbf;  // the range of the second byte
+    if (c >= 0xc2 && c <= 0xdf) {
+      len = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      len = 3;
+      if (c == 0xe0) lo = 0xa0;       // overlong
+      if (c == 0xed) hi = 0x9f;       // surrogates
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      len = 4;
+      if (c == 0xf0) lo = 0x90;       // overlong
+      if (c == 0xf4) hi = 0x8f;       // above U+10FFFF
+    } else {
+      return i;
+    }
+    if (n - i < len || p[i + 1] < lo || p[i + 1] > hi) return i;
+    for (size_t k = 2; k < len; ++k)
+      if (p[i + k] < 0x80 || p[i + k] > 0xbf) return i;
+    i += len;
+  }
+  return std::string_view::npos;
 }
 
 uint64_t Fnv1a64(std::string_view s) {

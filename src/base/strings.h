@@ -18,9 +18,16 @@ bool StartsWith(std::string_view s, std::string_view p);
 // The spec's charset for container IDs and network names:
 // ^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$
 bool IsValidCniName(std::string_view s);
-// Linux interface names: 1-15 bytes, not "." or "..", no '/', ':' or space.
+// Linux interface names: 1-15 bytes, not "." or "..", no '/', ':' or space,
+// and printable ASCII only: the kernel takes any other byte, but a CNI
+// result (JSON) cannot carry a name that is not UTF-8, and a name the
+// result could not carry must be refused before the link exists.
 // Returns an empty string when valid, else the reason.
 std::string InterfaceNameProblem(std::string_view s);
+// The offset of the first byte of `s` that is not part of well-formed UTF-8
+// (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF), or
+// std::string_view::npos when all of `s` is.
+size_t Utf8ErrorOffset(std::string_view s);
 
 // FNV-1a 64-bit: stable across versions, used for deterministic link names.
 uint64_t Fnv1a64(std::string_view s);

@@ -32,6 +32,26 @@ TEST(Strings, InterfaceNames) {
   EXPECT_NE(InterfaceNameProblem("a/b"), "");
   EXPECT_NE(InterfaceNameProblem("a:b"), "");
   EXPECT_NE(InterfaceNameProblem("a b"), "");
+  // Bytes a CNI result could not carry, and UTF-8 it could but tools mangle.
+  EXPECT_EQ(InterfaceNameProblem("eth\xff"), "may contain only ASCII characters");
+  EXPECT_EQ(InterfaceNameProblem("eth\xc3\xa9"), "may contain only ASCII characters");
+}
+
+TEST(Strings, Utf8ErrorOffset) {
+  constexpr size_t kOk = std::string_view::npos;
+  EXPECT_EQ(Utf8ErrorOffset(""), kOk);
+  EXPECT_EQ(Utf8ErrorOffset("plain"), kOk);
+  EXPECT_EQ(Utf8ErrorOffset("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"), kOk);  // 2, 3 and 4 bytes
+  EXPECT_EQ(Utf8ErrorOffset(std::string_view("a\0b", 3)), kOk);  // NUL is UTF-8 (JSON escapes it)
+  EXPECT_EQ(Utf8ErrorOffset("ab\xff"), 2u);
+  EXPECT_EQ(Utf8ErrorOffset("\x80"), 0u);              // a lone continuation byte
+  EXPECT_EQ(Utf8ErrorOffset("x\xc3"), 1u);             // truncated
+  EXPECT_EQ(Utf8ErrorOffset("\xc3\x28"), 0u);         // a bad continuation
+  EXPECT_EQ(Utf8ErrorOffset("\xc0\xaf"), 0u);         // overlong '/'
+  EXPECT_EQ(Utf8ErrorOffset("\xe0\x80\xaf"), 0u);    // overlong, 3 bytes
+  EXPECT_EQ(Utf8ErrorOffset("\xed\xa0\x80"), 0u);    // a UTF-16 surrogate
+  EXPECT_EQ(Utf8ErrorOffset("\xf4\x90\x80\x80"), 0u);  // above U+10FFFF
+  EXPECT_EQ(Utf8ErrorOffset("ok\xe2\x82"), 2u);
 }
 
 TEST(Strings, HashIsStable) {

@@ -53,9 +53,24 @@ Result<CniArgs> ParseCniArgs(const std::string& raw, const std::vector<std::stri
 
 namespace {
 
-Result<Command> ParseCommand(const char* s) {
-  if (!s || !*s) return Status::Error(Reason::kInvalidArgument, Domain::kEnvironment, "CNI_COMMAND is not set");
-  std::string c = s;
+// The variable `name`, "" when unset. A value that is not UTF-8 is refused
+// here, before it can reach a message, a log line or a result: JSON cannot
+// carry it (and a path or a name with such bytes is no runtime's).
+Result<std::string> Var(const EnvLookup& lookup, const char* name) {
+  const char* v = lookup(name);
+  if (!v) return std::string();
+  std::string s(v);
+  size_t bad = Utf8ErrorOffset(s);
+  if (bad != std::string::npos)
+    return Status::Error(Reason::kInvalidArgument, Domain::kEnvironment,
+                         std::string(name) + " is not valid UTF-8 (byte " + std::to_string(bad) + " of " +
+                             std::to_string(s.size()) + ")");
+  return s;
+}
+
+Result<Command> ParseCommand(const EnvLookup& lookup) {
+  WEFT_ASSIGN_OR_RETURN(std::string c, Var(lookup, "CNI_COMMAND"));
+  if (c.empty()) return Status::Error(Reason::kInvalidArgument, Domain::kEnvironment, "CNI_COMMAND is not set");
   if (c == "ADD") return Command::kAdd;
   if (c == "DEL") return Command::kDel;
   if (c == "CHECK") return Command::kCheck;
@@ -69,20 +84,16 @@ Result<Command> ParseCommand(const char* s) {
 }  // namespace
 
 Result<Env> ParseEnv(const EnvLookup& lookup) {
-  auto get = [&](const char* k) -> std::string {
-    const char* v = lookup(k);
-    return v ? std::string(v) : std::string();
-  };
-  WEFT_ASSIGN_OR_RETURN(Command cmd, ParseCommand(lookup("CNI_COMMAND")));
+  WEFT_ASSIGN_OR_RETURN(Command cmd, ParseCommand(lookup));
   Env env;
   env.command = cmd;
   if (cmd == Command::kVersion) return env;
 
-  env.container_id = get("CNI_CONTAINERID");
-  env.netns = get("CNI_NETNS");
-  env.ifname = get("CNI_IFNAME");
-  env.args_raw = get("CNI_ARGS");
-  std::string path = get("CNI_PATH");
+  WEFT_ASSIGN_OR_RETURN(env.container_id, Var(lookup, "CNI_CONTAINERID"));
+  WEFT_ASSIGN_OR_RETURN(env.netns, Var(lookup, "CNI_NETNS"));
+  WEFT_ASSIGN_OR_RETURN(env.ifname, Var(lookup, "CNI_IFNAME"));
+  WEFT_ASSIGN_OR_RETURN(env.args_raw, Var(lookup, "CNI_ARGS"));
+  WEFT_ASSIGN_OR_RETURN(std::string path, Var(lookup, "CNI_PATH"));
   for (auto d : Split(path, ':'))
     if (!d.empty()) env.path.emplace_back(d);
 

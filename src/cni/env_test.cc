@@ -1,4 +1,6 @@
 #include "cni/env.h"
+
+#include "base/strings.h"
 #include "cni/errors.h"
 
 #include <gtest/gtest.h>
@@ -41,6 +43,12 @@ TEST(Env, EveryViolationIsCode4) {
       {"CNI_IFNAME", "a/b"},             {"CNI_IFNAME", "a:b"},
       {"CNI_IFNAME", "a b"},             {"CNI_NETNS", nullptr},
       {"CNI_NETNS", "relative/path"},    {"CNI_PATH", nullptr},
+      // Bytes that are not UTF-8, in every variable: refused before they
+      // can reach a message, a link or a result.
+      {"CNI_COMMAND", "ADD\xff"},        {"CNI_CONTAINERID", "c\xc3"},
+      {"CNI_IFNAME", "eth\xff"},         {"CNI_IFNAME", "eth\xc3\xa9"},
+      {"CNI_NETNS", "/run/netns/\xfe"},  {"CNI_ARGS", "K8S_POD_NAME=\xed\xa0\x80"},
+      {"CNI_PATH", "/opt/cni/bin:/\x80"},
   };
   for (const auto& c : cases) {
     auto m = Good();
@@ -49,6 +57,7 @@ TEST(Env, EveryViolationIsCode4) {
     auto e = ParseEnv(From(m));
     ASSERT_FALSE(e.ok()) << c.key << "=" << (c.value ? c.value : "(unset)");
     EXPECT_EQ(cni::CodeOf(e.status()), cni::Code::kInvalidEnv) << c.key;
+    EXPECT_EQ(Utf8ErrorOffset(e.status().msg()), std::string::npos) << c.key << ": " << e.status().msg();
   }
 }
 

@@ -1,6 +1,7 @@
 #include "cni/skel.h"
 
 #include "base/log.h"
+#include "base/strings.h"
 #include "cni/errors.h"
 #include "cni/version.h"
 
@@ -13,7 +14,35 @@ std::string ErrorJson(const Status& st, const std::string& version) {
             {"code", CodeNumber(st)},
             {"msg", st.msg()}};
   if (!st.details().empty()) j["details"] = st.details();
-  return j.dump() + "\n";
+  return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+Status CheckStdin(std::string_view data) {
+  auto malformed = [](std::string msg) { return Status::Error(Reason::kMalformed, Domain::kNone, std::move(msg)); };
+  if (data.size() > kMaxStdinBytes)
+    return malformed("network config is larger than " + std::to_string(kMaxStdinBytes) + " bytes (1 MiB)");
+  if (size_t bad = Utf8ErrorOffset(data); bad != std::string_view::npos)
+    return malformed("network config is not valid UTF-8 (byte " + std::to_string(bad) + ")");
+  // Brackets outside strings; the parser judges everything else.
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < data.size(); ++i) {
+    const char c = data[i];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth)
+        return malformed("network config nests deeper than " + std::to_string(kMaxJsonDepth) + " levels (byte " +
+                         std::to_string(i) + ")");
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return Status::Ok();
 }
 
 namespace {
@@ -48,17 +77,20 @@ int PluginMain(Plugin& plugin, const EnvLookup& lookup, const std::string& stdin
     return 1;
   };
   try {
+    const Status input = CheckStdin(stdin_data);
     auto env = ParseEnv(lookup);
     if (!env.ok()) {
       // Report in the config's version when the config is readable.
-      auto c = ParseNetConf(stdin_data);
-      if (c.ok()) version = c->cni_version;
+      if (input.ok())
+        if (auto c = ParseNetConf(stdin_data); c.ok()) version = c->cni_version;
       return fail(env.status());
     }
     if (env->command == Command::kVersion) {
-      *out = VersionReply(stdin_data);
+      // VERSION answers whatever came with it (its config is only a hint).
+      *out = VersionReply(input.ok() ? stdin_data : std::string());
       return 0;
     }
+    if (!input.ok()) return fail(input);
     auto conf = ParseNetConf(stdin_data);
     if (!conf.ok()) return fail(conf.status());
     version = conf->cni_version;
@@ -72,7 +104,7 @@ int PluginMain(Plugin& plugin, const EnvLookup& lookup, const std::string& stdin
         if (!r.ok()) return fail(r.status());
         auto j = EncodeResult(*r, version);
         if (!j.ok()) return fail(j.status());
-        *out = j->dump() + "\n";
+        *out = j->dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
         return 0;
       }
       case Command::kDel:

@@ -151,13 +151,42 @@ Status ParseIpam(const json& ipam, Config* c) {
   return Status::Ok();
 }
 
-// "ranges": required with the built-in IPAM, never overlapping.
+// Addresses no pod range may overlap: the kernel or the routed datapath
+// gives them a meaning of their own.
+struct ReservedBlock {
+  const char* prefix;
+  const char* why;
+};
+constexpr ReservedBlock kReservedBlocks[] = {
+    {"127.0.0.0/8", "loopback"},
+    {"169.254.0.0/16", "link-local (the routed gateway 169.254.1.1 is in it)"},
+    {"224.0.0.0/4", "multicast"},
+    {"::1/128", "loopback"},
+    {"fe80::/10", "link-local (the routed gateway fe80::1 is in it)"},
+    {"ff00::/8", "multicast"},
+    // A pod with ::ffff:10.0.0.5 would be 10.0.0.5 to every IPv4 socket: an
+    // overlap across families that comparing same-family ranges misses.
+    {"::ffff:0:0/96", "IPv4-mapped; write the IPv4 range itself"},
+};
+
+// "ranges": required with the built-in IPAM, never overlapping one another
+// or a reserved block. REQUIRES: the mtu is parsed.
 Status ParseRanges(const json& j, Config* c) {
   if (j.contains("ranges") && !j["ranges"].is_null()) {
     WEFT_ASSIGN_OR_RETURN(c->ranges, PrefixList(j["ranges"], "ranges"));
   }
   if (c->ranges.empty() && c->delegated_ipam.empty())
     return Invalid("ranges", "must list at least one pod CIDR, e.g. [\"10.244.2.0/24\"]");
+  for (const IpPrefix& r : c->ranges) {
+    for (const ReservedBlock& b : kReservedBlocks) {
+      const IpPrefix block = *IpPrefix::Parse(b.prefix);
+      if (r.Overlaps(block))
+        return Invalid("ranges", "has " + r.ToString() + ", which overlaps " + b.prefix + " (" + b.why + ")");
+    }
+    if (!r.is_v4() && c->mtu != 0 && c->mtu < kMinIpv6Mtu)
+      return Invalid("ranges", "has the IPv6 range " + r.ToString() + " but \"mtu\" is " + std::to_string(c->mtu) +
+                                   ", below IPv6's minimum of " + std::to_string(kMinIpv6Mtu));
+  }
   for (size_t a = 0; a < c->ranges.size(); ++a)
     for (size_t b = a + 1; b < c->ranges.size(); ++b)
       if (c->ranges[a].Overlaps(c->ranges[b]))
@@ -209,7 +238,7 @@ Status ParseLogging(const json& j, Config* c) {
   if (j.contains("logFile") && !j["logFile"].is_null()) {
     if (!j["logFile"].is_string()) return Invalid("logFile", "must be a string");
     c->log_file = j["logFile"].get<std::string>();
-    if (!c->log_file.empty() && c->log_file[0] != '/') return Invalid("logFile", "must be an absolute path");
+    if (!c->log_file.empty()) WEFT_RETURN_IF_ERROR(AbsolutePath("logFile", c->log_file));
   }
   if (j.contains("logLevel") && !j["logLevel"].is_null()) {
     if (!j["logLevel"].is_string() || !log::ParseLevel(j["logLevel"].get<std::string>(), &c->log_level))

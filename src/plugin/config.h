@@ -61,6 +61,9 @@ struct Config {
 
 inline constexpr int kMinMtu = 68;
 inline constexpr int kMaxMtu = 65535;
+// RFC 8200: an IPv6 link carries at least 1280 bytes; the kernel removes
+// IPv6 from a device set below it.
+inline constexpr int kMinIpv6Mtu = 1280;
 
 // Validates every weft key. Errors are invalid-argument and name the field.
 // `ranges` is required only with the built-in IPAM. A config with a

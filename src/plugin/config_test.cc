@@ -49,6 +49,8 @@ TEST(Config, InvalidValuesAreCode7NamingTheField) {
       {R"("ranges":["10.0.0.0/24"],"dataDir":"/var/../etc")", "dataDir"},
       {R"("ranges":["10.0.0.0/24"],"clusterCIDRs":["x"])", "clusterCIDRs"},
       {R"("ranges":["10.0.0.0/24"],"logLevel":"loud")", "logLevel"},
+      {R"("ranges":["10.0.0.0/24"],"logFile":"/var/log/../../etc/passwd")", "logFile"},
+      {R"("ranges":["10.0.0.0/24"],"logFile":"relative.log")", "logFile"},
   };
   for (const auto& c : cases) {
     auto r = Parse(std::string(R"({"cniVersion":"1.0.0","name":"w","type":"weft",)") + c.json + "}");
@@ -198,6 +200,49 @@ TEST(Config, NetworkPolicyWorksWithADelegatedIpamInRoutedMode) {
      "networkPolicy":{"namespacesFile":"/var/lib/weftd/netpol-namespaces"}})");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_TRUE(c->network_policy.has_value());
+}
+
+}  // namespace
+}  // namespace weft::plugin
+
+namespace weft::plugin {
+namespace {
+
+// Ranges the kernel or the routed datapath already gives a meaning to, and
+// ranges that overlap across families, are code 7 naming the range.
+TEST(Config, ReservedAndCrossFamilyRangesAreCode7NamingTheRange) {
+  struct Case {
+    const char* extra;  // JSON members after "type"
+    const char* named;  // the range the message must name
+  } cases[] = {
+      {R"("ranges":["10.0.0.0/24","::ffff:10.0.0.0/120"])", "::ffff:10.0.0.0/120"},
+      {R"("ranges":["::ffff:0.0.0.0/96"])", "::ffff:0.0.0.0/96"},
+      {R"("ranges":["169.254.1.0/24"])", "169.254.1.0/24"},
+      {R"("ranges":["169.0.0.0/8"])", "169.0.0.0/8"},  // contains the link-local block
+      {R"("ranges":["fe80::/64"])", "fe80::/64"},
+      {R"("ranges":["127.0.0.0/24"])", "127.0.0.0/24"},
+      {R"("ranges":["::1/128"])", "::1/128"},
+      {R"("ranges":["224.0.0.0/24"])", "224.0.0.0/24"},
+      {R"("ranges":["ff02::/64"])", "ff02::/64"},
+      {R"("ranges":["::/0"])", "::/0"},
+      {R"("ranges":["10.0.0.0/24","fd00::/64"],"mtu":1279)", "fd00::/64"},
+  };
+  for (const auto& c : cases) {
+    auto r = Parse(std::string(R"({"cniVersion":"1.0.0","name":"w","type":"weft",)") + c.extra + "}");
+    ASSERT_FALSE(r.ok()) << c.extra;
+    EXPECT_EQ(cni::CodeOf(r.status()), cni::Code::kInvalidConfig) << c.extra;
+    EXPECT_NE(r.status().msg().find(c.named), std::string::npos) << c.extra << " -> " << r.status().msg();
+    EXPECT_NE(r.status().msg().find("\"ranges\""), std::string::npos) << r.status().msg();
+  }
+  // The limits themselves are fine: IPv6 at exactly 1280, IPv4 below it,
+  // and the neighbours of every reserved block.
+  for (const char* ok : {R"("ranges":["fd00::/64"],"mtu":1280)", R"("ranges":["10.0.0.0/24"],"mtu":576)",
+                         R"("ranges":["169.253.0.0/16","169.255.0.0/16","126.0.0.0/8","128.0.0.0/8"])",
+                         R"("ranges":["223.255.0.0/16","240.0.0.0/8"])", R"("ranges":["fe00::/16","fd00::/8"])",
+                         R"("ranges":["::fffe:0:0/96","64:ff9b::/96"])"}) {
+    auto r = Parse(std::string(R"({"cniVersion":"1.0.0","name":"w","type":"weft",)") + ok + "}");
+    EXPECT_TRUE(r.ok()) << ok << " -> " << r.status().ToString();
+  }
 }
 
 }  // namespace

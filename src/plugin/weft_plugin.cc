@@ -28,6 +28,21 @@ const std::vector<std::string>& KnownCniArgs() {
   return kKeys;
 }
 
+Result<AddRequest> ParseAddRequest(const cni::CmdArgs& args, Config cfg) {
+  AddRequest req;
+  req.cfg = std::move(cfg);
+  WEFT_ASSIGN_OR_RETURN(cni::CniArgs kargs, cni::ParseCniArgs(args.env.args_raw, KnownCniArgs()));
+  WEFT_ASSIGN_OR_RETURN(req.rt, ParseRuntimeConfig(args.conf));
+  req.container_id = args.env.container_id;
+  req.ifname = args.env.ifname;
+  req.netns = args.env.netns;
+  req.host_ifname = HostVethName(req.container_id, req.ifname);
+  req.pod_name = kargs.Get("K8S_POD_NAME");
+  req.pod_namespace = kargs.Get("K8S_POD_NAMESPACE");
+  req.pod_uid = kargs.Get("K8S_POD_UID");
+  return req;
+}
+
 namespace {
 
 // Parses the config and applies its logging settings.
@@ -49,18 +64,8 @@ Result<Config> Load(const cni::CmdArgs& args) {
 }
 
 Result<AddRequest> ParseAdd(const cni::CmdArgs& args) {
-  AddRequest req;
-  WEFT_ASSIGN_OR_RETURN(req.cfg, Load(args));
-  WEFT_ASSIGN_OR_RETURN(cni::CniArgs kargs, cni::ParseCniArgs(args.env.args_raw, KnownCniArgs()));
-  WEFT_ASSIGN_OR_RETURN(req.rt, ParseRuntimeConfig(args.conf));
-  req.container_id = args.env.container_id;
-  req.ifname = args.env.ifname;
-  req.netns = args.env.netns;
-  req.host_ifname = HostVethName(req.container_id, req.ifname);
-  req.pod_name = kargs.Get("K8S_POD_NAME");
-  req.pod_namespace = kargs.Get("K8S_POD_NAMESPACE");
-  req.pod_uid = kargs.Get("K8S_POD_UID");
-  return req;
+  WEFT_ASSIGN_OR_RETURN(Config cfg, Load(args));
+  return ParseAddRequest(args, std::move(cfg));
 }
 
 DelegateCall CallFor(const cni::CmdArgs& args) {

@@ -21,11 +21,18 @@
 #include <vector>
 
 #include "cni/skel.h"
+#include "plugin/add.h"
+#include "plugin/config.h"
 
 namespace weft::plugin {
 
 // CNI_ARGS keys the plugin understands (others need IgnoreUnknown).
 const std::vector<std::string>& KnownCniArgs();
+
+// ADD's request from the invocation and its parsed config: CNI_ARGS, the
+// runtimeConfig, the derived host veth name. Pure (CmdAdd applies the
+// config's logging first; fuzz_plugin_main drives it without).
+Result<AddRequest> ParseAddRequest(const cni::CmdArgs& args, Config cfg);
 
 class WeftPlugin : public cni::Plugin {
  public:

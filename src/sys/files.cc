@@ -14,13 +14,17 @@ namespace weft::sys {
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd.valid()) return Status::FromErrno(Reason::kFailed, Domain::kFile, "open " + path, errno);
+  return ReadFd(fd.get(), max_bytes, path);
+}
+
+Result<std::string> ReadFd(int fd, size_t max_bytes, const std::string& what) {
   std::string out;
   char buf[8192];
   while (out.size() < max_bytes) {
-    ssize_t n = ::read(fd.get(), buf, std::min(sizeof buf, max_bytes - out.size()));
+    ssize_t n = ::read(fd, buf, std::min(sizeof buf, max_bytes - out.size()));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return Status::FromErrno(Reason::kFailed, Domain::kFile, "read " + path, errno);
+      return Status::FromErrno(Reason::kFailed, Domain::kFile, "read " + what, errno);
     }
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));

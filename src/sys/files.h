@@ -12,6 +12,9 @@ namespace weft::sys {
 
 // Reads at most `max_bytes` (everything by default).
 Result<std::string> ReadFile(const std::string& path, size_t max_bytes = SIZE_MAX);
+// Reads `fd` (not owned) until end of input or `max_bytes`, retrying EINTR.
+// A read(2) error is an error naming `what`, never a short input.
+Result<std::string> ReadFd(int fd, size_t max_bytes, const std::string& what);
 // Reads a whole file sized by fstat(2): open, fstat, one read(2) for a
 // regular file that does not grow meanwhile (files replaced by rename never
 // do), close. A file larger than `max_bytes` is an error with EFBIG rather

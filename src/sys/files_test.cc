@@ -1,7 +1,9 @@
 #include "sys/files.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -31,6 +33,25 @@ TEST(Files, AtomicWriteReadBackAndMode) {
   EXPECT_TRUE(RemoveFile(f).ok());
   std::string cmd = std::string("rm -rf ") + tmpl;
   ASSERT_EQ(std::system(cmd.c_str()), 0);
+}
+
+// The plugin reads its stdin with ReadFd: a read error must not pass as the
+// end of a (shorter) input. A directory opens but cannot be read (EISDIR).
+TEST(Files, ReadFdStopsAtTheCapAndReportsReadErrors) {
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);
+  ASSERT_EQ(write(p[1], "0123456789", 10), 10);
+  close(p[1]);
+  auto r = ReadFd(p[0], 4, "stdin");
+  close(p[0]);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, "0123");
+  UniqueFd dir(open("/", O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(dir.valid());
+  auto e = ReadFd(dir.get(), 100, "stdin");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().sys_errno(), EISDIR);
+  EXPECT_NE(e.status().ToString().find("read stdin"), std::string::npos) << e.status().ToString();
 }
 
 TEST(Files, ReadWholeFileReadsAllAndRefusesTooLarge) {

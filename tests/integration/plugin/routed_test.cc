@@ -302,6 +302,20 @@ TEST_F(RoutedTest, BadInputGetsTheRightCodeAndLeavesNothing) {
       {"mtu out of range", {}, Conf("1.1.0", {{"mtu", 20}}).dump(), 7},
       {"bad prevResult", {}, Conf("1.1.0", {{"prevResult", "x"}}).dump(), 7},
       {"bad runtimeConfig", {}, Conf("1.1.0", {{"runtimeConfig", 5}}).dump(), 7},
+      // Bytes and sizes (issue 35): each refused before the netns is opened,
+      // so a result that could not carry them is never owed.
+      {"ifname not UTF-8", {{"CNI_IFNAME", "eth\xff"}}, good, 4},
+      {"ifname not ASCII", {{"CNI_IFNAME", "eth\xc3\xa9"}}, good, 4},
+      {"CNI_ARGS not UTF-8", {{"CNI_ARGS", "K8S_POD_NAME=\xfe"}}, good, 4},
+      {"name not UTF-8", {}, Conf().dump().replace(Conf().dump().find("weftnet"), 7, "weft\xffnet"), 6},
+      {"stdin over 1 MiB", {}, Conf("1.1.0", {{"pad", std::string(1 << 20, 'x')}}).dump(), 6},
+      {"nested 100 deep", {}, Conf().dump().replace(1, 0, "\"x\":" + std::string(100, '[') + std::string(100, ']') + ","), 6},
+      {"shell metacharacters in name", {}, Conf("1.1.0", {{"name", "x; rm -rf /"}}).dump(), 7},
+      {"newline in name", {}, Conf("1.1.0", {{"name", "x\ny"}}).dump(), 7},
+      {"logFile with ..", {}, Conf("1.1.0", {{"logFile", "/var/log/../../tmp/weft.log"}}).dump(), 7},
+      {"link-local range", {}, Conf("1.1.0", {{"ranges", {"169.254.1.0/24"}}}).dump(), 7},
+      {"IPv4-mapped range beside its IPv4", {}, Conf("1.1.0", {{"ranges", {"10.244.2.0/24", "::ffff:10.244.2.0/120"}}}).dump(), 7},
+      {"IPv6 with mtu 1200", {}, Conf("1.1.0", {{"ranges", {"fd00:1::/64"}}, {"mtu", 1200}}).dump(), 7},
   };
   for (const auto& c : cases) {
     auto env = CniEnv("ADD", "bad", Pod("bad").path());

@@ -10,7 +10,9 @@
 #                              # executions or 12 min, one at a time, then the
 #                              # corpus merged into the repository
 # New inputs that grow coverage are written to build-san/corpus/<target>;
-# crashes to build-san/crash-*. Exit status is non-zero on any crash. An input
+# crashes to build-san/crash-*. Exit status is non-zero when any target
+# crashed, is missing, could not start, exited non-zero or before its time
+# (without WEFT_FUZZ_RUNS), or printed a sanitizer report. An input
 # that crashed a target, once fixed, goes to tests/fuzz/regressions/<target>/:
 # every run reads it, and the corpus merge never drops it.
 # Environment:
@@ -34,6 +36,9 @@ if [ "${1:-}" = "--long" ]; then
   set -- "${1:-720}"
 fi
 SECONDS_PER_TARGET=${1:-10}
+# A UBSan report is a crash (the trees are built with -fno-sanitize-recover
+# as well), with the stack that led to it.
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 JOBS=${WEFT_FUZZ_JOBS:-$(nproc)}
 RUNS=${WEFT_FUZZ_RUNS:-}
 B=build-san
@@ -51,8 +56,17 @@ run() {
   # read on every run (so every run replays them first), never merged away.
   local reg=""
   [ -d tests/fuzz/regressions/$t ] && reg=../tests/fuzz/regressions/$t
+  echo "$secs" >$B/fuzz-$t.secs
+  rm -f $B/fuzz-$t.rc
+  if [ ! -x $B/tests/fuzz/$t ]; then
+    echo "fuzz.sh: $B/tests/fuzz/$t does not exist (not built?)" >$B/fuzz-$t.log
+    echo 127 >$B/fuzz-$t.rc
+    return 0
+  fi
+  local rc=0
   (cd $B && ./tests/fuzz/$t -max_total_time="$secs" ${RUNS:+-runs=$RUNS} -print_final_stats=1 \
-     -artifact_prefix=./crash-$t- corpus/$t ../tests/fuzz/corpus/$t $reg) >$B/fuzz-$t.log 2>&1 || true
+     -artifact_prefix=./crash-$t- corpus/$t ../tests/fuzz/corpus/$t $reg) >$B/fuzz-$t.log 2>&1 || rc=$?
+  echo "$rc" >$B/fuzz-$t.rc
 }
 running=0
 ntargets=$(echo $TARGETS | wc -w)
@@ -85,6 +99,27 @@ for t in $TARGETS; do
     $B/fuzz-$t.log || true
   if ls $B/crash-$t-* >/dev/null 2>&1; then
     echo "CRASH in $t: $(ls $B/crash-$t-*) (log: $B/fuzz-$t.log)"
+    rc=1
+  fi
+  # Every other way a target can fail to have fuzzed: missing, not started,
+  # a non-zero exit, a report that did not abort, or an end before its time.
+  trc=$(cat $B/fuzz-$t.rc 2>/dev/null || echo "none")
+  secs=$(cat $B/fuzz-$t.secs 2>/dev/null || echo 0)
+  done_line=$(grep -aE '^Done [0-9]+ runs in [0-9]+ second' $B/fuzz-$t.log | tail -n 1 || true)
+  took=$(echo "$done_line" | sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p')
+  report=$(grep -aE 'ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error: |SUMMARY: [A-Za-z]*Sanitizer' \
+    $B/fuzz-$t.log | head -n 1 || true)
+  if [ "$trc" != 0 ]; then
+    echo "FAIL $t: exited with status $trc (log: $B/fuzz-$t.log): $(tail -n 1 $B/fuzz-$t.log)"
+    rc=1
+  elif [ -n "$report" ]; then
+    echo "FAIL $t: a sanitizer report (log: $B/fuzz-$t.log): $report"
+    rc=1
+  elif [ -z "$done_line" ]; then
+    echo "FAIL $t: never reported \"Done N runs\" (log: $B/fuzz-$t.log)"
+    rc=1
+  elif [ -z "$RUNS" ] && [ "${took:-0}" -lt $((secs - 1)) ]; then
+    echo "FAIL $t: stopped after ${took}s of ${secs}s (log: $B/fuzz-$t.log)"
     rc=1
   fi
 done

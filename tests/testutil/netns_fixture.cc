@@ -11,6 +11,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include <gtest/gtest.h>
+
 #include "sys/exec.h"
 #include "sys/netns.h"
 
@@ -165,6 +167,9 @@ PluginRun RunPlugin(const std::string& plugin, const TestNetns& ns, const std::m
   sys::ExecRequest req;
   req.path = plugin;
   req.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  // The sanitized plugin (./build-san) halts and fails as the test does.
+  for (const char* k : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
+    if (const char* v = std::getenv(k)) req.env.push_back(std::string(k) + "=" + v);
   for (const auto& [k, v] : env) req.env.push_back(k + "=" + v);
   req.stdin_data = stdin_data;
   req.netns_fd = netns->fd();
@@ -174,10 +179,27 @@ PluginRun RunPlugin(const std::string& plugin, const TestNetns& ns, const std::m
     run.err = r.status().ToString();
     return run;
   }
-  run.exit_code = r->timed_out ? 124 : r->exit_code;
+  run.exit_code = r->timed_out ? 124 : (r->term_signal ? 128 + r->term_signal : r->exit_code);
   run.out = r->out;
   run.err = r->err;
+  // Every run, whatever the test expects of it: a plugin that answered with
+  // the right CNI error and then leaked, or overflowed on the way, is wrong.
+  if (std::string report = SanitizerReport(run.err); !report.empty())
+    ADD_FAILURE() << plugin << " (" << (env.count("CNI_COMMAND") ? env.at("CNI_COMMAND") : "?")
+                  << ") printed a sanitizer report: " << report;
   return run;
+}
+
+std::string SanitizerReport(const std::string& err) {
+  for (const char* mark : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error: ",
+                           "SUMMARY: UndefinedBehaviorSanitizer"}) {
+    size_t at = err.find(mark);
+    if (at == std::string::npos) continue;
+    size_t begin = err.rfind('\n', at);
+    begin = begin == std::string::npos ? 0 : begin + 1;
+    return err.substr(begin, err.find('\n', at) - begin);
+  }
+  return {};
 }
 
 std::map<std::string, std::string> CniEnv(const std::string& cmd, const std::string& cid,

@@ -70,10 +70,16 @@ struct PluginRun {
   nlohmann::json Json() const;  // stdout parsed ({} if empty/invalid)
 };
 
-// Execs `plugin` with exactly `env` (plus PATH), `stdin`, inside `ns` (the
-// node). Never through a shell.
+// Execs `plugin` with exactly `env` (plus PATH and the test's own
+// ASAN_OPTIONS/UBSAN_OPTIONS/LSAN_OPTIONS), `stdin`, inside `ns` (the node).
+// Never through a shell. A plugin killed by a signal has exit_code
+// 128 + signal. A sanitizer report on its stderr fails the calling test
+// (ADD_FAILURE), whatever exit code the test expects.
 PluginRun RunPlugin(const std::string& plugin, const TestNetns& ns, const std::map<std::string, std::string>& env,
                     const std::string& stdin_data);
+
+// The line of `err` that starts an ASan, LSan or UBSan report, or "".
+std::string SanitizerReport(const std::string& err);
 
 // CNI env for a verb: CNI_COMMAND, CNI_CONTAINERID, CNI_NETNS (if non-empty),
 // CNI_IFNAME, CNI_PATH (the build dir and /usr/lib/cni).

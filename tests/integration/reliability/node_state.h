@@ -4,6 +4,7 @@
 // node's kernel and weft's database hold, to prove that recovering from a
 // crash leaves the node exactly as it was.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -87,6 +89,9 @@ inline WeftRun RunWeft(const TestNetns& node, const std::map<std::string, std::s
   if (ns < 0 || ::pipe2(in, O_CLOEXEC) != 0) return run;
   int out = detail::TmpFile(), err = detail::TmpFile();
   std::vector<std::string> envs = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  // The sanitized plugin (./build-san) halts and fails as the test does.
+  for (const char* k : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"})
+    if (const char* v = std::getenv(k)) envs.push_back(std::string(k) + "=" + v);
   for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
   std::vector<char*> envp;
   for (auto& e : envs) envp.push_back(e.data());
@@ -118,6 +123,10 @@ inline WeftRun RunWeft(const TestNetns& node, const std::map<std::string, std::s
   run.err = detail::ReadAll(err);
   ::close(out);
   ::close(err);
+  // Whatever the test expects of this run (an error code, a crash at a
+  // point): a sanitizer report is a failure.
+  if (std::string report = SanitizerReport(run.err); !report.empty())
+    ADD_FAILURE() << "the plugin printed a sanitizer report: " << report;
   return run;
 }
 

@@ -134,7 +134,7 @@ class ImageTest : public ::testing::Test {
   void ProbePodman() {
     std::string out, err;
     if (Cmd({"podman", "--version"}, &out, &err) != 0)
-      GTEST_SKIP() << "SKIPPED LOUDLY: podman is not installed (scripts/setup.sh installs it)";
+      WEFT_SKIP_UNLESS_SET_UP("SKIPPED LOUDLY: podman is not installed (scripts/setup.sh installs it)");
     std::string dir = TempDir("probe");
     Cmd({"mkdir", "-p", dir + "/rootfs/bin"});
     Cmd({"cp", "/bin/busybox", dir + "/rootfs/bin/busybox"});

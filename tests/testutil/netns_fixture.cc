@@ -18,6 +18,11 @@
 
 namespace weft::testing {
 
+bool InCi() {
+  const char* ci = std::getenv("CI");
+  return ci && std::string(ci) == "true";
+}
+
 const std::string& Prefix() {
   static const std::string p = "wt" + std::to_string(::getpid());
   return p;

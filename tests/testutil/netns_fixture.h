@@ -11,6 +11,23 @@
 
 namespace weft::testing {
 
+// CI=true: the CI job, which runs scripts/setup.sh first.
+bool InCi();
+// Skips the calling test (in a void function: a TEST body, SetUp, a helper
+// it calls) because something scripts/setup.sh installs is missing: listed
+// as skipped by scripts/test.sh, and a failure under CI=true, where setup.sh
+// has run and a missing tool is a defect. `reason` streams like GTEST_SKIP's.
+// A skip because the machine cannot do something (a container runtime that
+// cannot start containers here) stays a plain GTEST_SKIP.
+#define WEFT_SKIP_UNLESS_SET_UP(reason)                                       \
+  do {                                                                        \
+    if (::weft::testing::InCi()) {                                            \
+      FAIL() << "CI=true, and scripts/setup.sh should have installed it: " << reason; \
+    } else {                                                                  \
+      GTEST_SKIP() << reason;                                                 \
+    }                                                                         \
+  } while (0)
+
 // "wt<pid>": unique per test process; every netns and dir starts with it.
 const std::string& Prefix();
 // Where built binaries live (WEFT_BUILD_DIR/cmd/<name>/<name>).

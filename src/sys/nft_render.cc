@@ -1,0 +1,669 @@
+#include "sys/nft_render.h"
+
+#include <arpa/inet.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_nat.h>
+#include <linux/netfilter/nf_tables.h>
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+namespace weft::sys::nft {
+namespace {
+
+enum class Kind { kRaw, kIpv4, kIpv6, kEther, kIfname, kPort, kProto, kNfproto, kEthertype, kHex, kDecimal, kCtState };
+
+// A value loaded into a register: its nft words and how its bytes read.
+struct Field {
+  std::string text;
+  Kind kind = Kind::kRaw;
+  bool dependency = false;  // meta nfproto / l4proto: nft leaves it out before the payload it guards
+  std::string mask;         // a bitwise AND applied to it
+  std::string imm;          // an immediate's bytes
+};
+
+std::string HexBytes(const std::string& b) {
+  std::string s = "0x";
+  char buf[3];
+  for (unsigned char c : b) {
+    std::snprintf(buf, sizeof buf, "%02x", c);
+    s += buf;
+  }
+  return s;
+}
+
+uint64_t BigEndian(const std::string& b) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < b.size() && i < 8; ++i) v = v << 8 | static_cast<unsigned char>(b[i]);
+  return v;
+}
+uint64_t HostEndian(const std::string& b) {
+  uint64_t v = 0;
+  for (size_t i = b.size(); i-- > 0;)
+    if (i < 8) v = v << 8 | static_cast<unsigned char>(b[i]);
+  return v;
+}
+
+std::string ProtoName(unsigned p) {
+  switch (p) {
+    case IPPROTO_TCP: return "tcp";
+    case IPPROTO_UDP: return "udp";
+    case IPPROTO_ICMP: return "icmp";
+    case IPPROTO_ICMPV6: return "ipv6-icmp";
+    case IPPROTO_SCTP: return "sctp";
+    default: return std::to_string(p);
+  }
+}
+
+std::string CtStates(uint64_t bits) {
+  static const std::pair<uint64_t, const char*> kNames[] = {
+      {1, "invalid"}, {2, "established"}, {4, "related"}, {8, "new"}, {64, "untracked"}};
+  std::string s;
+  for (const auto& [bit, name] : kNames)
+    if (bits & bit) s += (s.empty() ? "" : ",") + std::string(name);
+  return s.empty() ? HexBytes(std::to_string(bits)) : s;
+}
+
+std::string Format(Kind k, const std::string& b) {
+  char buf[INET6_ADDRSTRLEN];
+  switch (k) {
+    case Kind::kIpv4:
+      if (b.size() == 4 && inet_ntop(AF_INET, b.data(), buf, sizeof buf)) return buf;
+      break;
+    case Kind::kIpv6:
+      if (b.size() == 16 && inet_ntop(AF_INET6, b.data(), buf, sizeof buf)) return buf;
+      break;
+    case Kind::kEther:
+      if (b.size() >= 6) {
+        char m[18];
+        const auto* u = reinterpret_cast<const unsigned char*>(b.data());
+        std::snprintf(m, sizeof m, "%02x:%02x:%02x:%02x:%02x:%02x", u[0], u[1], u[2], u[3], u[4], u[5]);
+        return m;
+      }
+      break;
+    case Kind::kIfname: return "\"" + std::string(b.c_str()) + "\"";
+    case Kind::kPort: return std::to_string(BigEndian(b.substr(0, 2)));
+    case Kind::kProto: return b.empty() ? "" : ProtoName(static_cast<unsigned char>(b[0]));
+    case Kind::kNfproto:
+      if (b.size() == 1 && b[0] == NFPROTO_IPV4) return "ipv4";
+      if (b.size() == 1 && b[0] == NFPROTO_IPV6) return "ipv6";
+      break;
+    case Kind::kEthertype: {
+      const uint64_t t = BigEndian(b);
+      if (t == 0x0800) return "ip";
+      if (t == 0x86dd) return "ip6";
+      if (t == 0x0806) return "arp";
+      if (t == 0x8100) return "vlan";
+      return HexBytes(b);
+    }
+    case Kind::kHex: {
+      char h[24];
+      std::snprintf(h, sizeof h, "0x%08llx", static_cast<unsigned long long>(HostEndian(b)));
+      return h;
+    }
+    case Kind::kDecimal: return std::to_string(HostEndian(b));
+    case Kind::kCtState: return CtStates(HostEndian(b));
+    case Kind::kRaw: break;
+  }
+  return HexBytes(b);
+}
+
+std::string Quote(const std::string& s) { return "\"" + s + "\""; }
+
+Field MetaField(uint32_t key) {
+  switch (key) {
+    case NFT_META_LEN: return {"meta length", Kind::kDecimal};
+    case NFT_META_PROTOCOL: return {"meta protocol", Kind::kEthertype};
+    case NFT_META_NFPROTO: return {"meta nfproto", Kind::kNfproto, true};
+    case NFT_META_L4PROTO: return {"meta l4proto", Kind::kProto, true};
+    case NFT_META_MARK: return {"meta mark", Kind::kHex};
+    case NFT_META_IIF: return {"iif", Kind::kDecimal};
+    case NFT_META_OIF: return {"oif", Kind::kDecimal};
+    case NFT_META_IIFNAME: return {"iifname", Kind::kIfname};
+    case NFT_META_OIFNAME: return {"oifname", Kind::kIfname};
+    case NFT_META_SKUID: return {"meta skuid", Kind::kDecimal};
+    case NFT_META_SKGID: return {"meta skgid", Kind::kDecimal};
+    default: return {"meta key " + std::to_string(key), Kind::kRaw};
+  }
+}
+
+Field CtField(const Ct& c) {
+  const std::string dir = c.dir ? (*c.dir ? " reply" : " original") : "";
+  switch (c.key) {
+    case NFT_CT_STATE: return {"ct state", Kind::kCtState};
+    case NFT_CT_MARK: return {"ct mark", Kind::kHex};
+    case NFT_CT_STATUS: return {"ct status", Kind::kHex};
+    case NFT_CT_DIRECTION: return {"ct direction", Kind::kDecimal};
+    case NFT_CT_SRC_IP: return {"ct" + dir + " ip saddr", Kind::kIpv4};
+    case NFT_CT_DST_IP: return {"ct" + dir + " ip daddr", Kind::kIpv4};
+    case NFT_CT_SRC_IP6: return {"ct" + dir + " ip6 saddr", Kind::kIpv6};
+    case NFT_CT_DST_IP6: return {"ct" + dir + " ip6 daddr", Kind::kIpv6};
+    case NFT_CT_PROTO_DST: return {"ct" + dir + " proto-dst", Kind::kPort};
+    default: return {"ct key " + std::to_string(c.key), Kind::kRaw};
+  }
+}
+
+// What nft knows of the packet from the rule so far (its dependencies).
+struct Context {
+  int nfproto = -1;   // NFPROTO_IPV4 / IPV6
+  int l4proto = -1;   // IPPROTO_*
+};
+
+// A payload's field, and whether it is one nft names (so a pending
+// dependency it needs is left out).
+Field PayloadField(const Payload& p, const Context& cx, bool* named) {
+  *named = true;
+  if (p.base == NFT_PAYLOAD_LL_HEADER) {
+    if (p.offset == 0 && p.len == 6) return {"ether daddr", Kind::kEther};
+    if (p.offset == 6 && p.len == 6) return {"ether saddr", Kind::kEther};
+    if (p.offset == 12 && p.len == 2) return {"ether type", Kind::kEthertype};
+  }
+  if (p.base == NFT_PAYLOAD_NETWORK_HEADER && cx.nfproto == NFPROTO_IPV4) {
+    if (p.offset == 12 && p.len == 4) return {"ip saddr", Kind::kIpv4};
+    if (p.offset == 16 && p.len == 4) return {"ip daddr", Kind::kIpv4};
+    if (p.offset == 9 && p.len == 1) return {"ip protocol", Kind::kProto};
+  }
+  if (p.base == NFT_PAYLOAD_NETWORK_HEADER && cx.nfproto == NFPROTO_IPV6) {
+    if (p.offset == 8 && p.len == 16) return {"ip6 saddr", Kind::kIpv6};
+    if (p.offset == 24 && p.len == 16) return {"ip6 daddr", Kind::kIpv6};
+    if (p.offset == 6 && p.len == 1) return {"ip6 nexthdr", Kind::kProto};
+  }
+  if (p.base == NFT_PAYLOAD_TRANSPORT_HEADER && (cx.l4proto == IPPROTO_TCP || cx.l4proto == IPPROTO_UDP) &&
+      p.len == 2 && (p.offset == 0 || p.offset == 2))
+    return {ProtoName(cx.l4proto) + (p.offset == 0 ? " sport" : " dport"), Kind::kPort};
+  *named = false;
+  const char* base = p.base == NFT_PAYLOAD_LL_HEADER ? "ll" : p.base == NFT_PAYLOAD_NETWORK_HEADER ? "nh" : "th";
+  return {"@" + std::string(base) + "," + std::to_string(p.offset * 8) + "," + std::to_string(p.len * 8), Kind::kRaw};
+}
+
+std::string VerdictText(const Verdict& v) {
+  switch (v.code) {
+    case NF_ACCEPT: return "accept";
+    case NF_DROP: return "drop";
+    case NFT_CONTINUE: return "continue";
+    case NFT_RETURN: return "return";
+    case NFT_JUMP: return "jump " + v.chain;
+    case NFT_GOTO: return "goto " + v.chain;
+    case NFT_BREAK: return "break";
+    default: return "verdict " + std::to_string(v.code);
+  }
+}
+
+std::string CmpOp(uint32_t op) {
+  switch (op) {
+    case NFT_CMP_EQ: return "";
+    case NFT_CMP_NEQ: return "!= ";
+    case NFT_CMP_LT: return "< ";
+    case NFT_CMP_LTE: return "<= ";
+    case NFT_CMP_GT: return "> ";
+    case NFT_CMP_GTE: return ">= ";
+    default: return "op" + std::to_string(op) + " ";
+  }
+}
+
+// The prefix length of `mask` (all ones then all zeros), or -1.
+int PrefixLen(const std::string& mask) {
+  int len = 0;
+  bool zeros = false;
+  for (unsigned char c : mask)
+    for (int b = 7; b >= 0; --b) {
+      const bool one = (c >> b) & 1;
+      if (one && zeros) return -1;
+      if (one) ++len;
+      else zeros = true;
+    }
+  return len;
+}
+
+std::string UnitName(uint64_t unit) {
+  switch (unit) {
+    case 1: return "second";
+    case 60: return "minute";
+    case 3600: return "hour";
+    case 86400: return "day";
+    case 604800: return "week";
+    default: return std::to_string(unit) + "s";
+  }
+}
+
+class RuleRenderer {
+ public:
+  explicit RuleRenderer(Family f) {
+    if (f == Family::kIp) cx_.nfproto = NFPROTO_IPV4;
+    if (f == Family::kIp6) cx_.nfproto = NFPROTO_IPV6;
+  }
+
+  std::string Render(const Rule& r) {
+    for (const Expr& x : r.exprs) std::visit([&](const auto& e) { On(e); }, x);
+    FlushDependency();
+    std::string s;
+    for (const auto& w : out_) s += (s.empty() ? "" : " ") + w;
+    if (!r.comment.empty()) s += (s.empty() ? "" : " ") + std::string("comment ") + Quote(r.comment);
+    return s;
+  }
+
+ private:
+  void Load(uint32_t reg, Field f) {
+    regs_[reg] = std::move(f);
+    order_.push_back(reg);
+  }
+  Field Take(uint32_t reg) {
+    Field f = regs_.count(reg) ? regs_[reg] : Field{"reg " + std::to_string(reg), Kind::kRaw};
+    order_.erase(std::remove(order_.begin(), order_.end(), reg), order_.end());
+    return f;
+  }
+  void Emit(std::string w) {
+    FlushDependency();
+    out_.push_back(std::move(w));
+  }
+  void FlushDependency() {
+    if (!dependency_.empty()) out_.push_back(std::move(dependency_));
+    dependency_.clear();
+  }
+
+  void On(const Meta& m) { Load(m.dreg, MetaField(m.key)); }
+  void On(const Ct& c) { Load(c.dreg, CtField(c)); }
+  void On(const Payload& p) {
+    bool named = false;
+    Field f = PayloadField(p, cx_, &named);
+    // The dependency nft adds itself is left out before a field it names.
+    if (named && !dependency_.empty()) dependency_.clear();
+    Load(p.dreg, std::move(f));
+  }
+  void On(const Numgen& g) {
+    Load(g.dreg, {std::string("numgen ") + (g.type == NFT_NG_RANDOM ? "random" : "inc") + " mod " +
+                      std::to_string(g.modulus) + (g.offset ? " offset " + std::to_string(g.offset) : ""),
+                  Kind::kDecimal});
+  }
+  void On(const Immediate& i) {
+    Field f{HexBytes(i.data), Kind::kRaw};
+    f.imm = i.data;
+    Load(i.dreg, std::move(f));
+  }
+  void On(const Bitwise& b) {
+    Field f = Take(b.sreg);
+    f.mask = b.mask;
+    Load(b.dreg, std::move(f));
+  }
+  void On(const Cmp& c) {
+    Field f = Take(c.sreg);
+    if (f.kind == Kind::kCtState && !f.mask.empty() && c.op == NFT_CMP_NEQ && HostEndian(c.data) == 0) {
+      Emit(f.text + " " + CtStates(HostEndian(f.mask)));
+      return;
+    }
+    std::string value = Format(f.kind, c.data);
+    if (!f.mask.empty()) {
+      const int plen = PrefixLen(f.mask);
+      if ((f.kind == Kind::kIpv4 || f.kind == Kind::kIpv6) && plen >= 0) {
+        value += "/" + std::to_string(plen);
+      } else {
+        f.text += " & " + Format(f.kind == Kind::kRaw ? Kind::kRaw : Kind::kHex, f.mask);
+        if (c.op == NFT_CMP_EQ) f.text += " ==";
+      }
+    }
+    const std::string text = f.text + " " + CmpOp(c.op) + value;
+    if (f.dependency && c.op == NFT_CMP_EQ && f.mask.empty()) {
+      // meta nfproto / l4proto: context for what follows, printed only
+      // when nothing follows that needs it.
+      if (f.kind == Kind::kNfproto && !c.data.empty()) cx_.nfproto = static_cast<unsigned char>(c.data[0]);
+      if (f.kind == Kind::kProto && !c.data.empty()) cx_.l4proto = static_cast<unsigned char>(c.data[0]);
+      FlushDependency();
+      dependency_ = text;
+      return;
+    }
+    if ((f.text == "ip protocol" || f.text == "ip6 nexthdr") && c.op == NFT_CMP_EQ && !c.data.empty())
+      cx_.l4proto = static_cast<unsigned char>(c.data[0]);
+    Emit(text);
+  }
+  void On(const Lookup& l) {
+    std::string keys;
+    std::vector<uint32_t> regs;
+    for (uint32_t r : order_)
+      if (r >= l.sreg || order_.size() == 1) regs.push_back(r);
+    if (regs.empty()) regs.push_back(l.sreg);
+    for (uint32_t r : regs) keys += (keys.empty() ? "" : " . ") + Take(r).text;
+    if (!l.dreg) {
+      Emit(keys + (l.invert ? " != @" : " @") + l.set);
+    } else if (*l.dreg == NFT_REG_VERDICT) {
+      Emit(keys + " vmap @" + l.set);
+    } else {
+      Load(*l.dreg, {keys + " map @" + l.set, Kind::kRaw});
+    }
+  }
+  void On(const Verdict& v) { Emit(VerdictText(v)); }
+  void On(const Counter& c) {
+    Emit("counter packets " + std::to_string(c.packets) + " bytes " + std::to_string(c.bytes));
+  }
+  void On(const CounterRef& c) { Emit("counter name " + Quote(c.name)); }
+  void On(const Log& g) {
+    std::string s = "log";
+    if (!g.prefix.empty()) s += " prefix " + Quote(g.prefix);
+    if (g.group) {
+      s += " group " + std::to_string(*g.group);
+      if (g.snaplen) s += " snaplen " + std::to_string(g.snaplen);
+      if (g.qthreshold) s += " queue-threshold " + std::to_string(g.qthreshold);
+    }
+    Emit(s);
+  }
+  void On(const Limit& l) {
+    std::string s = std::string("limit rate ") + (l.invert ? "over " : "");
+    if (l.type == NFT_LIMIT_PKT_BYTES) {
+      s += std::to_string(l.rate) + " bytes/" + UnitName(l.unit);
+      if (l.burst) s += " burst " + std::to_string(l.burst) + " bytes";
+    } else {
+      s += std::to_string(l.rate) + "/" + UnitName(l.unit);
+      if (l.burst != 5 && l.burst != 0) s += " burst " + std::to_string(l.burst) + " packets";
+    }
+    Emit(s);
+  }
+  void On(const Nat& n) {
+    if (n.masq) {
+      std::string s = "masquerade";
+      if (n.reg_proto) s += " to :" + Value(n.reg_proto, Kind::kPort);
+      if (n.flags & NF_NAT_RANGE_PROTO_RANDOM_FULLY) s += " fully-random";
+      Emit(s);
+      return;
+    }
+    std::string s = n.type == NFT_NAT_SNAT ? "snat" : "dnat";
+    const bool v6 = n.family == NFPROTO_IPV6;
+    s += v6 ? " ip6" : " ip";
+    s += " to";
+    if (n.reg_addr) {
+      std::string a = Value(n.reg_addr, v6 ? Kind::kIpv6 : Kind::kIpv4);
+      s += " " + (v6 && n.reg_proto ? "[" + a + "]" : a);
+    }
+    if (n.reg_proto) s += ":" + Value(n.reg_proto, Kind::kPort);
+    Emit(s);
+  }
+  // A register's value as `k` (an immediate) or its words (a map lookup).
+  std::string Value(uint32_t reg, Kind k) {
+    Field f = Take(reg);
+    return f.imm.empty() ? f.text : Format(k, f.imm);
+  }
+
+  Context cx_;
+  std::map<uint32_t, Field> regs_;
+  std::vector<uint32_t> order_;
+  std::string dependency_;
+  std::vector<std::string> out_;
+};
+
+std::string HookName(Family f, uint32_t num) {
+  if (f == Family::kNetdev) return num == 0 ? "ingress" : num == 1 ? "egress" : std::to_string(num);
+  static const char* kNames[] = {"prerouting", "input", "forward", "output", "postrouting", "ingress"};
+  return num < 6 ? kNames[num] : std::to_string(num);
+}
+
+std::string Priority(Family f, uint32_t hook, int32_t prio) {
+  struct Std {
+    const char* name;
+    int32_t value;
+  };
+  std::vector<Std> std_prios;
+  if (f == Family::kBridge) {
+    std_prios = {{"dstnat", -300}, {"filter", -200}, {"out", 100}, {"srcnat", 300}};
+  } else if (f == Family::kNetdev) {
+    std_prios = {{"filter", 0}};
+  } else {
+    std_prios = {{"raw", -300}, {"mangle", -150}, {"filter", 0}, {"security", 50}};
+    if (hook == NF_INET_PRE_ROUTING || hook == NF_INET_LOCAL_OUT) std_prios.push_back({"dstnat", -100});
+    if (hook == NF_INET_POST_ROUTING || hook == NF_INET_LOCAL_IN) std_prios.push_back({"srcnat", 100});
+  }
+  for (const auto& s : std_prios) {
+    const int64_t off = static_cast<int64_t>(prio) - s.value;
+    if (off == 0) return s.name;
+    if (off > 0 && off <= 10) return std::string(s.name) + " + " + std::to_string(off);
+    if (off < 0 && off >= -10) return std::string(s.name) + " - " + std::to_string(-off);
+  }
+  return std::to_string(prio);
+}
+
+std::string HookText(Family f, const Hook& h) {
+  std::string s = "type " + h.type + " hook " + HookName(f, h.num);
+  if (!h.device.empty()) s += " device " + Quote(h.device);
+  s += " priority " + Priority(f, h.num, h.priority) + "; policy " + (h.policy == NF_DROP ? "drop" : "accept") + ";";
+  return s;
+}
+
+std::string TypeName(DataType t) {
+  switch (t) {
+    case kTypeVerdict: return "verdict";
+    case kTypeInteger: return "integer";
+    case kTypeString: return "string";
+    case kTypeIpv4: return "ipv4_addr";
+    case kTypeIpv6: return "ipv6_addr";
+    case kTypeEther: return "ether_addr";
+    case kTypeInetProto: return "inet_proto";
+    case kTypeInetService: return "inet_service";
+    case kTypeMark: return "mark";
+    case kTypeIfname: return "ifname";
+  }
+  return "type" + std::to_string(static_cast<uint32_t>(t));
+}
+
+std::string TypesName(uint32_t type) {
+  std::string s;
+  for (DataType t : ConcatFields(type)) s += (s.empty() ? "" : " . ") + TypeName(t);
+  return s;
+}
+
+Kind KindOf(DataType t) {
+  switch (t) {
+    case kTypeIpv4: return Kind::kIpv4;
+    case kTypeIpv6: return Kind::kIpv6;
+    case kTypeEther: return Kind::kEther;
+    case kTypeIfname: return Kind::kIfname;
+    case kTypeInetService: return Kind::kPort;
+    case kTypeInetProto: return Kind::kProto;
+    case kTypeMark: return Kind::kHex;
+    default: return Kind::kRaw;
+  }
+}
+
+// A key's fields in nft's words: `a . b`, ranges per field as a prefix
+// (10.0.0.0/24) or a-b.
+std::string KeyText(const Set& set, const std::string& key, const std::string& end) {
+  const std::vector<DataType> types = ConcatFields(set.key_type);
+  std::string s;
+  size_t at = 0;
+  for (size_t i = 0; i < types.size(); ++i) {
+    uint32_t len = i < set.fields.size() ? set.fields[i] : DataTypeLen(types[i]);
+    if (len == 0) len = static_cast<uint32_t>(key.size() - std::min(at, key.size()));
+    const std::string a = key.substr(std::min(at, key.size()), len);
+    std::string f = Format(KindOf(types[i]), a);
+    if (!end.empty()) {
+      const std::string b = end.substr(std::min(at, end.size()), len);
+      if (b != a) {
+        // A prefix: the bits after the shared leading ones are 0s in a, 1s
+        // in b (only for ends as long as their starts: a dump may hold any).
+        int plen = 0;
+        const size_t bits = a.size() == b.size() ? a.size() * 8 : 0;
+        while (static_cast<size_t>(plen) < bits &&
+               (((static_cast<unsigned char>(a[plen / 8]) ^ static_cast<unsigned char>(b[plen / 8])) >> (7 - plen % 8)) &
+                1) == 0)
+          ++plen;
+        bool prefix = bits > 0 && (types[i] == kTypeIpv4 || types[i] == kTypeIpv6);
+        for (size_t bit = plen; prefix && bit < bits; ++bit) {
+          const bool x = (static_cast<unsigned char>(a[bit / 8]) >> (7 - bit % 8)) & 1;
+          const bool y = (static_cast<unsigned char>(b[bit / 8]) >> (7 - bit % 8)) & 1;
+          if (x || !y) prefix = false;
+        }
+        f += prefix ? "/" + std::to_string(plen) : "-" + Format(KindOf(types[i]), b);
+      }
+    }
+    s += (s.empty() ? "" : " . ") + f;
+    at += (len + 3) / 4 * 4;
+  }
+  return s;
+}
+
+// One-field interval sets hold a range as two elements (start; exclusive
+// end flagged NFT_SET_ELEM_INTERVAL_END): joined back into nft's words.
+std::vector<std::string> ElementTexts(const Set& set, std::vector<Element> elems) {
+  std::vector<std::string> out;
+  const bool halves = (set.flags & NFT_SET_INTERVAL) && !(set.flags & NFT_SET_CONCAT) && set.fields.size() <= 1;
+  // nft lists elements in key order, whatever order the kernel dumps them.
+  std::sort(elems.begin(), elems.end(), [](const Element& a, const Element& b) { return a.key < b.key; });
+  if (!halves) {
+    for (const auto& e : elems) out.push_back(RenderElement(set, e));
+    return out;
+  }
+  for (size_t i = 0; i < elems.size(); ++i) {
+    if (elems[i].flags & NFT_SET_ELEM_INTERVAL_END) continue;
+    Element e = elems[i];
+    // The end is the next element's key minus one (or the top of the range).
+    std::string last(e.key.size(), '\xff');
+    if (i + 1 < elems.size() && (elems[i + 1].flags & NFT_SET_ELEM_INTERVAL_END)) {
+      last = elems[i + 1].key;
+      for (size_t j = last.size(); j-- > 0;) {
+        if (last[j]-- != 0) break;
+      }
+    }
+    if (last != e.key) e.key_end = last;
+    out.push_back(RenderElement(set, e));
+  }
+  return out;
+}
+
+// A set's declaration: "type ...", "flags ...", "timeout ...".
+std::vector<std::string> SetLines(const Set& s) {
+  std::vector<std::string> l;
+  std::string type = "type " + TypesName(s.key_type);
+  if (s.flags & NFT_SET_MAP) type += " : " + TypesName(s.data_type);
+  l.push_back(type);
+  std::string flags;
+  if (s.flags & NFT_SET_CONSTANT) flags += ",constant";
+  if (s.flags & NFT_SET_INTERVAL) flags += ",interval";
+  if ((s.flags & NFT_SET_TIMEOUT) && !s.timeout_ms) flags += ",timeout";  // nft: a default timeout implies it
+  if (s.flags & NFT_SET_EVAL) flags += ",dynamic";
+  if (!flags.empty()) l.push_back("flags " + flags.substr(1));
+  if (s.timeout_ms) l.push_back("timeout " + std::to_string(s.timeout_ms / 1000) + "s");
+  return l;
+}
+
+std::string SetKeyword(const Set& s) { return s.flags & NFT_SET_MAP ? "map " : "set "; }
+
+std::string SetText(const Set& s, const std::vector<Element>* elems) {
+  std::string t = "\t" + SetKeyword(s) + s.name + " {\n";
+  for (const auto& l : SetLines(s)) t += "\t\t" + l + "\n";
+  if (elems && !elems->empty()) {
+    std::string list;
+    for (const auto& e : ElementTexts(s, *elems)) list += (list.empty() ? "" : ", ") + e;
+    t += "\t\telements = { " + list + " }\n";
+  }
+  return t + "\t}\n";
+}
+
+const Set* Find(const std::vector<Set>& sets, const std::string& name) {
+  for (const auto& s : sets)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+std::string VerbName(Verb v) {
+  switch (v) {
+    case Verb::kAdd: return "add";
+    case Verb::kCreate: return "create";
+    case Verb::kDelete: return "delete";
+    case Verb::kDestroy: return "destroy";
+    case Verb::kFlush: return "flush";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string FamilyName(Family f) {
+  switch (f) {
+    case Family::kIp: return "ip";
+    case Family::kIp6: return "ip6";
+    case Family::kInet: return "inet";
+    case Family::kBridge: return "bridge";
+    case Family::kNetdev: return "netdev";
+  }
+  return "family" + std::to_string(static_cast<int>(f));
+}
+
+std::string RenderRule(Family family, const Rule& rule) { return RuleRenderer(family).Render(rule); }
+
+std::string RenderElement(const Set& set, const Element& e) {
+  std::string s = KeyText(set, e.key, e.key_end);
+  if (e.timeout_ms) s += " timeout " + std::to_string(e.timeout_ms / 1000) + "s";
+  if (e.verdict) s += " : " + VerdictText(*e.verdict);
+  else if (!e.data.empty()) {
+    Set as_key = set;
+    as_key.key_type = set.data_type;
+    as_key.fields.clear();
+    s += " : " + KeyText(as_key, e.data, "");
+  }
+  return s;
+}
+
+std::string RenderTable(const TableState& t) {
+  std::vector<std::string> blocks;
+  for (const auto& c : t.counters)
+    blocks.push_back("\tcounter " + c.name + " {\n\t\tpackets " + std::to_string(c.packets) + " bytes " +
+                     std::to_string(c.bytes) + "\n\t}\n");
+  for (const auto& s : t.sets) {
+    auto it = t.elements.find(s.name);
+    blocks.push_back(SetText(s, it == t.elements.end() ? nullptr : &it->second));
+  }
+  for (const auto& c : t.chains) {
+    std::string b = "\tchain " + c.name + " {\n";
+    if (c.hook) b += "\t\t" + HookText(t.family, *c.hook) + "\n";
+    for (const auto& r : t.rules)
+      if (r.chain == c.name) b += "\t\t" + RenderRule(t.family, r) + "\n";
+    blocks.push_back(b + "\t}\n");
+  }
+  std::string s = "table " + FamilyName(t.family) + " " + t.table.name + " {\n";
+  for (size_t i = 0; i < blocks.size(); ++i) s += (i ? "\n" : "") + blocks[i];
+  return s + "}\n";
+}
+
+std::string RenderOp(Family family, const std::string& table, const Op& op, const std::vector<Set>& known) {
+  const std::string v = VerbName(op.verb);
+  const std::string t = FamilyName(family) + " " + table;
+  const bool add = op.verb == Verb::kAdd || op.verb == Verb::kCreate;
+  if (const auto* x = std::get_if<Table>(&op.object))
+    return v + " table " + FamilyName(family) + " " + (x->name.empty() ? table : x->name);
+  if (const auto* c = std::get_if<Chain>(&op.object)) {
+    std::string s = v + " chain " + t + " " + c->name;
+    if (add && c->hook) s += " { " + HookText(family, *c->hook) + " }";
+    return s;
+  }
+  if (const auto* r = std::get_if<Rule>(&op.object)) {
+    if (!add) return v + " rule " + t + " " + r->chain + " handle " + std::to_string(r->handle);
+    return v + " rule " + t + " " + r->chain + " " + RenderRule(family, *r);
+  }
+  if (const auto* s = std::get_if<Set>(&op.object)) {
+    if (!add) return v + " " + SetKeyword(*s) + t + " " + s->name;
+    std::string spec;
+    for (const auto& l : SetLines(*s)) spec += l + "; ";
+    return v + " " + SetKeyword(*s) + t + " " + s->name + " { " + spec + "}";
+  }
+  if (const auto* es = std::get_if<Elements>(&op.object)) {
+    const Set* set = Find(known, es->set);
+    std::string list;
+    for (const auto& e : es->elems) {
+      std::string text = set ? RenderElement(*set, e) : HexBytes(e.key) + (e.key_end.empty() ? "" : "-" + HexBytes(e.key_end));
+      list += (list.empty() ? "" : ", ") + text;
+    }
+    return v + " element " + t + " " + es->set + " { " + list + " }";
+  }
+  if (const auto* k = std::get_if<NamedCounter>(&op.object)) return v + " counter " + t + " " + k->name;
+  return v + " ?";
+}
+
+std::string RenderTransaction(const Transaction& tx) {
+  std::vector<Set> known;
+  std::string s;
+  for (const Op& op : tx.ops()) {
+    if (const auto* set = std::get_if<Set>(&op.object)) known.push_back(*set);
+    s += RenderOp(tx.family(), tx.table(), op, known) + "\n";
+  }
+  return s;
+}
+
+}  // namespace weft::sys::nft

@@ -14,6 +14,7 @@
 #include "agent/etcd.h"
 #include "agent/kube.h"
 #include "base/log.h"
+#include "build_info.h"
 #include "base/strings.h"
 #include "fw/backend.h"
 #include "overlay/families.h"
@@ -46,6 +47,9 @@ int RealMain(int argc, char** argv) {
   CLI::App app{"weftd: Weft's node agent. Claims or reads this node's pod CIDR, writes the CNI conflist, "
                "and keeps VXLAN or direct routes to every peer node in sync with the Kubernetes API or etcd."};
   app.set_config("--config", "", "Read flags from this TOML/INI file (keys are the long flag names)");
+  app.set_version_flag("--version",
+                       std::string("weftd ") + weft::build::kVersion + " (commit " + weft::build::kCommit + ")",
+                       "Print the release and the commit weftd was built from, then exit");
   agent::AgentOptions o;
   std::string control_plane = "kubernetes", backend = "vxlan", kubeconfig, etcd_endpoints, cluster_cidr;
   std::string etcd_prefix = "/weft/network", etcd_ca, etcd_cert, etcd_key, install_plugin, cni_bin_dir = "/opt/cni/bin";
@@ -156,6 +160,9 @@ int RealMain(int argc, char** argv) {
     return Fail(st.WithPrefix("--log-file"));
   g_logs_to_file = !log_file.empty();
   weft::log::SetContext({{"component", "weftd"}});
+  WEFT_LOG(kInfo, "starting", {"version", weft::build::kVersion}, {"commit", weft::build::kCommit});
+  o.version = weft::build::kVersion;
+  o.commit = weft::build::kCommit;
 
   if (!install_plugin.empty()) {
     bool changed = false;

@@ -40,6 +40,11 @@ struct AgentMetrics {
   std::atomic<bool> ready{false};
 };
 
+// weft_build_info{version="0.3.0",commit="3a51fbe1c2d4"} 1: which release
+// and commit this weftd is ("" renders as "unknown"). Label values are
+// escaped as the exposition format requires.
+std::string RenderBuildInfo(const std::string& version, const std::string& commit);
+
 // `auth` (may be null): the control plane's credential health; `auth_bound`
 // is the time after which refusals fail /healthz (weft_controlplane_auth_failing).
 std::string RenderMetrics(const AgentMetrics& m, const ControlPlaneStats& cp, const std::string& control_plane,

@@ -7,12 +7,15 @@
 #include "base/log.h"
 #include "base/phase_timer.h"
 #include "ipam/store.h"
-#include "plugin/add.h"
 #include "fw/source_guard.h"
+#include "plugin/add.h"
+#include "plugin/bridge.h"
 #include "plugin/config.h"
 #include "plugin/datapath.h"
+#include "plugin/hostports.h"
 #include "plugin/ipam_delegate.h"
 #include "plugin/node_firewall.h"
+#include "plugin/routed.h"
 #include "plugin/runtime_config.h"
 #include "plugin/store_ipam.h"
 #include "plugin/teardown.h"
@@ -61,6 +64,12 @@ Result<AddRequest> ParseAdd(const cni::CmdArgs& args) {
   req.pod_namespace = kargs.Get("K8S_POD_NAMESPACE");
   req.pod_uid = kargs.Get("K8S_POD_UID");
   return req;
+}
+
+// The datapath of `cfg.mode`. `cfg` outlives it.
+std::unique_ptr<Datapath> NewDatapath(const Config& cfg, const DatapathContext& ctx) {
+  if (cfg.mode == Mode::kBridge) return std::make_unique<BridgeDatapath>(cfg, ctx);
+  return std::make_unique<RoutedDatapath>(cfg, ctx);
 }
 
 DelegateCall CallFor(const cni::CmdArgs& args) {

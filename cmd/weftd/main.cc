@@ -20,6 +20,7 @@
 #include "build_info.h"
 #include "sys/exec.h"
 #include "sys/http.h"
+#include "sys/log_file.h"
 
 namespace {
 
@@ -41,7 +42,7 @@ int Fail(const Status& st) {
 
 Status SetUpLogging(const agent::WeftdFlags& f) {
   weft::log::SetLevel(f.log_level);
-  if (Status st = weft::log::SetFile(f.log_file); !st.ok()) return st.WithPrefix("--log-file");
+  if (Status st = weft::sys::SetLogFile(f.log_file); !st.ok()) return st.WithPrefix("--log-file");
   g_logs_to_file = !f.log_file.empty();
   weft::log::SetContext({{"component", "weftd"}});
   return Status::Ok();

@@ -1,9 +1,9 @@
 #include "plugin/teardown.h"
 
-#include "base/crash_point.h"
 #include "fw/source_guard.h"
 #include "plugin/hostports.h"
 #include "plugin/node_firewall.h"
+#include "sys/crash_point.h"
 #include "sys/netns.h"
 
 namespace weft::plugin {

@@ -20,6 +20,7 @@
 #include "plugin/store_ipam.h"
 #include "plugin/teardown.h"
 #include "sys/files.h"
+#include "sys/log_file.h"
 #include "sys/netlink.h"
 #include "sys/netns.h"
 
@@ -38,13 +39,13 @@ Result<Config> Load(const cni::CmdArgs& args) {
   WEFT_ASSIGN_OR_RETURN(Config cfg, ParseConfig(args.conf));
   log::SetLevel(cfg.log_level);
   if (!cfg.log_file.empty()) {
-    Status st = log::SetFile(cfg.log_file);
+    Status st = sys::SetLogFile(cfg.log_file);
     // The file may sit in a directory that does not exist yet (the plugin's
     // own dataDir on a new node): create it then, and only then, so every
     // other call pays one open.
     if (!st.ok() && st.sys_errno() == ENOENT) {
       st = sys::MkdirAll(cfg.log_file.substr(0, cfg.log_file.rfind('/')), 0755);
-      if (st.ok()) st = log::SetFile(cfg.log_file);
+      if (st.ok()) st = sys::SetLogFile(cfg.log_file);
     }
     if (!st.ok()) WEFT_LOG(kWarn, "cannot open logFile; logging to stderr", {"path", cfg.log_file}, {"err", st});
   }

@@ -1,6 +1,7 @@
 #pragma once
 // Prometheus text exposition for the agent, and the HTTP server that serves
-// /metrics, /healthz, /readyz (and /netpol, /netpol/ruleset).
+// /metrics, /healthz, /readyz (and /netpol, /netpol/ruleset,
+// /netpol/explain, /drops: Agent::Serve routes the paths).
 //
 // The server is cpp-httplib (Debian's libcpp-httplib) with a small thread
 // pool: a client that holds a connection open or sends its request slowly

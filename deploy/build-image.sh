@@ -8,10 +8,12 @@
 #      work tree's tracked (and untracked, not ignored) files, or from a
 #      commit with --ref.
 # The image is labelled with a hash of what goes into the binaries (every
-# CMakeLists.txt, src/, cmd/, the Dockerfile): when an image with that tag
-# and hash exists, nothing is built.
+# CMakeLists.txt, src/, cmd/, VERSION, the Dockerfile): when an image with
+# that tag and hash exists, nothing is built. Its tag is the release in
+# VERSION; its binaries report the commit built (weftd --version), with
+# "-dirty" for a work tree that differs from HEAD.
 #
-#   sudo deploy/build-image.sh                  # -> localhost/weft/weftd:0.1.0
+#   sudo deploy/build-image.sh                  # -> localhost/weft/weftd:<VERSION> (0.3.0)
 #   sudo deploy/build-image.sh --refresh-base   # new base rootfs (security updates)
 #   sudo deploy/build-image.sh --force          # rebuild even when up to date
 #   sudo deploy/build-image.sh --ref HEAD       # build a commit, not the work tree
@@ -27,7 +29,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-IMAGE=${WEFT_IMAGE:-localhost/weft/weftd:0.1.0}
+VERSION=$(cat VERSION)
+IMAGE=${WEFT_IMAGE:-localhost/weft/weftd:$VERSION}
 CACHE=${WEFT_IMAGE_CACHE:-/var/cache/weft-image}
 BASE_IMAGE=localhost/weft-debian:bookworm
 BASE_TAR=$CACHE/debian-bookworm-minbase.tar
@@ -87,7 +90,7 @@ fail() {
 # src/ and cmd/ (tests and docs change nothing in the image).
 in_image() {
   case "$1" in
-    deploy/Dockerfile.weftd|CMakeLists.txt|*/CMakeLists.txt|cmake/*|src/*|cmd/*) return 0 ;;
+    deploy/Dockerfile.weftd|CMakeLists.txt|*/CMakeLists.txt|cmake/*|src/*|cmd/*|VERSION) return 0 ;;
   esac
   return 1
 }
@@ -146,6 +149,18 @@ if [ "$refresh_base" -eq 1 ] || ! podman image exists "$BASE_IMAGE"; then
   podman import --quiet --change 'CMD ["/bin/bash"]' "$BASE_TAR" "$BASE_IMAGE" >/dev/null
 fi
 
+# The commit the binaries report: the context has no .git.
+COMMIT_ARG=()
+if [ -n "$prebuilt" ]; then
+  :  # its binaries carry theirs
+elif [ -n "$ref" ]; then
+  COMMIT_ARG=(--build-arg WEFT_COMMIT="$(git rev-parse --short=12 "$ref^{commit}")")
+elif [ "$in_git" -eq 1 ]; then
+  commit=$(git rev-parse --short=12 HEAD)
+  git diff --quiet HEAD -- || commit=$commit-dirty
+  COMMIT_ARG=(--build-arg WEFT_COMMIT="$commit")
+fi
+
 # 3. The image, from a context of the tree's files (never build/ or .git).
 CTX=$(mktemp -d /var/tmp/weft-image-ctx.XXXXXX)
 trap 'rm -rf "$CTX"' EXIT
@@ -172,7 +187,7 @@ else
   say "podman build $IMAGE (source $SOURCE_HASH; the first build compiles for several minutes)"
 fi
 podman build --network host "${ULIMITS[@]}" --layers --force-rm \
-  -f "$CTX/deploy/Dockerfile.weftd" --build-arg BASE="$BASE_IMAGE" \
+  -f "$CTX/deploy/Dockerfile.weftd" --build-arg BASE="$BASE_IMAGE" "${COMMIT_ARG[@]}" \
   --label io.weft.source="$SOURCE_HASH" -t "$IMAGE" "$CTX" >"$CACHE/build.log" 2>&1 ||
   fail "podman build failed" "$CACHE/build.log"
 # The images earlier builds left untagged.

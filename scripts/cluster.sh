@@ -53,8 +53,8 @@ AGNHOST_IMAGE=registry.k8s.io/e2e-test-images/agnhost:2.63.0
 # weftd's image: built as localhost/weft/weftd:cluster-<prefix> (a tag of the
 # run's own: other worktrees' clusters build theirs at the same time), saved,
 # untagged, and loaded into each node's containerd under the name
-# deploy/weftd.yaml uses.
-WEFT_IMAGE_NAME=docker.io/weft/weftd:0.1.0
+# deploy/weftd.yaml uses: the release in VERSION.
+WEFT_IMAGE_NAME=docker.io/weft/weftd:$(cat "$repo/VERSION")
 
 log() { echo "cluster.sh: [$(( SECONDS ))s] $*" >&2; }
 die() { echo "cluster.sh: $*" >&2; exit 1; }

@@ -8,6 +8,10 @@
 # the other tests (tests), bench, cmd. An include's layer is the first part
 # of its path ("sys/netns.h" -> sys); a name without a directory is a header
 # beside the file; <...> includes are the system's (<sys/socket.h>).
+# --check also finds include cycles inside each src/<layer>: a file's unit is
+# its name without .h/.cc (teardown.h and teardown.cc are one unit), tests
+# and test helpers left out; units that include each other's headers, even
+# through others, are one room in two files (tsort names the loop).
 # The DAG is scripts/layers.sh. The build enforces it (each layer's library
 # exposes only its own headers: cmake/layers.cmake), scripts/check-layers.sh
 # (CTest layers_test) proves that with the compiler.
@@ -54,4 +58,24 @@ for from in $LAYERS; do
     printf '%-9s -> %-9s %4d%s\n' "$from" "$to" "$n" "$mark"
   done
 done
-[ $check = 0 ] || exit $bad
+[ $check = 1 ] || exit 0
+for dir in src/*/; do
+  layer=$(basename "$dir")
+  edges=$(for f in "$dir"*.h "$dir"*.cc; do
+            case "$f" in *_test.cc|*_testing.h|*_fake.*) continue ;; esac
+            [ -f "$f" ] || continue
+            unit=$(basename "$f"); unit=${unit%.*}
+            sed -nE 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"([^"]+)".*/\1/p' "$f" |
+              while IFS= read -r inc; do
+                case "$inc" in "$layer"/*) to=${inc#"$layer"/} ;; */*) continue ;; *) to=$inc ;; esac
+                to=${to%.h}
+                [ "$to" = "$unit" ] || echo "$unit $to"
+              done
+          done)
+  [ -n "$edges" ] || continue
+  if ! loop=$(tsort <<< "$edges" 2>&1 >/dev/null) || [ -n "$loop" ]; then
+    echo "include-graph: an include cycle inside src/$layer:" $(sed -n 's/^tsort: //p' <<< "$loop" | grep -v 'input contains a loop') >&2
+    bad=1
+  fi
+done
+exit $bad

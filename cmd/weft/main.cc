@@ -5,16 +5,24 @@
 #include <cstdlib>
 #include <string>
 
+#include "build_info.h"
 #include "cni/skel.h"
 #include "cni/version.h"
 #include "plugin/weft_plugin.h"
 #include "sys/files.h"
 
-int main() {
+int main(int argc, char** argv) {
+  // Runtimes pass no arguments and set CNI_COMMAND: with it, argv is ignored
+  // and CNI_COMMAND=VERSION answers the spec versions as before.
+  if (!std::getenv("CNI_COMMAND") && argc == 2 && std::string(argv[1]) == "--version") {
+    std::printf("weft %s (commit %s)\n", weft::build::kVersion, weft::build::kCommit);
+    return 0;
+  }
   if (!std::getenv("CNI_COMMAND") && isatty(STDIN_FILENO)) {
-    std::fputs("weft CNI plugin 0.1.0: CNI spec 0.1.0 to 1.1.0. Run by container runtimes;\n"
-               "see docs/plugin.md. Set CNI_COMMAND=VERSION to list supported versions.\n",
-               stderr);
+    std::fprintf(stderr,
+                 "weft CNI plugin %s: CNI spec 0.1.0 to 1.1.0. Run by container runtimes;\n"
+                 "see docs/plugin.md. Set CNI_COMMAND=VERSION to list supported versions.\n",
+                 weft::build::kVersion);
     return 0;
   }
   std::string out;

@@ -3,7 +3,9 @@
 
 #include <exception>
 #include <iostream>
+#include <string>
 
+#include "build_info.h"
 #include "doctor/doctor_cmd.h"
 #include "doctor/guard_cmd.h"
 #include "doctor/policy_cmd.h"
@@ -12,6 +14,7 @@
 int main(int argc, char** argv) {
   try {
     weft::runtime::ctl::Ctl ctl;
+    ctl.SetVersion(std::string("weftctl ") + weft::build::kVersion + " (commit " + weft::build::kCommit + ")");
     weft::runtime::ctl::AddCniCommands(ctl);
     weft::doctor::AddDoctorCommand(ctl);
     weft::doctor::AddPolicyCommand(ctl);

@@ -70,7 +70,8 @@ void Agent::RequestStop() {
 
 HttpAnswer Agent::Serve(const std::string& path, const StatusServer::Query& query) {
   if (path == "/metrics") {
-    std::string body = RenderMetrics(metrics_, cp_->stats(), opts_.control_plane_name, cp_->auth_health(),
+    std::string body = RenderBuildInfo(opts_.version, opts_.commit);
+    body += RenderMetrics(metrics_, cp_->stats(), opts_.control_plane_name, cp_->auth_health(),
                                      opts_.auth_failure_timeout);
     if (netpol_) {
       netpol_->RefreshCounters();

@@ -22,6 +22,7 @@ namespace weft::agent {
 
 struct AgentOptions {
   std::string node_name;
+  std::string version, commit;              // weft_build_info (cmd/build_info/build_info.h)
   std::string control_plane_name = "etcd";  // for metrics labels and logs
   overlay::Backend backend = overlay::Backend::kVxlan;
   std::string iface;                        // uplink ("" = default route's)

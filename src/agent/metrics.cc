@@ -14,6 +14,25 @@
 
 namespace weft::agent {
 
+std::string RenderBuildInfo(const std::string& version, const std::string& commit) {
+  auto label = [](const std::string& v) {
+    if (v.empty()) return std::string("unknown");
+    std::string out;
+    for (char c : v) {
+      if (c == '\\' || c == '"') out += '\\';
+      if (c == '\n') {
+        out += "\\n";
+        continue;
+      }
+      out += c;
+    }
+    return out;
+  };
+  return "# HELP weft_build_info The release and commit weftd was built from (always 1).\n"
+         "# TYPE weft_build_info gauge\n"
+         "weft_build_info{version=\"" + label(version) + "\",commit=\"" + label(commit) + "\"} 1\n";
+}
+
 std::string RenderMetrics(const AgentMetrics& m, const ControlPlaneStats& cp, const std::string& control_plane,
                           const AuthHealth* auth, std::chrono::milliseconds auth_bound) {
   std::string out;

@@ -1,6 +1,7 @@
 #pragma once
 // Prometheus text exposition for the agent, and the HTTP server that serves
-// /metrics, /healthz, /readyz (and /netpol, /netpol/ruleset).
+// /metrics, /healthz, /readyz (and /netpol, /netpol/ruleset,
+// /netpol/explain, /drops: Agent::Serve routes the paths).
 //
 // The server is cpp-httplib (Debian's libcpp-httplib) with a small thread
 // pool: a client that holds a connection open or sends its request slowly
@@ -39,6 +40,11 @@ struct AgentMetrics {
   std::atomic<int64_t> heartbeat_unix_ms{0};  // the loop is alive
   std::atomic<bool> ready{false};
 };
+
+// weft_build_info{version="0.3.0",commit="3a51fbe1c2d4"} 1: which release
+// and commit this weftd is ("" renders as "unknown"). Label values are
+// escaped as the exposition format requires.
+std::string RenderBuildInfo(const std::string& version, const std::string& commit);
 
 // `auth` (may be null): the control plane's credential health; `auth_bound`
 // is the time after which refusals fail /healthz (weft_controlplane_auth_failing).

@@ -1,9 +1,7 @@
 #include "base/log.h"
 
-#include <fcntl.h>
-#include <unistd.h>
+#include <unistd.h>  // getpid(2), the one system call of this file
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -16,7 +14,7 @@ namespace {
 // main() before work starts and only read afterwards.
 struct Sink {
   Level level = Level::kWarn;
-  int fd = 2;
+  LineSink out;     // empty: stderr
   std::string ctx;  // rendered context fields, each with a leading space
   std::mutex mu;
 };
@@ -105,8 +103,13 @@ void WriteLine(std::string line) {
   line.push_back('\n');
   Sink& s = GetSink();
   std::lock_guard<std::mutex> lock(s.mu);
-  ssize_t n = ::write(s.fd, line.data(), line.size());
-  (void)n;  // Logging must never fail an operation.
+  if (s.out) {
+    s.out(line);
+    return;
+  }
+  // stderr is unbuffered: one write per line. Logging must never fail an
+  // operation, so the result is not checked.
+  (void)std::fwrite(line.data(), 1, line.size(), stderr);
 }
 }  // namespace
 
@@ -118,17 +121,14 @@ void AppendFields(std::string* out, const std::vector<Field>& fields) {
 void SetLevel(Level level) { GetSink().level = level; }
 Level GetLevel() { return GetSink().level; }
 
-Status SetFile(const std::string& path) {
+void SetSink(LineSink sink) {
   Sink& s = GetSink();
-  if (path.empty()) {
-    s.fd = 2;
-    return Status::Ok();
+  LineSink old;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    old = std::exchange(s.out, std::move(sink));
   }
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (fd < 0) return Status::FromErrno(Reason::kFailed, Domain::kFile, "open log file " + path, errno);
-  if (s.fd > 2) ::close(s.fd);
-  s.fd = fd;
-  return Status::Ok();
+  // `old` (and whatever it owns: a file) goes here, outside the lock.
 }
 
 void SetContext(Fields fields) {

@@ -1,6 +1,9 @@
 #pragma once
 // Logging never goes to stdout (stdout belongs to the CNI result). By default
-// lines go to stderr; a plugin can redirect them to a file (config "logFile").
+// lines go to stderr; a program can hand in another sink (sys/log_file.h
+// opens a file: the plugin's config "logFile", weftd's --log-file). The
+// logger itself opens nothing: it calls getpid(2) for the pid field, and
+// writes to stderr through the C library when no sink is set.
 //
 // Lines are logfmt: a message and fields, each rendered once and quoted only
 // when logfmt needs it (docs/logging.md):
@@ -12,6 +15,7 @@
 // can be grepped and parsed.
 
 #include <concepts>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -72,10 +76,12 @@ std::string FormatLine(Level level, std::string_view msg, Fields fields);
 // Process-wide sink configuration, set once by main() before any threads.
 void SetLevel(Level level);
 Level GetLevel();
-// Appends to `path` (0600); its directory must exist (the caller creates it
-// through src/sys). An empty path means stderr. On failure logging stays on
-// stderr and the error carries the errno.
-Status SetFile(const std::string& path);
+// Where finished lines go, one call per line (the line ends in '\n'); called
+// under the logger's lock, so calls never overlap. Must not log.
+using LineSink = std::function<void(std::string_view line)>;
+// Sends every line to `sink` from now on; an empty sink means stderr. The
+// previous sink is destroyed (a file sink closes its file).
+void SetSink(LineSink sink);
 // Fields printed on every line after pid (e.g. cmd=ADD cid=abc).
 void SetContext(Fields fields);
 

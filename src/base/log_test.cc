@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace weft::log {
 namespace {
@@ -118,6 +119,19 @@ TEST(LogTest, ValuesAreQuotedOnlyWhenNeeded) {
   EXPECT_EQ(render("a b"), "\"a b\"");
   EXPECT_EQ(render("k=v"), "\"k=v\"");
   EXPECT_EQ(render("say \"hi\""), "\"say \\\"hi\\\"\"");
+}
+
+TEST(LogTest, LinesGoToTheSinkHandedIn) {
+  std::vector<std::string> lines;
+  SetLevel(Level::kInfo);
+  SetSink([&](std::string_view line) { lines.emplace_back(line); });
+  WEFT_LOG(kInfo, "to the sink", {"n", 1});
+  WEFT_LOG(kDebug, "below the level");
+  SetSink({});  // stderr again; the lambda is gone before `lines`
+  SetLevel(Level::kWarn);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].back(), '\n');
+  EXPECT_NE(lines[0].find(" msg=\"to the sink\" n=1\n"), std::string::npos) << lines[0];
 }
 
 }  // namespace

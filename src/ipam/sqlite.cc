@@ -1,15 +1,13 @@
 #include "ipam/sqlite.h"
 
-#include <fcntl.h>
 #include <sqlite3.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <system_error>
 #include <thread>
 #include <utility>
 
-#include "base/unique_fd.h"
+#include "sys/files.h"
 
 namespace weft::ipam {
 
@@ -107,10 +105,8 @@ Status Db::Error(int rc, const std::string& what) const {
 
 Result<Db> Db::Open(const std::string& path, int busy_timeout_ms) {
   // Create the file 0600 ourselves: SQLite would use the umask.
-  if (::access(path.c_str(), F_OK) != 0) {
-    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600));
-    (void)fd;  // errors surface from sqlite3_open_v2 below with context
-  }
+  // Errors surface from sqlite3_open_v2 below, with context.
+  (void)sys::CreateFileIfAbsent(path, 0600);
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                            nullptr);

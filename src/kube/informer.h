@@ -1,7 +1,7 @@
 #pragma once
 // The generic Kubernetes list-then-watch engine ("informer") and a typed cache
 // over it. Every resource weftd follows (Nodes, Pods, Namespaces,
-// NetworkPolicies) goes through one Informer, so pagination, resourceVersion,
+// NetworkPolicies, ClusterNetworkPolicies) goes through one Informer, so pagination, resourceVersion,
 // bookmarks, 410 re-lists, backoff and the half-line rule live here once.
 //
 //   KubeApi ──GET/watch──> Informer ──OnListStart/Item/End, OnEvent──> InformerHandler

@@ -1,7 +1,9 @@
 #pragma once
 // The kernel side of the agent: the uplink, the VXLAN device, and reading and
-// applying the reconciler's KernelState through one netlink socket in the
-// agent's own network namespace.
+// applying the reconciler's KernelState in the agent's own network
+// namespace: routes, ARP and FDB entries through one rtnetlink socket, the
+// overlay filter's and the host-gw check's set elements (filter.h) over
+// nfnetlink.
 
 #include <memory>
 #include <string>

@@ -90,125 +90,156 @@ int PeerRoutePriority(const IpPrefix& cidr) {
   return static_cast<int>((a >> (32 - cidr.len())) & 0x7fffffffu);
 }
 
-Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
-  Desired d;
-  Claims claimed;
-  bool local_v4 = false, local_v6 = false;
-  for (const auto& c : local.pod_cidrs) {
-    if (claimed.Overlapping(c)) continue;  // one per family; never two
-    claimed.Add(c, local.name);
-    (c.is_v4() ? local_v4 : local_v6) = true;
+namespace {
+
+// The desired state as ComputeDesired builds it, peer by peer: what each
+// peer adds (routes, ARP, FDB, overlay filter admissions, host-gw
+// entries), the ranges claimed so far, and why a peer or CIDR was left out.
+class DesiredBuilder {
+ public:
+  explicit DesiredBuilder(const LocalView& local) : local_(local) {
+    for (const auto& c : local.pod_cidrs) {
+      if (claimed_.Overlapping(c)) continue;  // one per family; never two
+      claimed_.Add(c, local.name);
+      (c.is_v4() ? local_v4_ : local_v6_) = true;
+    }
+    check_hostgw_ = local.backend != Backend::kVxlan && !local.uplink_name.empty();
+    if (check_hostgw_)
+      for (const auto& c : local.pod_cidrs) hostgw_.insert({c.Masked(), local.uplink_name, ""});
   }
-  const bool underlay_v6 = local.host_ip.is_v6();
-  std::set<std::pair<std::string, IpAddress>> fdb_seen;
-  std::set<FilterEntry> admitted;  // the overlay filter's, deduplicated (two peers may share an address)
-  std::set<HostGwEntry> hostgw;
-  const bool check_hostgw = local.backend != Backend::kVxlan && !local.uplink_name.empty();
-  if (check_hostgw)
-    for (const auto& c : local.pod_cidrs) hostgw.insert({c.Masked(), local.uplink_name, ""});
-  for (const auto& [name, peer] : peers) {
-    if (name == local.name) continue;
-    // A named copy: clang 14 cannot capture structured bindings.
-    const std::string& peer_name = name;
-    auto skip = [&](const std::string& why) { d.skipped.push_back(peer_name + ": " + why); };
-    if (!peer.host_ip) {
-      skip("no host IP published");
-      continue;
-    }
-    if (*peer.host_ip == local.host_ip) {
-      skip("claims this node's host IP " + local.host_ip.ToString());
-      continue;
-    }
+
+  void AddPeer(const std::string& name, const NodeInfo& peer) {
+    if (!peer.host_ip) return Skip(name, "no host IP published");
+    if (*peer.host_ip == local_.host_ip) return Skip(name, "claims this node's host IP " + local_.host_ip.ToString());
     // The peer's underlay addresses: what its VXLAN packets come from.
-    std::vector<IpAddress> underlay = {*peer.host_ip};
-    if (peer.host_ip6 && *peer.host_ip6 != *peer.host_ip) underlay.push_back(*peer.host_ip6);
-    auto admit = [&](const std::optional<IpPrefix>& pods) {
-      if (local.vxlan_index == 0) return;
-      for (const auto& a : underlay) admitted.insert({a, pods});
-    };
-    admit(std::nullopt);
+    underlay_ = {*peer.host_ip};
+    if (peer.host_ip6 && *peer.host_ip6 != *peer.host_ip) underlay_.push_back(*peer.host_ip6);
+    Admit(std::nullopt);
     // The peer's own addresses as inner sources too: a hostNetwork server
     // on the peer answers a pod of this node from the address the pod
     // connected to, over VXLAN (the peer routes this node's pod CIDRs
     // there) whenever that connection was not masqueraded (IPv6 on a
     // cluster whose masquerade knows only IPv4 CIDRs). Found by the real
     // cluster's dual-stack Granular Checks (docs/security.md).
-    for (const auto& a : underlay) admit(IpPrefix(a, a.is_v6() ? 128 : 32));
+    for (const auto& a : underlay_) Admit(IpPrefix(a, a.is_v6() ? 128 : 32));
     bool routed_v4 = false, routed_v6 = false;
     for (const auto& raw : peer.pod_cidrs) {
-      IpPrefix cidr = raw.Masked();
-      const bool v6 = !cidr.is_v4();
-      if (!(v6 ? local_v6 : local_v4)) {
-        skip("pod CIDR " + cidr.ToString() + ": this node has no " + FamilyName(v6) + " pod CIDR");
-        continue;
-      }
-      if (const std::string* owner = claimed.Overlapping(cidr)) {
-        skip("pod CIDR " + cidr.ToString() + " overlaps " + *owner + "'s");
-        continue;
-      }
-      std::optional<IpAddress> next_hop = UnderlayAddress(peer, v6);
-      bool direct = local.backend != Backend::kVxlan && next_hop && OnLink(local, *next_hop);
-      if (local.backend == Backend::kHostGw && !direct) {
-        skip(next_hop ? "host " + next_hop->ToString() + " is not on this node's link (host-gw)"
-                      : std::string("no ") + FamilyName(v6) + " host address published for pod CIDR " +
-                            cidr.ToString() + " (host-gw)");
-        continue;
-      }
-      sys::RouteSpec r;
-      r.dst = cidr;
-      r.table = RT_TABLE_MAIN;
-      r.protocol = sys::kRouteProtoWeft;
-      r.scope = RT_SCOPE_UNIVERSE;
-      r.priority = PeerRoutePriority(cidr);
-      if (direct) {
-        r.gw = *next_hop;
-        r.oif = local.uplink_index;
-        d.state.routes.push_back(r);
-        claimed.Add(cidr, name);
-        admit(cidr);
-        if (std::string mac = NormalizeMac(peer.host_mac); check_hostgw && !mac.empty()) {
-          hostgw.insert({cidr, local.uplink_name, ""});
-          hostgw.insert({cidr, "", mac});
-        }
-        (v6 ? routed_v6 : routed_v4) = true;
-        ++d.direct_peers;
-        continue;
-      }
-      std::string mac = NormalizeMac(peer.vtep_mac);
-      if (mac.empty()) {
-        skip("no VTEP MAC published yet");
-        continue;
-      }
-      if (local.vxlan_index == 0) {
-        skip("no local VXLAN device");
-        continue;
-      }
-      // The FDB entry's remote is of the underlay's family, whatever the
-      // pod CIDR's: IPv6 pod traffic rides an IPv4 underlay and back.
-      std::optional<IpAddress> remote = UnderlayAddress(peer, underlay_v6);
-      if (!remote) {
-        skip(std::string("no ") + FamilyName(underlay_v6) + " host address published (this node's VXLAN runs over " +
-             FamilyName(underlay_v6) + ")");
-        continue;
-      }
-      r.gw = cidr.addr();
-      r.oif = local.vxlan_index;
-      r.onlink = true;
-      d.state.routes.push_back(r);
-      d.state.arp.push_back({local.vxlan_index, cidr.addr(), mac, false});
-      if (fdb_seen.insert({mac, *remote}).second) d.state.fdb.push_back({local.vxlan_index, *remote, mac, true});
-      claimed.Add(cidr, name);
-      admit(cidr);
-      (v6 ? routed_v6 : routed_v4) = true;
-      ++d.vxlan_peers;
+      const IpPrefix cidr = raw.Masked();
+      if (RoutePodCidr(name, peer, cidr)) (cidr.is_v4() ? routed_v4 : routed_v6) = true;
     }
-    d.peers += routed_v4 || routed_v6;
-    d.peers_v4 += routed_v4;
-    d.peers_v6 += routed_v6;
+    d_.peers += routed_v4 || routed_v6;
+    d_.peers_v4 += routed_v4;
+    d_.peers_v6 += routed_v6;
   }
-  d.state.filter.assign(admitted.begin(), admitted.end());
-  d.state.hostgw.assign(hostgw.begin(), hostgw.end());
-  return d;
+
+  Desired Finish() && {
+    d_.state.filter.assign(admitted_.begin(), admitted_.end());
+    d_.state.hostgw.assign(hostgw_.begin(), hostgw_.end());
+    return std::move(d_);
+  }
+
+ private:
+  void Skip(const std::string& name, const std::string& why) { d_.skipped.push_back(name + ": " + why); }
+
+  // The overlay filter admits `pods` (nullopt: the address alone) from each
+  // of the current peer's underlay addresses.
+  void Admit(const std::optional<IpPrefix>& pods) {
+    if (local_.vxlan_index == 0) return;
+    for (const auto& a : underlay_) admitted_.insert({a, pods});
+  }
+
+  // One pod CIDR of a peer: a direct route when the backend allows it and
+  // the peer is on the link, else a VXLAN route with its ARP and FDB
+  // entries. False, with the reason in `skipped`, when it is not routed.
+  bool RoutePodCidr(const std::string& name, const NodeInfo& peer, const IpPrefix& cidr) {
+    const bool v6 = !cidr.is_v4();
+    if (!(v6 ? local_v6_ : local_v4_)) {
+      Skip(name, "pod CIDR " + cidr.ToString() + ": this node has no " + FamilyName(v6) + " pod CIDR");
+      return false;
+    }
+    if (const std::string* owner = claimed_.Overlapping(cidr)) {
+      Skip(name, "pod CIDR " + cidr.ToString() + " overlaps " + *owner + "'s");
+      return false;
+    }
+    std::optional<IpAddress> next_hop = UnderlayAddress(peer, v6);
+    const bool direct = local_.backend != Backend::kVxlan && next_hop && OnLink(local_, *next_hop);
+    if (local_.backend == Backend::kHostGw && !direct) {
+      Skip(name, next_hop ? "host " + next_hop->ToString() + " is not on this node's link (host-gw)"
+                          : std::string("no ") + FamilyName(v6) + " host address published for pod CIDR " +
+                                cidr.ToString() + " (host-gw)");
+      return false;
+    }
+    sys::RouteSpec r;
+    r.dst = cidr;
+    r.table = RT_TABLE_MAIN;
+    r.protocol = sys::kRouteProtoWeft;
+    r.scope = RT_SCOPE_UNIVERSE;
+    r.priority = PeerRoutePriority(cidr);
+    if (!(direct ? RouteDirect(peer, cidr, *next_hop, r) : RouteOverVxlan(name, peer, cidr, r))) return false;
+    claimed_.Add(cidr, name);
+    Admit(cidr);
+    return true;
+  }
+
+  bool RouteDirect(const NodeInfo& peer, const IpPrefix& cidr, const IpAddress& next_hop, sys::RouteSpec r) {
+    r.gw = next_hop;
+    r.oif = local_.uplink_index;
+    d_.state.routes.push_back(r);
+    if (std::string mac = NormalizeMac(peer.host_mac); check_hostgw_ && !mac.empty()) {
+      hostgw_.insert({cidr, local_.uplink_name, ""});
+      hostgw_.insert({cidr, "", mac});
+    }
+    ++d_.direct_peers;
+    return true;
+  }
+
+  bool RouteOverVxlan(const std::string& name, const NodeInfo& peer, const IpPrefix& cidr, sys::RouteSpec r) {
+    std::string mac = NormalizeMac(peer.vtep_mac);
+    if (mac.empty()) {
+      Skip(name, "no VTEP MAC published yet");
+      return false;
+    }
+    if (local_.vxlan_index == 0) {
+      Skip(name, "no local VXLAN device");
+      return false;
+    }
+    // The FDB entry's remote is of the underlay's family, whatever the
+    // pod CIDR's: IPv6 pod traffic rides an IPv4 underlay and back.
+    const bool underlay_v6 = local_.host_ip.is_v6();
+    std::optional<IpAddress> remote = UnderlayAddress(peer, underlay_v6);
+    if (!remote) {
+      Skip(name, std::string("no ") + FamilyName(underlay_v6) +
+                     " host address published (this node's VXLAN runs over " + FamilyName(underlay_v6) + ")");
+      return false;
+    }
+    r.gw = cidr.addr();
+    r.oif = local_.vxlan_index;
+    r.onlink = true;
+    d_.state.routes.push_back(r);
+    d_.state.arp.push_back({local_.vxlan_index, cidr.addr(), mac, false});
+    if (fdb_seen_.insert({mac, *remote}).second) d_.state.fdb.push_back({local_.vxlan_index, *remote, mac, true});
+    ++d_.vxlan_peers;
+    return true;
+  }
+
+  const LocalView& local_;
+  Desired d_;
+  Claims claimed_;
+  bool local_v4_ = false, local_v6_ = false;
+  bool check_hostgw_ = false;
+  std::vector<IpAddress> underlay_;  // the current peer's (AddPeer)
+  std::set<std::pair<std::string, IpAddress>> fdb_seen_;
+  std::set<FilterEntry> admitted_;  // the overlay filter's, deduplicated (two peers may share an address)
+  std::set<HostGwEntry> hostgw_;
+};
+
+}  // namespace
+
+Desired ComputeDesired(const LocalView& local, const PeerMap& peers) {
+  DesiredBuilder b(local);
+  for (const auto& [name, peer] : peers)
+    if (name != local.name) b.AddPeer(name, peer);
+  return std::move(b).Finish();
 }
 
 Plan Diff(const KernelState& want, const KernelState& have) {

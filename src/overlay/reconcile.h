@@ -1,6 +1,7 @@
 #pragma once
 // The level-triggered core: from the peers the control plane reports and
-// what this node is, compute the routes, ARP and FDB entries the kernel
+// what this node is, compute the routes, ARP and FDB entries, the overlay
+// filter's admissions and the host-gw check's entries (filter.h) the kernel
 // should hold, and the difference to what it holds. Pure: no syscalls, so
 // it is unit-tested without root.
 

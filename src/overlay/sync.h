@@ -2,8 +2,9 @@
 // Brings the kernel to a desired KernelState through a Datapath, reading the
 // kernel only when it has to.
 //
-// A full pass reads the kernel (three dumps), diffs and applies: that is the
-// level-triggered safety net, and costs ~100 ms of dumps with 1000 peers. An
+// A full pass reads the kernel (route, ARP and FDB dumps, and the filter
+// sets: Datapath::Read), diffs and applies: that is the level-triggered
+// safety net, and costs ~100 ms of dumps with 1000 peers. An
 // incremental pass diffs the desired state against the state the last
 // successful pass left the kernel in — one peer joining is then a route, an
 // ARP and an FDB entry, no dump. The agent runs a full pass at start, on

@@ -1,8 +1,8 @@
 #include "plugin/add.h"
 
-#include "base/crash_point.h"
 #include "base/log.h"
 #include "plugin/pending.h"
+#include "sys/crash_point.h"
 
 namespace weft::plugin {
 

@@ -5,8 +5,8 @@
 //   arm       the teardown (teardown.h), before the kernel is touched
 //   claim     the hostPorts in the database
 //   guard     the node's source guard, before any pod interface exists
-//   attach    the veth pair (bridge mode: its port bound in the guard),
-//             pod side and host side                          (Datapath)
+//   attach    the veth pair (its host port bound in the guard, both
+//             modes), pod side and host side                  (Datapath)
 //   firewall  the masquerade and the hostPort rules          (AddFirewall)
 //   ready     the row; the teardown is disarmed
 //

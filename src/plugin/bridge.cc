@@ -3,7 +3,7 @@
 #include <linux/rtnetlink.h>
 #include <sys/socket.h>
 
-#include "base/crash_point.h"
+#include "sys/crash_point.h"
 #include "sys/sysctl.h"
 
 namespace weft::plugin {

@@ -3,16 +3,9 @@
 #include <sys/socket.h>
 
 #include "base/strings.h"
-#include "plugin/bridge.h"
-#include "plugin/routed.h"
 #include "sys/files.h"
 
 namespace weft::plugin {
-
-std::unique_ptr<Datapath> NewDatapath(const Config& cfg, const DatapathContext& ctx) {
-  if (cfg.mode == Mode::kBridge) return std::make_unique<BridgeDatapath>(cfg, ctx);
-  return std::make_unique<RoutedDatapath>(cfg, ctx);
-}
 
 Status VethDatapath::CreateLinks(uint32_t host_group) {
   sys::Netlink& host = ctx_.host;

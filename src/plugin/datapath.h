@@ -1,5 +1,6 @@
 #pragma once
-// The pod's datapath, one object per mode (routed.h, bridge.h): what ADD
+// The pod's datapath, one object per mode (routed.h, bridge.h; the plugin
+// picks one by the config's mode, weft_plugin.cc): what ADD
 // builds in the kernel for an attachment, what CHECK verifies and what the
 // result reports. Both modes are a veth pair with the pod end placed
 // straight into the pod netns; the steps they share (creating the pair,
@@ -60,9 +61,6 @@ struct DatapathContext {
   std::string host_ifname, ifname;
   int mtu = 0;  // the veth's MTU (ADD; unused by CHECK)
 };
-
-// The datapath of `cfg.mode`. `cfg` outlives it.
-std::unique_ptr<Datapath> NewDatapath(const Config& cfg, const DatapathContext& ctx);
 
 // The result's entry for `link`; `sandbox` is the netns, for the pod end.
 cni::Interface ResultInterface(const sys::LinkInfo& link, const std::string& sandbox = "");

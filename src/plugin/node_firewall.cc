@@ -5,7 +5,7 @@
 #include "fw/hostport.h"
 #include "fw/masquerade.h"
 #include "fw/source_guard.h"
-#include "plugin/teardown.h"
+#include "plugin/hostports.h"
 #include "sys/netlink.h"
 #include "sys/sysctl.h"
 

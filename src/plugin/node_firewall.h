@@ -1,8 +1,10 @@
 #pragma once
-// ADD's firewall steps on the node (AddFirewall, add.h): the masquerade
+// ADD's firewall steps on the node (AddFirewall, add.h): the source guard
+// (the mode's table, and the pod's port bound in it), the masquerade
 // through the configured backend, the pod's own hostPort entries (its
-// mappings as recorded in the database), and the UDP conntrack flush for
-// them.
+// mappings as recorded in the database, hostports.h), and the UDP conntrack
+// flush for them. Also the source guard's repairs that GC and doctor share
+// (RebindPorts, PruneGuardOfNode).
 
 #include <string>
 

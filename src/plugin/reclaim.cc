@@ -1,6 +1,7 @@
 #include "plugin/reclaim.h"
 
 #include "ipam/store.h"
+#include "plugin/hostports.h"
 #include "plugin/teardown.h"
 #include "sys/files.h"
 #include "sys/netlink.h"

@@ -18,14 +18,11 @@
 // rule it implies, so anything half-done is always reachable from a row, and
 // the address is never free while any kernel object still uses it.
 
-#include <functional>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
-#include "fw/hostport.h"
 #include "fw/source_guard.h"
 #include "ipam/store.h"
 #include "plugin/config.h"
@@ -33,26 +30,6 @@
 #include "sys/netlink.h"
 
 namespace weft::plugin {
-
-// hostPort rules for every mapping in the database whose attachment is not
-// being deleted: a mapping without a host IP is published in each family
-// the pod has an address in.
-Result<std::vector<fw::HostPortRule>> DesiredHostPorts(ipam::Store& store);
-// The rules of one attachment's mappings.
-std::vector<fw::HostPortRule> HostPortRulesOf(const ipam::PodRecord& pod, const std::vector<ipam::PortMapping>& maps);
-
-std::unique_ptr<fw::HostPortFirewall> HostPortsFor(FwBackend backend, const std::string& data_dir);
-
-// Makes the kernel's hostPort ruleset for `data_dir` match the database
-// (the full diff: CHECK's repair, GC, reclaim, doctor --fix).
-Status SyncHostPorts(FwBackend backend, const std::string& data_dir, ipam::Store& store);
-// ADD: puts `pod`'s own hostPort entries in place, touching nothing else
-// (nftables; iptables rebuilds its chains).
-Status AddHostPorts(FwBackend backend, const std::string& data_dir, ipam::Store& store, const ipam::PodRecord& pod);
-// CHECK: an error naming what is missing when `pod`'s entries are not in
-// the kernel (nftables only).
-Status VerifyHostPorts(FwBackend backend, const std::string& data_dir, ipam::Store& store,
-                       const ipam::PodRecord& pod);
 
 struct TeardownTarget {
   std::string container_id, ifname;

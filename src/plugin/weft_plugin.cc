@@ -7,16 +7,20 @@
 #include "base/log.h"
 #include "base/phase_timer.h"
 #include "ipam/store.h"
-#include "plugin/add.h"
 #include "fw/source_guard.h"
+#include "plugin/add.h"
+#include "plugin/bridge.h"
 #include "plugin/config.h"
 #include "plugin/datapath.h"
+#include "plugin/hostports.h"
 #include "plugin/ipam_delegate.h"
 #include "plugin/node_firewall.h"
+#include "plugin/routed.h"
 #include "plugin/runtime_config.h"
 #include "plugin/store_ipam.h"
 #include "plugin/teardown.h"
 #include "sys/files.h"
+#include "sys/log_file.h"
 #include "sys/netlink.h"
 #include "sys/netns.h"
 
@@ -50,13 +54,13 @@ Result<Config> Load(const cni::CmdArgs& args) {
   WEFT_ASSIGN_OR_RETURN(Config cfg, ParseConfig(args.conf));
   log::SetLevel(cfg.log_level);
   if (!cfg.log_file.empty()) {
-    Status st = log::SetFile(cfg.log_file);
+    Status st = sys::SetLogFile(cfg.log_file);
     // The file may sit in a directory that does not exist yet (the plugin's
     // own dataDir on a new node): create it then, and only then, so every
     // other call pays one open.
     if (!st.ok() && st.sys_errno() == ENOENT) {
       st = sys::MkdirAll(cfg.log_file.substr(0, cfg.log_file.rfind('/')), 0755);
-      if (st.ok()) st = log::SetFile(cfg.log_file);
+      if (st.ok()) st = sys::SetLogFile(cfg.log_file);
     }
     if (!st.ok()) WEFT_LOG(kWarn, "cannot open logFile; logging to stderr", {"path", cfg.log_file}, {"err", st});
   }
@@ -66,6 +70,12 @@ Result<Config> Load(const cni::CmdArgs& args) {
 Result<AddRequest> ParseAdd(const cni::CmdArgs& args) {
   WEFT_ASSIGN_OR_RETURN(Config cfg, Load(args));
   return ParseAddRequest(args, std::move(cfg));
+}
+
+// The datapath of `cfg.mode`. `cfg` outlives it.
+std::unique_ptr<Datapath> NewDatapath(const Config& cfg, const DatapathContext& ctx) {
+  if (cfg.mode == Mode::kBridge) return std::make_unique<BridgeDatapath>(cfg, ctx);
+  return std::make_unique<RoutedDatapath>(cfg, ctx);
 }
 
 DelegateCall CallFor(const cni::CmdArgs& args) {

@@ -5,8 +5,9 @@
 // NetworkPolicy).
 //  ADD     opens the pod netns, the host and pod netlink sockets and the
 //          database, then RunAdd (add.h): allocate (store_ipam.h), arm the
-//          teardown, attach the datapath of the mode (datapath.h), firewall
-//          (node_firewall.h: masquerade, hostPorts), ready.
+//          teardown, claim the hostPorts, the source guard, attach the
+//          datapath of the mode (datapath.h), firewall (node_firewall.h:
+//          masquerade, hostPorts through hostports.h), ready.
 //  DEL     the ordered, idempotent teardown (teardown.h); needs neither the
 //          netns nor the database row.
 //  CHECK   the row is ready, the delegated IPAM agrees, the datapath and the
@@ -15,7 +16,8 @@
 //          has addresses left (or the delegated IPAM plugin's STATUS).
 //  GC      tears down the rows the runtime no longer lists, and listed ones
 //          whose netns and veth are gone (reclaim.h); resyncs the hostPort
-//          rules; forwards GC to a delegated IPAM plugin.
+//          rules; prunes the source guard's chains of ports that are gone;
+//          forwards GC to a delegated IPAM plugin.
 
 #include <string>
 #include <vector>

@@ -402,26 +402,36 @@ TEST_F(TierTest, FullRenderIsValidStructureAndRemovalLeavesNothing) {
 // A pod's traffic to its own node never reaches the forward hook: the tiers'
 // egress rules that can match a node address are compiled into a node-<pod>
 // chain the input hook dispatches to by the pod's address.
-TEST_F(TierTest, TrafficToTheOwnNodeIsJudgedByTheTiersInTheInputHook) {
-  Pod dual = MakePod("x", "d", {{"pod", "d"}}, "n1", "10.0.1.9");
-  dual.ips.push_back(*IpAddress::Parse("fd00:1::9"));
-  e_.UpsertPod(dual);
-  e_.UpsertNode(Node("n1", {}, {"192.168.1.1", "fd00::1"}));
-  e_.UpsertNode(Node("n2", {}, {"192.168.1.2"}));
-  e_.MarkApplied(false);
-  auto node_chain = [&](const std::string& ip) {
+class OwnNodeTest : public TierTest {
+ protected:
+  // A dual-stack pod x/d beside the fixture's, nodes n1 (both families)
+  // and n2; then a NetworkPolicy isolating x/b for egress and an Admin
+  // rule with pod peers only (which no node address can match).
+  void SetUpOwnNode() {
+    Pod dual = MakePod("x", "d", {{"pod", "d"}}, "n1", "10.0.1.9");
+    dual.ips.push_back(*IpAddress::Parse("fd00:1::9"));
+    e_.UpsertPod(dual);
+    e_.UpsertNode(Node("n1", {}, {"192.168.1.1", "fd00::1"}));
+    e_.UpsertNode(Node("n2", {}, {"192.168.1.2"}));
+    e_.MarkApplied(false);
+    e_.UpsertPolicy(Np(R"({"metadata":{"namespace":"x","name":"np-eg"},"spec":{"podSelector":{"matchLabels":{"pod":"b"}},
+      "policyTypes":["Egress"],"egress":[]}})"));
+    e_.UpsertClusterPolicy(Cnp(OneRule("pods-only", "Admin", 1, "egress",
+                                       R"({"action":"Deny","to":[{"namespaces":{"matchLabels":{"ns":"y"}}}]})")));
+  }
+  // The node chain the input hook dispatches `ip` to ("" = none).
+  std::string NodeChain(const std::string& ip) {
     const auto& m = ip.find(':') == std::string::npos ? e_.desired().node4 : e_.desired().node6;
     auto it = m.find(ip);
     return it == m.end() ? "" : it->second;
-  };
-  // A NetworkPolicy alone never restricts it (unchanged).
-  e_.UpsertPolicy(Np(R"({"metadata":{"namespace":"x","name":"np-eg"},"spec":{"podSelector":{"matchLabels":{"pod":"b"}},
-    "policyTypes":["Egress"],"egress":[]}})"));
+  }
+};
+
+TEST_F(OwnNodeTest, TrafficToTheOwnNodeIsJudgedByTheTiersInTheInputHook) {
+  SetUpOwnNode();
+  // A NetworkPolicy alone never restricts it (unchanged); a tier rule with
+  // pod peers only cannot match a node address: no chain.
   EXPECT_FALSE(Chain("eg", "10.0.1.2").empty());
-  EXPECT_TRUE(e_.desired().node4.empty());
-  // A tier rule with pod peers only cannot match a node address: no chain.
-  e_.UpsertClusterPolicy(Cnp(OneRule("pods-only", "Admin", 1, "egress",
-                                     R"({"action":"Deny","to":[{"namespaces":{"matchLabels":{"ns":"y"}}}]})")));
   EXPECT_FALSE(Chain("eg", "10.0.1.1").empty());
   EXPECT_TRUE(e_.desired().node4.empty());
   EXPECT_TRUE(e_.Tightened().size() > 0);
@@ -431,15 +441,15 @@ TEST_F(TierTest, TrafficToTheOwnNodeIsJudgedByTheTiersInTheInputHook) {
   // both families, with only the rule that can match a node address.
   e_.UpsertClusterPolicy(Cnp(OneRule("no-nodes", "Admin", 2, "egress",
                                      R"({"action":"Deny","to":[{"nodes":{}}],"protocols":[{"tcp":{"destinationPort":{"number":10250}}}]})")));
-  std::string c = node_chain("10.0.1.1");
+  std::string c = NodeChain("10.0.1.1");
   ASSERT_EQ(c.rfind("node-", 0), 0u) << c;
-  EXPECT_EQ(node_chain("10.0.1.9"), node_chain("fd00:1::9"));
+  EXPECT_EQ(NodeChain("10.0.1.9"), NodeChain("fd00:1::9"));
   // Pods with the same node rules share one chain (x/a and x/d); x/b, which a
   // NetworkPolicy isolates, has its own.
-  EXPECT_EQ(node_chain("10.0.1.9"), c);
-  EXPECT_NE(node_chain("10.0.1.2"), c);
+  EXPECT_EQ(NodeChain("10.0.1.9"), c);
+  EXPECT_NE(NodeChain("10.0.1.2"), c);
   EXPECT_EQ(e_.desired().node4r.at("10.0.1.1"), "r" + c);
-  EXPECT_EQ(node_chain("10.0.1.3"), "");  // y/b: not a subject
+  EXPECT_EQ(NodeChain("10.0.1.3"), "");  // y/b: not a subject
   auto r = Rules(c);
   ASSERT_EQ(r.size(), 4u) << ::testing::PrintToString(r);
   EXPECT_EQ(r[0], "ct state invalid drop");
@@ -468,20 +478,23 @@ TEST_F(TierTest, TrafficToTheOwnNodeIsJudgedByTheTiersInTheInputHook) {
 
   // x/b, which a NetworkPolicy isolates for egress: the Admin tier still
   // decides first, then NetworkPolicy stands for "allow".
-  auto rb = Rules(node_chain("10.0.1.2"));
+  auto rb = Rules(NodeChain("10.0.1.2"));
   EXPECT_GE(Find(rb, "Admin:no-nodes"), 0);
   EXPECT_EQ(rb.back(), "accept comment \"NetworkPolicy: the pod's own node\"");
+}
 
-  // networks covering a node address count too; an Admin Pass goes to the
-  // tail, where the Baseline tier (for pods no NP isolates) or NetworkPolicy's
-  // allow follows.
-  e_.RemoveClusterPolicy("no-nodes");
+// networks covering a node address count too; an Admin Pass goes to the
+// tail, where the Baseline tier (for pods no NP isolates) or NetworkPolicy's
+// allow follows; node chains go with the last pod or policy that needs them.
+TEST_F(OwnNodeTest, PassAndBaselineToTheOwnNodeAndTheirRemoval) {
+  SetUpOwnNode();
+  e_.MarkApplied(false);
   e_.UpsertClusterPolicy(Cnp(OneRule("pass-net", "Admin", 3, "egress",
                                      R"({"action":"Pass","to":[{"networks":["192.168.0.0/16"]}]})")));
   e_.UpsertClusterPolicy(Cnp(OneRule("base-deny", "Baseline", 1, "egress",
                                      R"({"action":"Deny","to":[{"networks":["0.0.0.0/0","::/0"]}]})")));
-  c = node_chain("10.0.1.1");
-  r = Rules(c);
+  std::string c = NodeChain("10.0.1.1");
+  auto r = Rules(c);
   int pass = Find(r, "Admin:pass-net egress 0 Pass");
   ASSERT_GE(pass, 0);
   EXPECT_NE(r[pass].find("goto t" + c), std::string::npos) << r[pass];
@@ -490,18 +503,18 @@ TEST_F(TierTest, TrafficToTheOwnNodeIsJudgedByTheTiersInTheInputHook) {
   EXPECT_GE(Find(tail, "Baseline:base-deny egress 0 Deny"), 0);
   EXPECT_EQ(tail.back(), "accept comment \"default\"");
   EXPECT_EQ(Rules("rt" + c).size(), tail.size());
-  auto tb = Rules("t" + node_chain("10.0.1.2"));  // x/b: NetworkPolicy decides, the Baseline never
+  auto tb = Rules("t" + NodeChain("10.0.1.2"));  // x/b: NetworkPolicy decides, the Baseline never
   EXPECT_EQ(tb, std::vector<std::string>{"accept comment \"NetworkPolicy: the pod's own node\""});
 
   // A Baseline alone, for a pod NetworkPolicy isolates: no node chain.
   e_.RemoveClusterPolicy("pass-net");
-  EXPECT_FALSE(node_chain("10.0.1.1").empty());
-  EXPECT_EQ(node_chain("10.0.1.2"), "");
+  EXPECT_FALSE(NodeChain("10.0.1.1").empty());
+  EXPECT_EQ(NodeChain("10.0.1.2"), "");
   // A shared chain stays while one pod uses it.
-  std::string shared = node_chain("10.0.1.1");
-  ASSERT_EQ(node_chain("10.0.1.9"), shared);
+  std::string shared = NodeChain("10.0.1.1");
+  ASSERT_EQ(NodeChain("10.0.1.9"), shared);
   e_.RemovePod("x/a");
-  EXPECT_EQ(node_chain("10.0.1.9"), shared);
+  EXPECT_EQ(NodeChain("10.0.1.9"), shared);
   EXPECT_FALSE(Rules(shared).empty());
   e_.RemovePod("x/d");
   EXPECT_TRUE(Rules(shared).empty());

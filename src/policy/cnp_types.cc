@@ -1,6 +1,7 @@
 #include "policy/cnp_types.h"
 
 #include <algorithm>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "base/json_util.h"
@@ -82,6 +83,70 @@ bool IsDomainName(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' || c == '*'; });
 }
 
+// One entry of a rule's from/to list (`pw` names it), added to `rule`;
+// `unreadable` is told what could not be read, and decides by the rule's
+// action what that fails closed.
+void DecodeTierPeer(const json& p, const std::string& pw, bool ingress, bool accept, TierRule& rule,
+                    std::vector<std::string>* problems, const std::function<void(const std::string&)>& unreadable) {
+  if (!p.is_object() || p.size() != 1) {
+    unreadable(pw + ": exactly one peer field must be set, and Weft knows none here");
+    return;
+  }
+  const std::string field = p.begin().key();
+  const json& v = p.begin().value();
+  if (field == "namespaces") {
+    auto sel = Selector(v, pw + ".namespaces", problems);
+    if (!sel) {
+      unreadable(pw + ".namespaces");
+      return;
+    }
+    Peer peer;
+    peer.namespace_selector = *sel;
+    rule.match.peers.push_back(std::move(peer));
+  } else if (field == "pods") {
+    const json& ns = JsonMember(v, "namespaceSelector");
+    auto nsel = ns.is_null() ? std::optional<LabelSelector>(LabelSelector{})
+                             : Selector(ns, pw + ".pods.namespaceSelector", problems);
+    auto psel = Selector(JsonMember(v, "podSelector"), pw + ".pods.podSelector", problems);
+    if (!nsel || !psel) {
+      unreadable(pw + ".pods");
+      return;
+    }
+    Peer peer;
+    peer.namespace_selector = *nsel;
+    peer.pod_selector = *psel;
+    rule.match.peers.push_back(std::move(peer));
+  } else if (!ingress && field == "networks" && v.is_array() && !v.empty()) {
+    for (size_t k = 0; k < v.size(); ++k) {
+      auto pre = v[k].is_string() ? IpPrefix::Parse(v[k].get<std::string>()) : std::nullopt;
+      if (!pre) {
+        unreadable(pw + ".networks[" + std::to_string(k) + "]: not a CIDR");
+        continue;
+      }
+      Peer peer;
+      peer.ip_block = IpBlock{pre->Masked(), {}};
+      rule.match.peers.push_back(std::move(peer));
+    }
+  } else if (!ingress && field == "nodes") {
+    auto sel = Selector(v, pw + ".nodes", problems);
+    if (!sel) {
+      unreadable(pw + ".nodes");
+      return;
+    }
+    rule.nodes.push_back(*sel);
+  } else if (!ingress && field == "domainNames" && v.is_array()) {
+    bool ok = !v.empty();
+    for (const auto& d : v) ok = ok && d.is_string() && IsDomainName(d.get<std::string>());
+    if (accept && ok) {
+      problems->push_back(pw + ".domainNames: not implemented by Weft: this peer matches nothing (fail closed)");
+    } else {
+      unreadable(pw + ".domainNames: only valid in an Accept rule");
+    }
+  } else {
+    unreadable(pw + ": unknown peer \"" + field + "\"");
+  }
+}
+
 // One rule; `where` is "spec.ingress[i]" or "spec.egress[i]".
 TierRule DecodeTierRule(const json& r, bool ingress, const std::string& where, std::vector<std::string>* problems) {
   TierRule rule;
@@ -117,65 +182,8 @@ TierRule DecodeTierRule(const json& r, bool ingress, const std::string& where, s
     unreadable(where + "." + peers_key + ": missing or empty");
   } else {
     for (size_t i = 0; i < peers.size(); ++i) {
-      const json& p = peers[i];
-      const std::string pw = where + "." + peers_key + "[" + std::to_string(i) + "]";
-      if (!p.is_object() || p.size() != 1) {
-        unreadable(pw + ": exactly one peer field must be set, and Weft knows none here");
-        continue;
-      }
-      const std::string field = p.begin().key();
-      const json& v = p.begin().value();
-      if (field == "namespaces") {
-        auto sel = Selector(v, pw + ".namespaces", problems);
-        if (!sel) {
-          unreadable(pw + ".namespaces");
-          continue;
-        }
-        Peer peer;
-        peer.namespace_selector = *sel;
-        rule.match.peers.push_back(std::move(peer));
-      } else if (field == "pods") {
-        const json& ns = JsonMember(v, "namespaceSelector");
-        auto nsel = ns.is_null() ? std::optional<LabelSelector>(LabelSelector{})
-                                 : Selector(ns, pw + ".pods.namespaceSelector", problems);
-        auto psel = Selector(JsonMember(v, "podSelector"), pw + ".pods.podSelector", problems);
-        if (!nsel || !psel) {
-          unreadable(pw + ".pods");
-          continue;
-        }
-        Peer peer;
-        peer.namespace_selector = *nsel;
-        peer.pod_selector = *psel;
-        rule.match.peers.push_back(std::move(peer));
-      } else if (!ingress && field == "networks" && v.is_array() && !v.empty()) {
-        for (size_t k = 0; k < v.size(); ++k) {
-          auto pre = v[k].is_string() ? IpPrefix::Parse(v[k].get<std::string>()) : std::nullopt;
-          if (!pre) {
-            unreadable(pw + ".networks[" + std::to_string(k) + "]: not a CIDR");
-            continue;
-          }
-          Peer peer;
-          peer.ip_block = IpBlock{pre->Masked(), {}};
-          rule.match.peers.push_back(std::move(peer));
-        }
-      } else if (!ingress && field == "nodes") {
-        auto sel = Selector(v, pw + ".nodes", problems);
-        if (!sel) {
-          unreadable(pw + ".nodes");
-          continue;
-        }
-        rule.nodes.push_back(*sel);
-      } else if (!ingress && field == "domainNames" && v.is_array()) {
-        bool ok = !v.empty();
-        for (const auto& d : v) ok = ok && d.is_string() && IsDomainName(d.get<std::string>());
-        if (accept && ok) {
-          problems->push_back(pw + ".domainNames: not implemented by Weft: this peer matches nothing (fail closed)");
-        } else {
-          unreadable(pw + ".domainNames: only valid in an Accept rule");
-        }
-      } else {
-        unreadable(pw + ": unknown peer \"" + field + "\"");
-      }
+      DecodeTierPeer(peers[i], where + "." + peers_key + "[" + std::to_string(i) + "]", ingress, accept, rule,
+                     problems, unreadable);
     }
   }
   const json& protos = JsonMember(r, "protocols");

@@ -1,8 +1,8 @@
 #pragma once
 // Drop records (docs/networkpolicy.md, "Drop records"): the packets that
-// NetworkPolicy (table inet weft-netpol) and the source guard (tables
-// weft-guard) drop are sent by their rules to NFLOG group kDropLogGroup,
-// rate-limited per table; weftd reads them (sys/nflog.h) and this file turns
+// NetworkPolicy (table inet weft-netpol) and the source guard (netdev tables
+// weft-guard, weft-guard-bridge) drop are sent by their rules to NFLOG
+// group kDropLogGroup, rate-limited per table; weftd reads them (sys/nflog.h) and this file turns
 // them into one record per flow: source and destination (pod and address),
 // protocol, port, direction and the reason. Pure apart from its mutex: the
 // decoding, the flow aggregation, the ring and the logfmt rendering are

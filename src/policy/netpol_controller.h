@@ -1,7 +1,10 @@
 #pragma once
-// weftd's NetworkPolicy controller: informers on Pods, Namespaces and
-// NetworkPolicies feed the pure Engine (netpol_model.h); each batch of
-// changes becomes one atomic `nft -f` transaction on table inet weft-netpol
+// weftd's NetworkPolicy controller: informers on Pods, Namespaces,
+// NetworkPolicies and (with ClusterNetworkPolicy on) ClusterNetworkPolicies
+// and Nodes feed the pure Engine (netpol_model.h); each batch of changes
+// becomes one atomic transaction on table inet weft-netpol, applied in
+// weftd's process: an nft script through libnftables (sys/nft_script.h), or,
+// when only set elements changed, one raw nfnetlink batch (sys/nft_set.h)
 // (docs/networkpolicy.md).
 //
 // Start-up never flushes: the first apply replaces the table in one

@@ -10,8 +10,12 @@
 // the chains of the local pods of its namespace; a namespace relabel touches
 // the memberships of its pods for peers with a namespaceSelector. Nothing is
 // recomputed per event for the whole cluster. The Engine records which sets,
-// chains and map entries changed; Diff() turns that into the nft commands
-// that move the kernel from the last applied model to the desired one.
+// chains and map entries changed since the last MarkApplied(): RenderDelta()
+// turns that into the nft commands that move the kernel from the last
+// applied model to the desired one, ElementOnlyDelta() into raw element
+// changes when nothing else changed, and RenderFull() renders the whole
+// table. ClusterNetworkPolicies and Nodes (cnp_types.h) are compiled into
+// the same chains, tier by tier.
 //
 // Thread-compatible: one thread drives it.
 

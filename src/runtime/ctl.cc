@@ -75,6 +75,7 @@ int Ctl::Main(int argc, const char* const* argv, Context ctx) {
   app.add_flag("--negotiate-version", ctx.global.negotiate,
                "Ask every plugin (VERSION) and use the highest of the list's cniVersions they all support, "
                "instead of libcni's rule (the list's highest)");
+  if (!version_.empty()) app.set_version_flag("--version", version_, "Print the release and commit, then exit");
   std::vector<std::pair<CLI::App*, Command*>> subs;
   for (auto& c : commands_) subs.emplace_back(c->Register(app), c.get());
   try {
@@ -84,6 +85,9 @@ int Ctl::Main(int argc, const char* const* argv, Context ctx) {
     return kExitOk;
   } catch (const CLI::CallForAllHelp&) {
     *ctx.out << app.help("", CLI::AppFormatMode::All);
+    return kExitOk;
+  } catch (const CLI::CallForVersion&) {
+    *ctx.out << version_ << "\n";
     return kExitOk;
   } catch (const CLI::ParseError& e) {
     *ctx.err << "weftctl: " << e.what() << "\nRun 'weftctl --help' for usage.\n";

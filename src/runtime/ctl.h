@@ -71,11 +71,15 @@ class Ctl {
   Ctl();
   ~Ctl();
   void Add(std::unique_ptr<Command> cmd);
+  // What --version prints ("weftctl 0.3.0 (commit …)"); without it there is
+  // no --version flag.
+  void SetVersion(std::string version) { version_ = std::move(version); }
   // Parses argv, runs the chosen subcommand, returns the exit code.
   int Main(int argc, const char* const* argv, Context ctx);
 
  private:
   std::vector<std::unique_ptr<Command>> commands_;
+  std::string version_;
 };
 
 // add, check, del, status, gc, conf.

@@ -39,6 +39,7 @@ class CtlTest : public ::testing::Test {
     err_.str("");
     Ctl ctl;
     AddCniCommands(ctl);
+    ctl.SetVersion("weftctl 1.2.3 (commit 0123456789ab)");
     Context ctx;
     ctx.getenv = [this](const char* k) -> const char* {
       auto it = env_.find(k);
@@ -99,6 +100,10 @@ TEST_F(CtlTest, DelFallsBackToTheCacheWhenTheNetworkIsGone) {
 TEST_F(CtlTest, ExitCodesForScripts) {
   EXPECT_EQ(Run({"--help"}), kExitOk);
   EXPECT_NE(out_.str().find("Usage"), std::string::npos);
+  EXPECT_NE(out_.str().find("--version"), std::string::npos);
+  EXPECT_EQ(Run({"--version"}), kExitOk);  // no subcommand needed
+  EXPECT_EQ(out_.str(), "weftctl 1.2.3 (commit 0123456789ab)\n");
+  EXPECT_EQ(err_.str(), "");
   EXPECT_EQ(Run({"gc", "--help"}), kExitOk);
   EXPECT_NE(out_.str().find("--valid"), std::string::npos);
   EXPECT_EQ(Run({"add", "net"}), kExitUsage);                      // no netns

@@ -115,6 +115,12 @@ Status MkdirAll(const std::string& path, int mode) {
 
 bool PathExists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
+Status CreateFileIfAbsent(const std::string& path, int mode) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+  if (!fd.valid() && errno != EEXIST) return Status::FromErrno(Reason::kFailed, Domain::kFile, "create " + path, errno);
+  return Status::Ok();
+}
+
 Status RemoveFile(const std::string& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT)
     return Status::FromErrno(Reason::kFailed, Domain::kFile, "remove " + path, errno);

@@ -26,6 +26,9 @@ Status WriteFileAtomic(const std::string& path, const std::string& data, int mod
 // mkdir -p; created directories get `mode`.
 Status MkdirAll(const std::string& path, int mode = 0755);
 bool PathExists(const std::string& path);
+// Creates `path` empty with `mode` (less the umask) unless it exists; an
+// existing file is left as it is.
+Status CreateFileIfAbsent(const std::string& path, int mode);
 Status RemoveFile(const std::string& path);  // OK when already gone
 // Names in a directory (no "." / ".."), sorted.
 Result<std::vector<std::string>> ListDir(const std::string& path);

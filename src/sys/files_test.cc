@@ -9,6 +9,9 @@
 #include <cstdlib>
 #include <string>
 
+#include "base/log.h"
+#include "sys/log_file.h"
+
 namespace weft::sys {
 namespace {
 
@@ -78,6 +81,34 @@ TEST(Files, ReadWholeFileReadsAllAndRefusesTooLarge) {
   auto proc = ReadWholeFile("/proc/self/status", 1 << 20);
   ASSERT_TRUE(proc.ok());
   EXPECT_NE(proc->find("VmRSS"), std::string::npos);
+  std::string cmd = std::string("rm -rf ") + tmpl;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+}
+
+TEST(LogFile, AppendsLinesAndNamesTheFileItCannotOpen) {
+  char tmpl[] = "/tmp/weft-logfile-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string path = std::string(tmpl) + "/weft.log";
+  ASSERT_TRUE(WriteFileAtomic(path, "earlier\n", 0600).ok());
+  log::SetLevel(log::Level::kInfo);
+  ASSERT_TRUE(SetLogFile(path).ok());
+  WEFT_LOG(kInfo, "into the file", {"k", "v"});
+  Status bad = SetLogFile(std::string(tmpl) + "/no/such/dir/x.log");
+  EXPECT_EQ(bad.sys_errno(), ENOENT);
+  EXPECT_NE(bad.msg().find("/no/such/dir/x.log"), std::string::npos) << bad.ToString();
+  WEFT_LOG(kInfo, "still into the file");  // a failed open keeps the sink
+  ASSERT_TRUE(SetLogFile("").ok());        // stderr again: the file is closed
+  WEFT_LOG(kInfo, "to stderr");
+  log::SetLevel(log::Level::kWarn);
+  auto text = ReadFile(path);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(text->rfind("earlier\n", 0), 0u);  // appended, not truncated
+  EXPECT_NE(text->find(" msg=\"into the file\" k=v\n"), std::string::npos) << *text;
+  EXPECT_NE(text->find(" msg=\"still into the file\"\n"), std::string::npos) << *text;
+  EXPECT_EQ(text->find("to stderr"), std::string::npos);
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
   std::string cmd = std::string("rm -rf ") + tmpl;
   ASSERT_EQ(std::system(cmd.c_str()), 0);
 }

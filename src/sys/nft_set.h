@@ -1,8 +1,10 @@
 #pragma once
-// nftables set elements over raw nfnetlink: one batch (one kernel
-// transaction, all or nothing) of element additions and deletions, a table
-// deletion, and a dump of a set's elements. This is what lets a plugin ADD
-// or DEL change only its own hostPort entries in tens of microseconds,
+// nftables over raw nfnetlink: one batch (one kernel transaction, all or
+// nothing) of element additions and deletions, netdev ingress chains and
+// their rules (added, flushed, deleted: the source guard's per-port chains,
+// built from the typed NftRule pieces below), a table deletion; and lookups
+// of a table, an element and a set's elements. This is what lets a plugin
+// ADD or DEL change only its own hostPort entries in tens of microseconds,
 // where exec'ing nft costs milliseconds and (with `add rule`) reads the
 // whole table back first. Keys and data are raw bytes in the set's layout:
 // each field of a concatenation padded to 4 bytes (fw/hostport.h builds

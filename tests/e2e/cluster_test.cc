@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "agent/etcd.h"
+#include "build_info.h"
 #include "e2e/cluster.h"
 #include "e2e/cluster_fixture.h"
 #include "sys/http.h"
@@ -76,6 +77,13 @@ TEST_F(ClusterTest, VxlanPodToPodAcrossThreeNodes) {
   WeftNode& n2 = AddNode("n2", 12, "vxlan");
   WeftNode& n3 = AddNode("n3", 13, "vxlan");
   for (WeftNode* n : {&n1, &n2, &n3}) ASSERT_TRUE(Converged(*n, 2)) << n->name;
+
+  // Which weftd this is: the release and commit on /metrics and in its log.
+  const std::string ver = weft::build::kVersion, commit = weft::build::kCommit;
+  EXPECT_NE(n1.Http("/metrics").find("\nweft_build_info{version=\"" + ver + "\",commit=\"" + commit + "\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(n1.LogTail(1 << 20).find("msg=starting version=" + ver + " commit=" + commit), std::string::npos)
+      << n1.LogTail(3000);
 
   // The device: VNI 1, port 8472, learning off, local = node IP, MTU 1500-50.
   auto link = n1.ns.IpJson({"-d", "link", "show", "dev", "weft.1"});

@@ -42,7 +42,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kImage = "localhost/weft/weftd:0.1.0";
+const std::string kImage = std::string("localhost/weft/weftd:") + WEFT_VERSION;
 
 std::string ReadAll(const std::string& path) {
   std::ifstream f(path);
@@ -280,7 +280,7 @@ class ImageTest : public ::testing::Test {
     for (auto& s : ContainerArgs(n, c)) argv.push_back(s);
     // A container's `command` replaces the image's entrypoint.
     argv.push_back("--entrypoint=" + c["command"].dump());
-    EXPECT_EQ(c["image"], "weft/weftd:0.1.0");
+    EXPECT_EQ(c["image"], std::string("weft/weftd:") + WEFT_VERSION);
     argv.push_back(kImage);
     std::string err;
     int rc = Cmd(argv, out, &err);

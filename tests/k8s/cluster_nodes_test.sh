@@ -341,11 +341,13 @@ EOF
     prober_pid=$!
     poll 60 test -s "$STATE/keepalive"
     before=$(jq .requests "$STATE/keepalive" 2>/dev/null)
-    # The new tag: the same image loaded under weft/weftd:0.1.1 on every node
-    # (as an operator loads a new release), then the DaemonSet's image changed.
+    # The new tag: the same image loaded under weft/weftd:<VERSION>-next on
+    # every node (as an operator loads a new release), then the DaemonSet's
+    # image changed.
+    version=$(cat "$repo/VERSION")
     for n in n1 n2; do
         nsenter --net="/run/netns/$PREFIX-$n" --mount="$STATE/ns/$n.mnt" ctr --address /run/containerd/containerd.sock \
-            -n k8s.io images tag --force docker.io/weft/weftd:0.1.0 docker.io/weft/weftd:0.1.1 >/dev/null
+            -n k8s.io images tag --force docker.io/weft/weftd:$version docker.io/weft/weftd:$version-next >/dev/null
     done
     old_pods=$(k -n kube-system get pods -l app=weftd -o jsonpath='{.items[*].metadata.name}')
     # kubelet deletes a pod's log dir with the pod: keep copies of the old
@@ -362,16 +364,16 @@ EOF
         [[ -d $d ]] && mkdir -p "$STATE/weftd-logs/${d##*/}" && cp -r "$d/." "$STATE/weftd-logs/${d##*/}/" 2>/dev/null
     done
     t_roll=$SECONDS
-    k -n kube-system set image ds/weftd weftd=weft/weftd:0.1.1 install-plugin=weft/weftd:0.1.1 >/dev/null
+    k -n kube-system set image ds/weftd weftd=weft/weftd:$version-next install-plugin=weft/weftd:$version-next >/dev/null
     if k -n kube-system rollout status ds/weftd --timeout=600s >/dev/null; then
-        ok "weftd rolled to weft/weftd:0.1.1 on both nodes in $(( SECONDS - t_roll ))s"
+        ok "weftd rolled to weft/weftd:$version-next on both nodes in $(( SECONDS - t_roll ))s"
     else
-        bad "weftd rolling update to weft/weftd:0.1.1"
+        bad "weftd rolling update to weft/weftd:$version-next"
     fi
     new_pods=$(k -n kube-system get pods -l app=weftd -o jsonpath='{.items[*].metadata.name}')
     images=$(k -n kube-system get pods -l app=weftd -o jsonpath='{.items[*].spec.containers[0].image}')
     check "every weftd pod replaced ($old_pods -> $new_pods), running $images" bash -c \
-        "for p in $old_pods; do [[ ' $new_pods ' != *\" \$p \"* ]] || exit 1; done; [[ '$images' == 'weft/weftd:0.1.1 weft/weftd:0.1.1' ]]"
+        "for p in $old_pods; do [[ ' $new_pods ' != *\" \$p \"* ]] || exit 1; done; [[ '$images' == 'weft/weftd:$version-next weft/weftd:$version-next' ]]"
     sleep 2
     # A fast rollout (5 s in one CI run) can end before the prober made the
     # tries its check asks for (about 2.5 a second): let both run on until

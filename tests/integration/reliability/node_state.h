@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "base/crash_point.h"
+#include "sys/crash_point.h"
 #include "ipam/store.h"
 #include "sys/files.h"
 #include "testutil/netns_fixture.h"

@@ -13,7 +13,7 @@
 # VERSION; its binaries report the commit built (weftd --version), with
 # "-dirty" for a work tree that differs from HEAD.
 #
-#   sudo deploy/build-image.sh                  # -> localhost/weft/weftd:<VERSION> (0.3.0)
+#   sudo deploy/build-image.sh                  # -> localhost/weft/weftd:<VERSION> (0.4.0)
 #   sudo deploy/build-image.sh --refresh-base   # new base rootfs (security updates)
 #   sudo deploy/build-image.sh --force          # rebuild even when up to date
 #   sudo deploy/build-image.sh --ref HEAD       # build a commit, not the work tree

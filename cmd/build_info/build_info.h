@@ -9,7 +9,7 @@
 
 namespace weft::build {
 
-extern const char kVersion[];  // "0.3.0"
+extern const char kVersion[];  // "0.4.0"
 extern const char kCommit[];   // "3a51fbe1c2d4", "3a51fbe1c2d4-dirty", "unknown"
 
 }  // namespace weft::build

@@ -71,7 +71,7 @@ class Ctl {
   Ctl();
   ~Ctl();
   void Add(std::unique_ptr<Command> cmd);
-  // What --version prints ("weftctl 0.3.0 (commit …)"); without it there is
+  // What --version prints ("weftctl 0.4.0 (commit …)"); without it there is
   // no --version flag.
   void SetVersion(std::string version) { version_ = std::move(version); }
   // Parses argv, runs the chosen subcommand, returns the exit code.

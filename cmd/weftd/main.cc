@@ -114,7 +114,12 @@ int RealMain(int argc, char** argv) {
   app.add_option("--resync-period", resync_seconds, "Seconds between full resyncs")
       ->check(CLI::Range(0.2, 3600.0))
       ->capture_default_str();
-  app.add_option("--metrics-addr", o.metrics_addr, "host:port for /metrics, /healthz, /readyz (\"\" = off)")
+  app.add_option("--metrics-addr", o.metrics_addr,
+                 "host:port of the status server: /healthz, /readyz and /metrics for anyone, /netpol*, /drops for "
+                 "the node's loopback or an authorized bearer token (\"\" = off)")
+      ->capture_default_str();
+  app.add_option("--metrics-auth", o.metrics_auth,
+                 "/metrics too only for the node's loopback or a bearer token allowed get on nodes/metrics")
       ->capture_default_str();
   app.add_option("--auth-failure-timeout", auth_failure_timeout,
                  "Seconds of nothing but refused control-plane requests (401/403, a rejected certificate) "
@@ -189,6 +194,7 @@ int RealMain(int argc, char** argv) {
 
   std::unique_ptr<agent::ControlPlane> cp;
   std::unique_ptr<policy::NetpolController> netpol;
+  std::unique_ptr<agent::TokenReviewer> reviewer;  // Kubernetes only: etcd has no TokenReview
   if (control_plane == "etcd") {
     agent::EtcdOptions e;
     for (auto part : weft::Split(etcd_endpoints, ','))
@@ -224,6 +230,7 @@ int RealMain(int argc, char** argv) {
       netpol = std::make_unique<policy::NetpolController>(std::move(n), k.endpoint, policy::NewNetpolKernel());
     }
     k.watch_timeout_seconds = watch_timeout;
+    reviewer = agent::NewKubeTokenReviewer(k.endpoint);
     cp = agent::NewKubeControlPlane(std::move(k));
   }
 
@@ -242,6 +249,7 @@ int RealMain(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   agent::Agent a(std::move(o), std::move(cp));
   if (netpol) a.SetNetworkPolicy(std::move(netpol));
+  if (reviewer) a.SetTokenReviewer(std::move(reviewer));
   std::atomic<bool> done{false};
   std::thread signals([&] {
     int sig = 0;

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/log.h"
+#include "base/scope_guard.h"
 #include "kube/kube_client.h"
 
 namespace weft::agent {
@@ -163,19 +164,34 @@ std::optional<HttpAnswer> StatusGate::Check(const StatusServer::Request& req) {
                             what + " answers the node's loopback only");
 
   const std::string key = SubresourceFor(req.path) + " " + token;
-  std::lock_guard<std::mutex> lock(mu_);
-  auto now = clock_();
-  if (auto it = cache_.find(key); it != cache_.end()) {
-    if (it->second.expires > now) return it->second.refusal;
-    cache_.erase(it);
+  if (auto hit = Cached(key)) return *hit;
+  // At most max_reviewers workers wait for the API server: the others stay
+  // free for the probes, however slow it answers and however many callers
+  // with new tokens come.
+  if (reviewers_.fetch_add(1) >= opts_.max_reviewers) {
+    reviewers_.fetch_sub(1);
+    return Refusal(503, "busy: weftd is checking other callers' tokens; try again");
   }
+  ScopeGuard leave([this] { reviewers_.fetch_sub(1); });
+  std::lock_guard<std::mutex> one(review_mu_);
+  if (auto hit = Cached(key)) return *hit;  // asked meanwhile by the worker ahead
   bool cacheable = false;
   auto refusal = Ask(token, req.path, &cacheable);
   if (cacheable) {
+    std::lock_guard<std::mutex> lock(cache_mu_);
     if (cache_.size() >= opts_.cache_max) cache_.clear();  // a flood of tokens costs reviews, never memory
-    cache_[key] = Entry{now + (refusal ? opts_.refused_ttl : opts_.allowed_ttl), refusal};
+    cache_[key] = Entry{clock_() + (refusal ? opts_.refused_ttl : opts_.allowed_ttl), refusal};
   }
   return refusal;
+}
+
+std::optional<std::optional<HttpAnswer>> StatusGate::Cached(const std::string& key) {
+  std::lock_guard<std::mutex> lock(cache_mu_);
+  auto it = cache_.find(key);
+  if (it == cache_.end()) return std::nullopt;
+  if (it->second.expires > clock_()) return it->second.refusal;
+  cache_.erase(it);
+  return std::nullopt;
 }
 
 std::optional<HttpAnswer> StatusGate::Ask(const std::string& token, const std::string& path, bool* cacheable) {

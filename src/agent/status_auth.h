@@ -12,10 +12,12 @@
 //     subresource, which Prometheus roles grant), as kubelet checks its callers;
 // anyone else gets 401 (no or a refused token) or 403 (a token whose user
 // may not). Answers of the API server are cached (allowed 2 min, refused
-// 10 s, at most 1024 tokens), as kubelet caches its webhook's.
+// 10 s, at most 1024 tokens), as kubelet caches its webhook's; at most two
+// workers wait for the API server at once (a third caller gets 503 "busy").
 //
 // Thread-safety: StatusGate::Check may run on every server worker at once.
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -100,6 +102,9 @@ struct StatusAuthOptions {
   std::chrono::seconds allowed_ttl{120};
   std::chrono::seconds refused_ttl{10};
   size_t cache_max = 1024;
+  // Workers that may wait for the API server at once; one more gets 503
+  // "busy" (the status server has 8: the rest answer the probes).
+  int max_reviewers = 2;
 };
 
 class StatusGate {
@@ -117,11 +122,15 @@ class StatusGate {
     std::optional<HttpAnswer> refusal;
   };
   std::optional<HttpAnswer> Ask(const std::string& token, const std::string& path, bool* cacheable);
+  // The cached answer for `key` (nullopt: none, or expired).
+  std::optional<std::optional<HttpAnswer>> Cached(const std::string& key);
 
   const StatusAuthOptions opts_;
   std::unique_ptr<TokenReviewer> reviewer_;
   const Clock clock_;
-  std::mutex mu_;  // guards cache_ and serializes the reviewer (one API connection)
+  std::atomic<int> reviewers_{0};  // workers in the review path (waiting or asking)
+  std::mutex review_mu_;           // one review at a time: reviewer_ owns one API connection
+  std::mutex cache_mu_;            // guards cache_; never held while the API server is asked
   std::map<std::string, Entry> cache_;  // key: subresource + " " + token
 };
 

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 #include <nlohmann/json.hpp>
 
 namespace weft::agent {
@@ -138,6 +142,58 @@ TEST_F(GateTest, AnswersAreCachedForTheirTtlAndFailuresNot) {
   // More tokens than the cache holds (it starts over): the answers stay right.
   reviewer->fail = false;
   for (int i = 0; i < 10; ++i) EXPECT_EQ(g->Check(Req("/netpol", "Bearer t" + std::to_string(i)))->code, 401);
+}
+
+// An API server that does not answer holds at most max_reviewers workers;
+// the next caller with a new token is told "busy" at once, and public paths,
+// the loopback and cached answers never wait.
+class BlockingReviewer : public ScriptedReviewer {
+ public:
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  int waiting = 0;
+  Result<TokenReviewResult> Review(const std::string& token) override {
+    std::unique_lock<std::mutex> l(mu);
+    ++waiting;
+    cv.notify_all();
+    cv.wait(l, [&] { return release; });
+    return ScriptedReviewer::Review(token);
+  }
+};
+
+TEST(StatusGateBusy, ASlowApiServerHoldsAtMostMaxReviewersWorkers) {
+  auto owned = std::make_unique<BlockingReviewer>();
+  BlockingReviewer* r = owned.get();
+  StatusAuthOptions o;
+  EXPECT_EQ(o.max_reviewers, 2);  // of the server's 8 workers
+  o.node_name = "n1";
+  o.max_reviewers = 1;  // one waiting worker is enough to show it (and deterministic)
+  StatusGate g(o, std::move(owned));
+  int code = 0;
+  std::thread worker([&g, &code] {
+    auto a = g.Check(Req("/netpol", "Bearer good"));
+    code = a ? a->code : 200;
+  });
+  {
+    std::unique_lock<std::mutex> l(r->mu);
+    ASSERT_TRUE(r->cv.wait_for(l, std::chrono::seconds(10), [&] { return r->waiting == 1; }));
+  }
+  auto next = g.Check(Req("/netpol", "Bearer other"));
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->code, 503);
+  EXPECT_NE(next->body.find("busy"), std::string::npos);
+  EXPECT_FALSE(g.Check(Req("/healthz")));
+  EXPECT_FALSE(g.Check(Req("/netpol", "", "127.0.0.1", "127.0.0.1")));
+  {
+    std::lock_guard<std::mutex> l(r->mu);
+    r->release = true;
+  }
+  r->cv.notify_all();
+  worker.join();
+  EXPECT_EQ(code, 200);
+  EXPECT_FALSE(g.Check(Req("/netpol", "Bearer good")));  // now from the cache
+  EXPECT_EQ(r->reviews, 1);
 }
 
 TEST_F(GateTest, NoReviewerMeansLoopbackOnly) {

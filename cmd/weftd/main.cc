@@ -48,10 +48,13 @@ Status SetUpLogging(const agent::WeftdFlags& f) {
   return Status::Ok();
 }
 
-// The control plane the flags name; with Kubernetes and NetworkPolicy on,
-// also the policy controller (*netpol), which shares its API endpoint.
+// The control plane the flags name; with Kubernetes, also the status
+// server's token reviewer (*reviewer; etcd has no TokenReview) and, with
+// NetworkPolicy on, the policy controller (*netpol), both sharing its API
+// endpoint.
 weft::Result<std::unique_ptr<agent::ControlPlane>> NewControlPlane(agent::WeftdFlags& f,
-                                                                   std::unique_ptr<policy::NetpolController>* netpol) {
+                                                                   std::unique_ptr<policy::NetpolController>* netpol,
+                                                                   std::unique_ptr<agent::TokenReviewer>* reviewer) {
   if (f.control_plane == "etcd") return agent::NewEtcdControlPlane(std::move(f.etcd));
   auto ep = f.kubeconfig.empty() ? kube::InClusterEndpoint(weft::sys::CurrentEnv(), f.service_account_dir)
                                  : kube::KubeconfigEndpoint(f.kubeconfig, f.agent.state_dir + "/kubeconfig-data");
@@ -61,6 +64,7 @@ weft::Result<std::unique_ptr<agent::ControlPlane>> NewControlPlane(agent::WeftdF
   k.watch_timeout_seconds = f.watch_timeout_seconds;
   if (f.agent.network_policy)
     *netpol = std::make_unique<policy::NetpolController>(std::move(f.netpol), k.endpoint, policy::NewNetpolKernel());
+  *reviewer = agent::NewKubeTokenReviewer(k.endpoint);
   return agent::NewKubeControlPlane(std::move(k));
 }
 
@@ -103,7 +107,8 @@ int RealMain(int argc, char** argv) {
   }
   if (Status st = weft::sys::InitHttp(); !st.ok()) return Fail(st);
   std::unique_ptr<policy::NetpolController> netpol;
-  auto cp = NewControlPlane(f, &netpol);
+  std::unique_ptr<agent::TokenReviewer> reviewer;
+  auto cp = NewControlPlane(f, &netpol, &reviewer);
   if (!cp.ok()) return Fail(cp.status());
   if (f.leave) {
     if (Status st = (*cp)->Leave(); !st.ok()) return Fail(st);
@@ -118,6 +123,7 @@ int RealMain(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   agent::Agent a(std::move(f.agent), std::move(cp).value());
   if (netpol) a.SetNetworkPolicy(std::move(netpol));
+  if (reviewer) a.SetTokenReviewer(std::move(reviewer));
   if (Status st = RunUntilSignalled(a, set); !st.ok()) return Fail(st);
   WEFT_LOG(kInfo, "stopped");
   return 0;

@@ -68,7 +68,13 @@ void Agent::RequestStop() {
   store_.Notify();
 }
 
-HttpAnswer Agent::Serve(const std::string& path, const StatusServer::Query& query) {
+HttpAnswer Agent::Serve(const StatusServer::Request& req) {
+  if (gate_)
+    if (auto refusal = gate_->Check(req)) return *refusal;
+  return ServePath(req.path, req.query);
+}
+
+HttpAnswer Agent::ServePath(const std::string& path, const StatusServer::Query& query) {
   if (path == "/metrics") {
     std::string body = RenderBuildInfo(opts_.version, opts_.commit);
     body += RenderMetrics(metrics_, cp_->stats(), opts_.control_plane_name, cp_->auth_health(),
@@ -438,9 +444,12 @@ Status Agent::Run() {
 
   std::unique_ptr<StatusServer> server;
   if (!opts_.metrics_addr.empty()) {
-    WEFT_ASSIGN_OR_RETURN(server, StatusServer::Start(opts_.metrics_addr, [this](const std::string& p,
-                                                                                   const StatusServer::Query& q) {
-                            return Serve(p, q);
+    StatusAuthOptions auth;
+    auth.node_name = opts_.node_name;
+    auth.metrics_auth = opts_.metrics_auth;
+    gate_ = std::make_unique<StatusGate>(std::move(auth), std::move(reviewer_));
+    WEFT_ASSIGN_OR_RETURN(server, StatusServer::Start(opts_.metrics_addr, [this](const StatusServer::Request& r) {
+                            return Serve(r);
                           }));
   }
   metrics_.heartbeat_unix_ms = NowMs();

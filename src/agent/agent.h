@@ -13,6 +13,7 @@
 #include "agent/control_plane.h"
 #include "agent/drops.h"
 #include "agent/metrics.h"
+#include "agent/status_auth.h"
 #include "base/status.h"
 #include "fw/backend.h"
 #include "overlay/types.h"
@@ -43,6 +44,8 @@ struct AgentOptions {
   fw::Backend masquerade_backend = fw::Backend::kNftables;
   std::chrono::milliseconds resync{std::chrono::seconds(30)};
   std::string metrics_addr = "0.0.0.0:9641";  // "" = no server
+  // --metrics-auth: /metrics answers as the protected paths do (status_auth.h).
+  bool metrics_auth = false;
   // /healthz fails once the control plane refused every request (401/403,
   // a rejected certificate) for this long (auth_health.h).
   std::chrono::milliseconds auth_failure_timeout{std::chrono::minutes(2)};
@@ -66,6 +69,10 @@ class Agent {
   // Enforces NetworkPolicy with `netpol` (Kubernetes control plane only);
   // call before Run().
   void SetNetworkPolicy(std::unique_ptr<policy::NetpolController> netpol) { netpol_ = std::move(netpol); }
+  // Checks the bearer tokens of callers off the node's loopback
+  // (status_auth.h); without one, protected paths answer the loopback only.
+  // Call before Run().
+  void SetTokenReviewer(std::unique_ptr<TokenReviewer> reviewer) { reviewer_ = std::move(reviewer); }
   ~Agent();
   // Blocks until RequestStop() or a fatal error.
   Status Run();
@@ -92,12 +99,16 @@ class Agent {
   Status WriteNodeConflist(const State& st, int pod_mtu, const std::vector<IpPrefix>& cluster);
   // `full`: read the kernel rather than trust what the last pass applied.
   Status Reconcile(State& st, const overlay::PeerMap& peers, bool full);
-  HttpAnswer Serve(const std::string& path, const StatusServer::Query& query = {});
+  // The status server's handler: the gate, then the path.
+  HttpAnswer Serve(const StatusServer::Request& req);
+  HttpAnswer ServePath(const std::string& path, const StatusServer::Query& query);
 
   AgentOptions opts_;
   std::unique_ptr<ControlPlane> cp_;
   std::unique_ptr<policy::NetpolController> netpol_;
   std::unique_ptr<DropRecorder> drops_;  // null with --drop-log=false
+  std::unique_ptr<TokenReviewer> reviewer_;  // moved into gate_ by Run()
+  std::unique_ptr<StatusGate> gate_;
   PeerStore store_;
   AgentMetrics metrics_;
   std::atomic<bool> stop_{false};

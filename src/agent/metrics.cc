@@ -157,9 +157,15 @@ Result<std::unique_ptr<StatusServer>> StatusServer::Start(const std::string& add
     ::fcntl(sock, F_SETFD, FD_CLOEXEC);
   });
   svr.Get(".*", [handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
-    StatusServer::Query query(req.params.begin(), req.params.end());
-    HttpAnswer a = handler(req.path, query);
+    StatusServer::Request r;
+    r.path = req.path;
+    r.query = StatusServer::Query(req.params.begin(), req.params.end());
+    r.remote_addr = req.remote_addr;
+    r.local_addr = req.local_addr;
+    r.authorization = req.get_header_value("Authorization");
+    HttpAnswer a = handler(r);
     res.status = a.code;
+    if (!a.www_authenticate.empty()) res.set_header("WWW-Authenticate", a.www_authenticate);
     res.set_content(a.body, a.content_type.c_str());
   });
   auto not_allowed = [](const httplib::Request&, httplib::Response& res) {

@@ -56,13 +56,23 @@ struct HttpAnswer {
   int code = 200;
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
+  std::string www_authenticate;  // the WWW-Authenticate header of a 401 ("" = none)
 };
 
 class StatusServer {
  public:
   // `query`: the request's query parameters, decoded ("/netpol/explain?src=x%2Fa" gives {"src", "x/a"}).
   using Query = std::multimap<std::string, std::string>;
-  using Handler = std::function<HttpAnswer(const std::string& path, const Query& query)>;
+  // What the handler knows of a request: enough to tell a caller on the
+  // node's loopback from one on the network, and its credentials.
+  struct Request {
+    std::string path;
+    Query query;
+    std::string remote_addr;    // the peer's address, "" when unknown
+    std::string local_addr;     // the address the request came to
+    std::string authorization;  // the Authorization header as sent ("" = none)
+  };
+  using Handler = std::function<HttpAnswer(const Request& req)>;
   struct Options {
     int threads = 8;  // connections served at once; more wait for a free worker
     std::chrono::milliseconds read_timeout{std::chrono::seconds(2)};   // per read of a request

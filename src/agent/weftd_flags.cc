@@ -110,7 +110,12 @@ void AddHostFlags(CLI::App& app, WeftdFlags& f, Text& t) {
   app.add_option("--plugin-data-dir", o.plugin_data_dir, "dataDir for the plugin in the conflist");
   app.add_option("--plugin-log-file", o.plugin_log_file, "logFile for the plugin in the conflist");
   app.add_option("--plugin-log-level", o.plugin_log_level, "logLevel for the plugin in the conflist");
-  app.add_option("--metrics-addr", o.metrics_addr, "host:port for /metrics, /healthz, /readyz (\"\" = off)")
+  app.add_option("--metrics-addr", o.metrics_addr,
+                 "host:port of the status server: /healthz, /readyz and /metrics for anyone, /netpol*, /drops for "
+                 "the node's loopback or an authorized bearer token (\"\" = off)")
+      ->capture_default_str();
+  app.add_option("--metrics-auth", o.metrics_auth,
+                 "/metrics too only for the node's loopback or a bearer token allowed get on nodes/metrics")
       ->capture_default_str();
   app.add_option("--auth-failure-timeout", t.auth_failure_timeout,
                  "Seconds of nothing but refused control-plane requests (401/403, a rejected certificate) "

@@ -63,6 +63,7 @@ class PolicyCommand : public runtime::ctl::Command {
                            "NetworkPolicies selecting each pod and the rules of its chains");
     sub->add_option("pod", pod_, "namespace/name of a pod on this node (default: every local pod)");
     sub->add_option("--weftd-addr", addr_, "weftd's metrics address (host:port)")->capture_default_str();
+    sub->add_option("--token-file", token_file_, kTokenFileHelp);
     sub->add_option("--max-elements", max_elements_, "Set elements shown per set (text output)")
         ->check(CLI::Range(0, 1000000))
         ->capture_default_str();
@@ -77,7 +78,7 @@ class PolicyCommand : public runtime::ctl::Command {
     if (!pod_.empty() && !IsPodName(pod_))
       return Error(ctx, runtime::ctl::kExitUsage, "POD must be namespace/name, not \"" + pod_ + "\"");
     if (Status st = sys::InitHttp(); !st.ok()) return Error(ctx, runtime::ctl::kExitFailed, st.msg(), st.details());
-    Weftd weftd(addr_);
+    Weftd weftd(addr_, std::chrono::seconds(10), token_file_);
 
     std::vector<PolicyPod> pods;
     if (int rc = FetchPods(ctx, weftd, &pods); rc != runtime::ctl::kExitOk) return rc;
@@ -111,7 +112,7 @@ class PolicyCommand : public runtime::ctl::Command {
     auto resp = weftd.Get("/netpol");
     if (!resp.ok())
       return Error(ctx, runtime::ctl::kExitFailed,
-                   resp.status().msg() + ": is weftd running, and is --weftd-addr its --metrics-addr?",
+                   Weftd::Explain(resp.status()),
                    resp.status().details());
     if (resp->status == 404)
       return Error(ctx, runtime::ctl::kExitConfig,
@@ -171,6 +172,7 @@ class PolicyCommand : public runtime::ctl::Command {
   PolicyDropsCommand drops_;
   std::string pod_;
   std::string addr_ = kDefaultWeftdAddr;
+  std::string token_file_;
   size_t max_elements_ = 16;
 };
 

@@ -36,6 +36,7 @@ void PolicyDropsCommand::Register(CLI::App& policy) {
   sub_->add_option("--for", for_s_, "--follow: stop after this many seconds (0: until interrupted)")
       ->check(CLI::Range(0.0, 86400.0));
   sub_->add_option("--weftd-addr", addr_, "weftd's metrics address (host:port)")->default_str(kDefaultWeftdAddr);
+  sub_->add_option("--token-file", token_file_, kTokenFileHelp);
 }
 
 bool PolicyDropsCommand::parsed() const { return sub_ && sub_->parsed(); }
@@ -47,13 +48,13 @@ int PolicyDropsCommand::Run(runtime::ctl::Context& ctx) {
     return runtime::ctl::kExitFailed;
   };
   if (Status st = sys::InitHttp(); !st.ok()) return fail(st.msg(), st.details());
-  Weftd weftd(addr_.empty() ? kDefaultWeftdAddr : addr_);
+  Weftd weftd(addr_.empty() ? kDefaultWeftdAddr : addr_, std::chrono::seconds(10), token_file_);
   uint64_t after = since_;
   auto start = std::chrono::steady_clock::now();
   for (;;) {
     auto resp = weftd.Get("/drops?since=" + std::to_string(after));
     if (!resp.ok())
-      return fail(resp.status().msg() + ": is weftd running, and is --weftd-addr its --metrics-addr?",
+      return fail(Weftd::Explain(resp.status()),
                   resp.status().details());
     if (resp->status == 404)
       return fail("weftd at " + weftd.addr() +

@@ -31,6 +31,7 @@ class PolicyDropsCommand {
   double interval_s_ = 1.0;
   double for_s_ = 0;  // --follow: stop after this long (0 = until interrupted)
   std::string addr_;
+  std::string token_file_;
 };
 
 }  // namespace weft::doctor

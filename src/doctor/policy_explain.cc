@@ -126,6 +126,7 @@ void PolicyExplainCommand::Register(CLI::App& policy) {
   sub_->add_option("port", port_, "PORT or PORT/PROTO (tcp, udp, sctp; default tcp). Without it: every port");
   sub_->add_option("--family", family_, "4 or 6, for two pods that have both (default: IPv4)");
   sub_->add_option("--weftd-addr", addr_, "weftd's metrics address (host:port)")->default_str(kDefaultWeftdAddr);
+  sub_->add_option("--token-file", token_file_, kTokenFileHelp);
 }
 
 bool PolicyExplainCommand::parsed() const { return sub_ && sub_->parsed(); }
@@ -138,13 +139,13 @@ int PolicyExplainCommand::Run(runtime::ctl::Context& ctx) {
     return code;
   };
   if (Status st = sys::InitHttp(); !st.ok()) return fail(kExplainNoWeftd, st.msg(), st.details());
-  Weftd weftd(addr_.empty() ? kDefaultWeftdAddr : addr_);
+  Weftd weftd(addr_.empty() ? kDefaultWeftdAddr : addr_, std::chrono::seconds(10), token_file_);
   std::string path = "/netpol/explain?src=" + PercentEncode(src_) + "&dst=" + PercentEncode(dst_);
   if (!port_.empty()) path += "&port=" + PercentEncode(port_);
   if (!family_.empty()) path += "&family=" + PercentEncode(family_);
   auto resp = weftd.Get(path);
   if (!resp.ok())
-    return fail(kExplainNoWeftd, resp.status().msg() + ": is weftd running, and is --weftd-addr its --metrics-addr?",
+    return fail(kExplainNoWeftd, Weftd::Explain(resp.status()),
                 resp.status().details());
   json body = json::parse(resp->body, nullptr, /*allow_exceptions=*/false);
   std::string err = body.is_object() ? Str(body, "error") : "";

@@ -39,6 +39,7 @@ class PolicyExplainCommand {
   CLI::App* sub_ = nullptr;
   std::string src_, dst_, port_, family_;
   std::string addr_;
+  std::string token_file_;
 };
 
 }  // namespace weft::doctor

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -188,9 +189,11 @@ void WeftNode::StartWeftd(const std::vector<std::string>& extra) {
                                    "--state-dir", dir + "/state",
                                    "--plugin-data-dir", dir + "/ipam",
                                    "--plugin-log-file", dir + "/plugin.log",
-                                   "--metrics-addr", "127.0.0.1:9641",
                                    "--log-level", "debug",
                                    "--log-file", log()};
+  // The loopback unless the case listens elsewhere (on the node's address).
+  if (std::find(extra.begin(), extra.end(), "--metrics-addr") == extra.end())
+    argv.insert(argv.end(), {"--metrics-addr", "127.0.0.1:9641"});
   argv.insert(argv.end(), extra.begin(), extra.end());
   weftd = std::make_unique<Child>(ns.name(), argv, dir + "/weftd.out");
 }

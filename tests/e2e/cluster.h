@@ -94,7 +94,8 @@ struct WeftNode {
   // The last `max_bytes` of weftd's log, under a header naming the node
   // (what a failing test prints).
   std::string LogTail(size_t max_bytes) const;
-  // Starts weftd with the standard test flags plus `extra`.
+  // Starts weftd with the standard test flags plus `extra` (its status
+  // server on 127.0.0.1:9641 unless `extra` has a --metrics-addr).
   void StartWeftd(const std::vector<std::string>& extra);
   void StopWeftd(int sig = 15);
   // The plugin config (first plugin of the written conflist, with name and

@@ -53,7 +53,7 @@ void MakeCertificates(const std::string& dir) {
        "-CAcreateserial", "-out", dir + "/server.crt", "-days", "2", "-extfile", dir + "/server.ext"});
 }
 
-bool Namespaced(const std::string& kind) { return kind == "Pod" || kind == "NetworkPolicy"; }
+bool Namespaced(const std::string& kind) { return kind == "Pod" || kind == "NetworkPolicy" || kind == "ServiceAccount"; }
 
 }  // namespace
 
@@ -171,6 +171,10 @@ std::string FakeApiServer::PathFor(const std::string& kind, const std::string& n
     p = "/apis/networking.k8s.io/v1" + (ns.empty() ? std::string() : "/namespaces/" + ns) + "/networkpolicies";
   } else if (kind == "ClusterNetworkPolicy") {
     p = "/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies";
+  } else if (kind == "ServiceAccount") {
+    p = "/api/v1/namespaces/" + ns + "/serviceaccounts";
+  } else if (kind == "ClusterRole" || kind == "ClusterRoleBinding") {
+    p = std::string("/apis/rbac.authorization.k8s.io/v1/") + (kind == "ClusterRole" ? "clusterroles" : "clusterrolebindings");
   } else {
     throw std::runtime_error("FakeApiServer: no such kind " + kind);
   }
@@ -202,6 +206,7 @@ nlohmann::json FakeApiServer::Apply(nlohmann::json obj) {
   if (!obj.contains("apiVersion"))
     obj["apiVersion"] = kind == "NetworkPolicy"          ? "networking.k8s.io/v1"
                         : kind == "ClusterNetworkPolicy" ? "policy.networking.k8s.io/v1alpha2"
+                        : kind.rfind("ClusterRole", 0) == 0 ? "rbac.authorization.k8s.io/v1"
                                                          : "v1";
   meta.erase("resourceVersion");
   const std::string what = kind + " " + (ns.empty() ? "" : ns + "/") + name;
@@ -267,6 +272,39 @@ void FakeApiServer::RotateToken(const std::string& token) {
     token_ = token;
   }
   WriteFile(dir_ + "/token", token + "\n");
+}
+
+std::string FakeApiServer::CreateToken(const std::string& ns, const std::string& sa, const std::string& pod) {
+  nlohmann::json spec = nlohmann::json::object();
+  if (!pod.empty()) spec["boundObjectRef"] = {{"kind", "Pod"}, {"apiVersion", "v1"}, {"name", pod}};
+  std::string out;
+  const std::string path = "/api/v1/namespaces/" + ns + "/serviceaccounts/" + sa + "/token";
+  int code = Request("POST", path, {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "TokenRequest"}, {"spec", spec}},
+                     &out);
+  if (code != 201) throw std::runtime_error("FakeApiServer: POST " + path + ": " + std::to_string(code) + " " + out);
+  return nlohmann::json::parse(out)["status"]["token"].get<std::string>();
+}
+
+std::string FakeApiServer::KubeconfigWithToken(const std::string& name, const std::string& token) const {
+  const std::string token_file = dir_ + "/token-" + name, path = dir_ + "/kubeconfig-" + name;
+  WriteFile(token_file, token);
+  std::ifstream in(kubeconfig());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  const std::string from = "tokenFile: " + dir_ + "/token\n";
+  auto at = text.find(from);
+  if (at == std::string::npos) throw std::runtime_error("FakeApiServer: no tokenFile in " + kubeconfig());
+  text.replace(at, from.size(), "tokenFile: " + token_file + "\n");
+  WriteFile(path, text);
+  return path;
+}
+
+nlohmann::json FakeApiServer::Writes() {
+  std::string out;
+  int code = Request("GET", "/_test/writes", nullptr, &out);
+  if (code != 200) throw std::runtime_error("FakeApiServer: GET /_test/writes: " + std::to_string(code) + " " + out);
+  return nlohmann::json::parse(out);
 }
 
 std::string FakeApiServer::Log() {

@@ -95,6 +95,15 @@ class FakeApiServer {
   void Restart(std::chrono::milliseconds down);
   // Requests seen so far, one "METHOD PATH[ CONTENT-TYPE] -> CODE" per line.
   std::string Log();
+  // A ServiceAccount token from the stand-in's TokenRequest (bound to Pod
+  // `pod` of the same namespace when given: its user then names the pod's
+  // node, as kube-apiserver's does). Throws on failure.
+  std::string CreateToken(const std::string& ns, const std::string& sa, const std::string& pod = "");
+  // A copy of kubeconfig() whose tokenFile holds `token`; returns its path.
+  std::string KubeconfigWithToken(const std::string& name, const std::string& token) const;
+  // Every write so far: [{"method", "path", "code", "user", "node"}] (node:
+  // the node named in the writer's token, "" for none).
+  nlohmann::json Writes();
   // "/api/v1/namespaces/NS/pods[/NAME]" etc. for a kind; throws for kinds
   // the server does not serve.
   static std::string PathFor(const std::string& kind, const std::string& ns, const std::string& name = "");

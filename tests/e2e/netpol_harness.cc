@@ -181,8 +181,10 @@ NetpolPod& NetpolCluster::pod(const std::string& key) {
 
 void NetpolCluster::StartWeftd(int i, const std::vector<std::string>& extra_flags) {
   WeftNode& n = *nodes_.at(i);
-  std::vector<std::string> flags = {"--control-plane", "kubernetes", "--kubeconfig", api_->kubeconfig(), "--cluster-cidr",
+  const std::string kubeconfig = static_cast<size_t>(i) < kubeconfigs_.size() ? kubeconfigs_[i] : api_->kubeconfig();
+  std::vector<std::string> flags = {"--control-plane", "kubernetes", "--kubeconfig", kubeconfig, "--cluster-cidr",
                                     "10.245.0.0/16", "--backend", "vxlan", "--network-policy", "true"};
+  flags.insert(flags.end(), options_.weftd_flags.begin(), options_.weftd_flags.end());
   flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
   n.StartWeftd(flags);
 }
@@ -210,6 +212,15 @@ std::string NetpolCluster::Setup() {
                  {"spec", {{"podCIDR", cidr}, {"podCIDRs", {cidr}}}},
                  {"status", {{"addresses", {{{"type", "InternalIP"}, {"address", ip}}}}}}});
     nodes_.push_back(std::make_unique<WeftNode>(*ul_, name, 11 + i, root_));
+    if (options_.pod_bound_tokens) {
+      if (i == 0) api_->Apply({{"kind", "ServiceAccount"}, {"metadata", {{"name", "weftd"}, {"namespace", "kube-system"}}}});
+      api_->Apply({{"kind", "Pod"},
+                   {"metadata", {{"name", "weftd-" + name}, {"namespace", "kube-system"}}},
+                   {"spec", {{"nodeName", name}, {"hostNetwork", true}, {"serviceAccountName", "weftd"},
+                             {"containers", {{{"name", "weftd"}, {"image", "weft/weftd:0.1.0"}}}}}}});
+      kubeconfigs_.push_back(
+          api_->KubeconfigWithToken(name, api_->CreateToken("kube-system", "weftd", "weftd-" + name)));
+    }
     StartWeftd(i);
   }
   for (auto& n : nodes_) {

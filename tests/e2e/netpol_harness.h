@@ -119,6 +119,13 @@ struct ClusterOptions {
   // true, set-up stops with error() "interrupted" and CheckMatrix returns
   // "interrupted" (the demo's Ctrl-C).
   std::function<bool()> cancelled;
+  // Flags every weftd gets after the suite's (e.g. {"--metrics-addr", "0.0.0.0:9641"}).
+  std::vector<std::string> weftd_flags;
+  // Each weftd authenticates with its own pod-bound token, as on a real
+  // cluster: ServiceAccount kube-system/weftd and a hostNetwork Pod
+  // kube-system/weftd-<node> on each node, the token bound to it (its user
+  // names the node: the stand-in's writes log says who wrote what).
+  bool pod_bound_tokens = false;
 };
 
 // The virtual cluster the cases share: underlay, API server, two nodes
@@ -231,6 +238,7 @@ class NetpolCluster {
   std::unique_ptr<Underlay> ul_;
   std::unique_ptr<FakeApiServer> api_;
   std::vector<std::unique_ptr<WeftNode>> nodes_;
+  std::vector<std::string> kubeconfigs_;  // per node with pod_bound_tokens
   std::vector<std::string> keys_;
   std::map<std::string, std::unique_ptr<NetpolPod>> pods_;   // the matrix
   std::vector<std::unique_ptr<NetpolPod>> extra_;           // added by cases

@@ -8,7 +8,8 @@ and control plane send (lists with fieldSelector, labelSelector, limit and
 continue; watches with allowWatchBookmarks and timeoutSeconds, under a
 selector; a watch from a compacted resourceVersion and a continue token after
 a compaction, both 410; a Node merge patch; NetworkPolicy defaulting; the
-Status of a 404, a 422, and a 401 for a wrong token) and compares, step by
+Status of a 404, a 422, and a 401 for a wrong token; the status server's
+TokenRequest, TokenReview and SubjectAccessReview) and compares, step by
 step:
 
   * exactly: HTTP status codes, Status reason/code, watch event types in
@@ -397,6 +398,56 @@ def cnp_scenario(api, step):
     step("cnp: get", api.req("GET", CNP + "/fid-a"))
     step("cnp: get missing", api.req("GET", CNP + "/fid-missing"))
 
+    # Identities (weftd's status server, issue 33): a ServiceAccount's token
+    # from TokenRequest (bound to a Pod on a Node: its user names both),
+    # TokenReview of it and of a forged one, SubjectAccessReview of its user
+    # on nodes/weft-status before and after an RBAC grant.
+    SA = "/api/v1/namespaces/%s/serviceaccounts" % NS
+    step("identity: create serviceaccount", api.req("POST", SA, {"apiVersion": "v1", "kind": "ServiceAccount",
+                                                                 "metadata": {"name": "fid-sa"}}))
+    api.req("POST", "/api/v1/namespaces/%s/pods" % NS, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "fid-bound"},
+        "spec": {"nodeName": "fid-1", "serviceAccountName": "fid-sa",
+                 "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]}})
+    token_req = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
+    st, tr = step("identity: token request", api.req("POST", SA + "/fid-sa/token", token_req))
+    bound_req = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                 "spec": {"expirationSeconds": 3600,
+                          "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "fid-bound"}}}
+    st2, btr = step("identity: token request bound to a pod", api.req("POST", SA + "/fid-sa/token", bound_req))
+    step("identity: token request of a missing serviceaccount", api.req("POST", SA + "/fid-missing/token", token_req))
+    TR = "/apis/authentication.k8s.io/v1/tokenreviews"
+
+    def review(token):
+        return api.req("POST", TR, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                                    "spec": {"token": token}})
+    token = tr["status"]["token"] if st == 201 else ""
+    bound = btr["status"]["token"] if st2 == 201 else ""
+    st, rev = step("identity: token review", review(token))
+    step("identity: token review of a pod-bound token", review(bound))
+    step("identity: token review of a forged token", review("not-a-token"))
+    user = (rev or {}).get("status", {}).get("user", {}) if st == 201 else {}
+    SAR = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+
+    def access(name):
+        return api.req("POST", SAR, {
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": {"user": user.get("username", ""), "uid": user.get("uid", ""), "groups": user.get("groups", []),
+                     "extra": user.get("extra", {}),
+                     "resourceAttributes": {"verb": "get", "version": "v1", "resource": "nodes",
+                                            "subresource": "weft-status", "name": name}}})
+    step("identity: access review without a grant", access("fid-1"))
+    RBAC = "/apis/rbac.authorization.k8s.io/v1/"
+    api.req("POST", RBAC + "clusterroles", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "weft-fid"},
+        "rules": [{"apiGroups": [""], "resources": ["nodes/weft-status"], "verbs": ["get"]}]})
+    api.req("POST", RBAC + "clusterrolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "weft-fid"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "weft-fid"},
+        "subjects": [{"kind": "ServiceAccount", "name": "fid-sa", "namespace": NS}]})
+    time.sleep(1)  # the real RBAC authorizer reads through an informer
+    step("identity: access review with a grant", access("fid-1"))
+
 
 def names(events):
     return [(e.get("type"), (e.get("object") or {}).get("metadata", {}).get("name")) for e in events]
@@ -445,6 +496,16 @@ def compare(real, fake):
         if k.startswith("cnp: ") and rst == fst and rst in (200, 201) and "metadata" in rb:
             c.exact(k + ": spec", rb.get("spec"), fb.get("spec"))
             c.exact(k + ": generation", rb["metadata"].get("generation"), fb["metadata"].get("generation"))
+            c.exact(k + ": status", rb.get("status"), fb.get("status"))
+        if k.startswith("identity: token review") and rst == fst == 201:
+            ru, fu = rb["status"].get("user", {}), fb["status"].get("user", {})
+            c.exact(k + ": authenticated", rb["status"].get("authenticated"), fb["status"].get("authenticated"))
+            c.exact(k + ": user", {x: ru.get(x) for x in ("username", "groups")},
+                    {x: fu.get(x) for x in ("username", "groups")})
+            c.exact(k + ": extra keys", sorted(ru.get("extra", {})), sorted(fu.get("extra", {})))
+            c.exact(k + ": node", ru.get("extra", {}).get("authentication.kubernetes.io/node-name"),
+                    fu.get("extra", {}).get("authentication.kubernetes.io/node-name"))
+        if k.startswith("identity: access review") and rst == fst == 201:
             c.exact(k + ": status", rb.get("status"), fb.get("status"))
         if k.startswith("patch node") and rst == fst == 200:
             c.exact(k + ": annotations", rb["metadata"].get("annotations"), fb["metadata"].get("annotations"))

@@ -52,6 +52,16 @@ deletecollection. What the real server does that a client can see:
     otherwise deletion is immediate.
 Also /version, /healthz, /readyz, /livez (no auth) and discovery (/api, ...).
 
+Identities: the --token is an admin (system:masters); serviceaccounts have the
+token subresource (POST .../serviceaccounts/NAME/token, a TokenRequest; bound
+to a Pod, the token's user carries the pod's and its node's names in extra, as
+kube-apiserver puts them), and every token so made is accepted too (no RBAC on
+the stand-in's own API). POST /apis/authentication.k8s.io/v1/tokenreviews
+answers for those tokens; /apis/authorization.k8s.io/v1/subjectaccessreviews
+evaluates RBAC over the stored clusterroles and clusterrolebindings
+(/apis/rbac.authorization.k8s.io/v1; resource attributes, subjects User, Group
+and ServiceAccount).
+
 Test controls under /_test/ (no auth):
   POST   /_test/nodes               create or replace a Node as sent (ADDED/MODIFIED)
   DELETE /_test/nodes/NAME[?silent=1]   delete a Node (silent: no watch event)
@@ -61,7 +71,9 @@ Test controls under /_test/ (no auth):
                                     page cap (0 = none); compact right after the
                                     next K pages (of resource R, e.g. "nodes", if
                                     given) that carry a continue token
-  POST   /_test/token               {"token": "..."}: the only accepted token from now on
+  POST   /_test/token               {"token": "..."}: the only accepted admin token from now on
+  GET    /_test/writes              every write request: {"method", "path", "code", "user", "node"},
+                                    node: the node-name in the caller's token ("" for none)
   POST   /_test/bookmark            a BOOKMARK at the current RV to every watch that allows them
   POST   /_test/expire[?watches=0]  compact: history forgotten, older continue tokens
                                     and watch RVs -> 410; open watches get ERROR 410
@@ -99,8 +111,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 # ---------------------------------------------------------------- resources
 
 class Resource:
-    def __init__(self, plural, kind, group, namespaced, fields, status, version="v1", crd=False):
+    def __init__(self, plural, kind, group, namespaced, fields, status, version="v1", crd=False, top=()):
         self.plural, self.kind, self.group = plural, kind, group
+        self.top = set(top)           # top-level fields besides metadata/spec/status (RBAC's rules, ...)
         self.namespaced = namespaced
         self.fields = fields          # selectable fields besides metadata.*
         self.status = status          # has a /status subresource
@@ -121,6 +134,15 @@ RESOURCES = {r.plural: r for r in [
     # a status subresource; the stand-in serves its v1alpha2 only (the real CRD serves v1beta1 too).
     Resource("clusternetworkpolicies", "ClusterNetworkPolicy", "policy.networking.k8s.io", False, set(), True,
              version="v1alpha2", crd=True),
+    # Identities: a ServiceAccount's token comes from its token subresource (TokenRequest), and
+    # RBAC's cluster-wide objects decide SubjectAccessReviews (the stand-in enforces no RBAC on
+    # its own API: every accepted token may do everything).
+    Resource("serviceaccounts", "ServiceAccount", "", True, set(), False,
+             top=("secrets", "imagePullSecrets", "automountServiceAccountToken")),
+    Resource("clusterroles", "ClusterRole", "rbac.authorization.k8s.io", False, set(), False,
+             top=("rules", "aggregationRule")),
+    Resource("clusterrolebindings", "ClusterRoleBinding", "rbac.authorization.k8s.io", False, set(), False,
+             top=("roleRef", "subjects")),
 ]}
 # Resources whose generation counts spec changes (the built-in NetworkPolicy, and every CRD).
 GENERATION = {"networkpolicies", "clusternetworkpolicies"}
@@ -192,6 +214,42 @@ def qualified(res):
 
 def now():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# ---------------------------------------------------------------- identities
+
+NODE_NAME_KEY = "authentication.kubernetes.io/node-name"
+ADMIN = {"username": "weft-test-admin", "groups": ["system:masters", "system:authenticated"]}
+
+
+def subject_matches(s, user, groups):
+    kind = s.get("kind")
+    if kind == "User":
+        return s.get("name") == user
+    if kind == "Group":
+        return s.get("name") in groups
+    if kind == "ServiceAccount":
+        return user == "system:serviceaccount:%s:%s" % (s.get("namespace", ""), s.get("name", ""))
+    return False
+
+
+def describe(s):
+    if s.get("kind") == "ServiceAccount":
+        return 'ServiceAccount "%s/%s"' % (s.get("name", ""), s.get("namespace", ""))
+    return '%s "%s"' % (s.get("kind"), s.get("name", ""))
+
+
+def rule_allows(rule, ra):
+    def has(lst, v):
+        return "*" in (lst or []) or v in (lst or [])
+    resource = ra.get("resource", "") + ("/" + ra["subresource"] if ra.get("subresource") else "")
+    if not has(rule.get("verbs"), ra.get("verb", "")) or not has(rule.get("apiGroups"), ra.get("group", "")):
+        return False
+    if not (has(rule.get("resources"), resource) or
+            (ra.get("subresource") and (rule.get("resources") or []).count(ra.get("resource", "") + "/*"))):
+        return False
+    names = rule.get("resourceNames") or []
+    return not names or ra.get("name", "") in names
 
 
 # ---------------------------------------------------------------- selectors
@@ -769,6 +827,8 @@ class Store:
         self.expire_after_pages = 0
         self.expire_resource = ""
         self.crds = set()        # installed CRDs (plural names), /_test/crds
+        self.sa_tokens = {}      # token -> UserInfo, from TokenRequests
+        self.writes = []         # every write: {"method", "path", "code", "user", "node"}
         for ns in SYSTEM_NAMESPACES:
             self.create(RESOURCES["namespaces"], None, {"metadata": {"name": ns}})
 
@@ -838,10 +898,98 @@ class Store:
         if not isinstance(out.get("metadata"), dict):
             out["metadata"] = {}
         if prune:
-            known = {"kind", "apiVersion", "metadata", "spec"} | ({"status"} if res.status else set())
+            known = {"kind", "apiVersion", "metadata", "spec"} | ({"status"} if res.status else set()) | res.top
             for k in [k for k in out if k not in known]:
                 del out[k]
         return out
+
+    # -- identities: TokenRequest, TokenReview, SubjectAccessReview (RBAC)
+    def token_request(self, ns, name, body):
+        """A ServiceAccount token (opaque here; a JWT on the real server). Bound to
+        a Pod, it carries the pod's and its node's name in the user's extra, as
+        kube-apiserver >= 1.32 puts them (ServiceAccountTokenPodNodeInfo)."""
+        with self.lock:
+            sa = self.objects["serviceaccounts"].get(key_of(RESOURCES["serviceaccounts"], ns, name))
+            if sa is None:
+                raise ApiError(404, "NotFound", 'serviceaccounts "%s" not found' % name, name=name,
+                               res=RESOURCES["serviceaccounts"])
+            spec = dict((body or {}).get("spec") or {})
+            spec.setdefault("audiences", ["https://kubernetes.default.svc.cluster.local"])
+            spec.setdefault("expirationSeconds", 3600)
+            spec.setdefault("boundObjectRef", None)
+            token = "sa." + uuid.uuid4().hex
+            jti = str(uuid.uuid4())
+            user = {"username": "system:serviceaccount:%s:%s" % (ns, name), "uid": sa["metadata"]["uid"],
+                    "groups": ["system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"],
+                    "extra": {"authentication.kubernetes.io/credential-id": ["JTI=" + jti]}}
+            ref = spec.get("boundObjectRef") or {}
+            if ref.get("kind") == "Pod":
+                pod = self.objects["pods"].get(key_of(RESOURCES["pods"], ns, ref.get("name", "")))
+                if pod is None:
+                    raise ApiError(404, "NotFound", 'pods "%s" not found' % ref.get("name", ""),
+                                   name=ref.get("name", ""), res=RESOURCES["pods"])
+                user["extra"]["authentication.kubernetes.io/pod-name"] = [pod["metadata"]["name"]]
+                user["extra"]["authentication.kubernetes.io/pod-uid"] = [pod["metadata"]["uid"]]
+                node_name = (pod.get("spec") or {}).get("nodeName")
+                node = self.objects["nodes"].get(key_of(RESOURCES["nodes"], None, node_name or ""))
+                if node is not None:
+                    user["extra"][NODE_NAME_KEY] = [node_name]
+                    user["extra"]["authentication.kubernetes.io/node-uid"] = [node["metadata"]["uid"]]
+            self.sa_tokens[token] = user
+            exp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + spec["expirationSeconds"]))
+            return {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+                    "metadata": {"name": name, "namespace": ns, "creationTimestamp": None},
+                    "spec": spec, "status": {"token": token, "expirationTimestamp": exp}}
+
+    def token_review(self, body):
+        if not isinstance(body, dict) or body.get("kind") not in (None, "TokenReview"):
+            raise ApiError(400, "BadRequest", "the body of the request was in an unknown format")
+        spec = body.get("spec") or {}
+        token = spec.get("token") or ""
+        out = {"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
+               "metadata": {"creationTimestamp": None}, "spec": spec}
+        with self.lock:
+            user = self.sa_tokens.get(token)
+        if user is None:
+            # The real server's wording for a token no authenticator accepts.
+            out["status"] = {"user": {}, "error": "[invalid bearer token, service account token has been "
+                                                  "invalidated]"}
+        else:
+            out["status"] = {"authenticated": True, "user": copy.deepcopy(user),
+                             "audiences": ["https://kubernetes.default.svc.cluster.local"]}
+        return out
+
+    def access_review(self, body):
+        """RBAC over the stored ClusterRoles and ClusterRoleBindings (resource
+        attributes only), and system:masters allowed everything."""
+        if not isinstance(body, dict) or body.get("kind") not in (None, "SubjectAccessReview"):
+            raise ApiError(400, "BadRequest", "the body of the request was in an unknown format")
+        spec = body.get("spec") or {}
+        ra = spec.get("resourceAttributes")
+        if not ra or not (spec.get("user") or spec.get("groups")):
+            raise ApiError(422, "Invalid", "SubjectAccessReview.authorization.k8s.io \"\" is invalid: "
+                           "spec.resourceAttributes: Invalid value: ...: exactly one of nonResourceAttributes or "
+                           "resourceAttributes must be specified")
+        user, groups = spec.get("user", ""), spec.get("groups") or []
+        status = {"allowed": False}
+        if "system:masters" in groups:
+            status = {"allowed": True}
+        else:
+            with self.lock:
+                roles = {o["metadata"]["name"]: o for o in self.objects["clusterroles"].values()}
+                bindings = sorted(self.objects["clusterrolebindings"].values(), key=lambda o: o["metadata"]["name"])
+            for b in bindings:
+                subj = next((x for x in b.get("subjects") or [] if subject_matches(x, user, groups)), None)
+                ref = b.get("roleRef") or {}
+                role = roles.get(ref.get("name", "")) if ref.get("kind") == "ClusterRole" else None
+                if subj is None or role is None:
+                    continue
+                if any(rule_allows(r, ra) for r in role.get("rules") or []):
+                    status = {"allowed": True, "reason": 'RBAC: allowed by ClusterRoleBinding "%s" of ClusterRole '
+                              '"%s" to %s' % (b["metadata"]["name"], role["metadata"]["name"], describe(subj))}
+                    break
+        return {"kind": "SubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
 
     # -- verbs
     def create(self, res, ns, body, raw=False):
@@ -1131,7 +1279,8 @@ def parse_api_path(path):
     """(Resource, namespace or None, name or None, subresource or None), or
     None when the path names no resource we serve."""
     for group, prefix in (("", "/api/v1/"), ("networking.k8s.io", "/apis/networking.k8s.io/v1/"),
-                          ("policy.networking.k8s.io", "/apis/policy.networking.k8s.io/v1alpha2/")):
+                          ("policy.networking.k8s.io", "/apis/policy.networking.k8s.io/v1alpha2/"),
+                          ("rbac.authorization.k8s.io", "/apis/rbac.authorization.k8s.io/v1/")):
         if path.startswith(prefix):
             break
     else:
@@ -1178,11 +1327,14 @@ class Handler(BaseHTTPRequestHandler):
     def setup(self):
         super().setup()
         self.entry = None
+        self.write = None
 
     def send_response(self, code, message=None):
         if self.entry is not None:
             with self.store.lock:
                 self.store.log.append("%s -> %d" % (self.entry, code))
+                if self.write is not None:
+                    self.store.writes.append(dict(self.write, code=code))
             self.entry = None
         super().send_response(code, message)
 
@@ -1199,9 +1351,17 @@ class Handler(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(n) if n else b""
 
-    def authorized(self):
+    def authenticate(self):
+        """The caller's UserInfo, or None: the --token (an admin, as the real
+        server's system:masters) or a token from a TokenRequest."""
         auth = self.headers.get("Authorization", "")
-        return auth == "Bearer " + self.store.token
+        if not auth.startswith("Bearer "):
+            return None
+        token = auth[len("Bearer "):]
+        if token == self.store.token:
+            return ADMIN
+        with self.store.lock:
+            return self.store.sa_tokens.get(token)
 
     def handle_one_request(self):
         try:
@@ -1215,6 +1375,7 @@ class Handler(BaseHTTPRequestHandler):
         q = {k: v[-1] for k, v in urllib.parse.parse_qs(u.query, keep_blank_values=True).items()}
         raw = self.read_body()
         ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+        self.write = None
         if path != "/_test/log":
             self.entry = "%s %s" % (method, self.path) + (" " + ctype if method == "PATCH" else "")
         try:
@@ -1230,8 +1391,16 @@ class Handler(BaseHTTPRequestHandler):
             if path == "/version":
                 return self.send_json(200, {"major": "1", "minor": "31", "gitVersion": "v1.31.0-weft-stand-in",
                                             "platform": "linux/amd64"})
-            if not self.authorized():
+            user = self.authenticate()
+            if user is None:
                 raise ApiError(401, "Unauthorized", "Unauthorized")
+            if method not in ("GET", "HEAD"):
+                self.write = {"method": method, "path": path, "user": user["username"],
+                              "node": (user.get("extra", {}).get(NODE_NAME_KEY) or [""])[0]}
+            if method == "POST" and path == "/apis/authentication.k8s.io/v1/tokenreviews":
+                return self.send_json(201, self.store.token_review(self.read_json(raw)))
+            if method == "POST" and path == "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+                return self.send_json(201, self.store.access_review(self.read_json(raw)))
             if method == "GET" and path in ("/api", "/api/"):
                 return self.send_json(200, {"kind": "APIVersions", "versions": ["v1"],
                                             "serverAddressByClientCIDRs": []})
@@ -1266,9 +1435,21 @@ class Handler(BaseHTTPRequestHandler):
         except ApiError as e:
             return self.send_json(e.code, e.status())
 
+    @staticmethod
+    def read_json(raw):
+        try:
+            return json.loads(raw or b"null")
+        except ValueError as e:
+            raise ApiError(400, "BadRequest", "error decoding request body: %s" % e)
+
     def api(self, method, target, q, raw, ctype):
         res, ns, name, sub = target
         st = self.store
+        if res.plural == "serviceaccounts" and sub == "token" and name is not None:
+            if method != "POST":
+                raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested "
+                               "resource")
+            return self.send_json(201, st.token_request(ns, name, self.read_json(raw)))
         cluster_wide_namespaced = res.namespaced and ns is None
 
         def body():
@@ -1450,6 +1631,9 @@ class Handler(BaseHTTPRequestHandler):
         with st.lock:
             if path == "/_test/log" and method == "GET":
                 return self.send_json(200, list(st.log))
+            if path == "/_test/writes" and method == "GET":
+                with st.lock:
+                    return self.send_json(200, list(st.writes))
             if path == "/_test/log" and method == "DELETE":
                 st.log = []
             elif path == "/_test/nodes" and method == "POST":

@@ -171,6 +171,60 @@ class FakeApiServerTest(unittest.TestCase):
         with self.assertRaises(ssl.SSLCertVerificationError):
             c.request("GET", "/version")
 
+    def test_token_request_review_and_rbac_access_review(self):
+        sa = "/api/v1/namespaces/kube-system/serviceaccounts"
+        self.ok("POST", sa, {"metadata": {"name": "weftd"}})
+        self.ok("POST", "/api/v1/namespaces/default/serviceaccounts", {"metadata": {"name": "other"}})
+        self.ok("POST", "/api/v1/nodes", {"metadata": {"name": "n1"}})
+        self.ok("POST", PODS % "kube-system", pod("weftd-a", node="n1"))
+        code, out = self.req("POST", sa + "/missing/token", {"spec": {}})
+        self.assertEqual((code, out["reason"]), (404, "NotFound"))
+        tr = self.ok("POST", sa + "/weftd/token",
+                     {"spec": {"boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": "weftd-a"}}})
+        self.assertEqual(tr["kind"], "TokenRequest")
+        weftd = tr["status"]["token"]
+        other = self.ok("POST", "/api/v1/namespaces/default/serviceaccounts/other/token", {"spec": {}})["status"]["token"]
+        rev = self.ok("POST", "/apis/authentication.k8s.io/v1/tokenreviews",
+                      {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": weftd}})
+        u = rev["status"]["user"]
+        self.assertTrue(rev["status"]["authenticated"])
+        self.assertEqual(u["username"], "system:serviceaccount:kube-system:weftd")
+        self.assertEqual(u["extra"]["authentication.kubernetes.io/node-name"], ["n1"])
+        self.assertIn("system:serviceaccounts:kube-system", u["groups"])
+        bad = self.ok("POST", "/apis/authentication.k8s.io/v1/tokenreviews", {"spec": {"token": "forged"}})
+        self.assertNotIn("authenticated", bad["status"])
+        self.assertIn("invalid bearer token", bad["status"]["error"])
+
+        def sar(user, groups, sub, name="n1"):
+            return self.ok("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+                           {"kind": "SubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                            "spec": {"user": user, "groups": groups,
+                                     "resourceAttributes": {"verb": "get", "resource": "nodes", "subresource": sub,
+                                                            "name": name, "version": "v1"}}})["status"]
+        self.assertEqual(sar(u["username"], u["groups"], "proxy"), {"allowed": False})
+        self.ok("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+                {"metadata": {"name": "reader"},
+                 "rules": [{"apiGroups": [""], "resources": ["nodes/proxy"], "verbs": ["get"]}]})
+        self.ok("POST", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+                {"metadata": {"name": "reader"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                             "kind": "ClusterRole", "name": "reader"},
+                 "subjects": [{"kind": "ServiceAccount", "name": "weftd", "namespace": "kube-system"}]})
+        yes = sar(u["username"], u["groups"], "proxy")
+        self.assertEqual(yes, {"allowed": True, "reason": 'RBAC: allowed by ClusterRoleBinding "reader" of '
+                                                         'ClusterRole "reader" to ServiceAccount "weftd/kube-system"'})
+        self.assertFalse(sar(u["username"], u["groups"], "metrics")["allowed"])
+        self.assertFalse(sar("system:serviceaccount:default:other", [], "proxy")["allowed"])
+        self.assertTrue(sar("x", ["system:masters"], "anything")["allowed"])
+        # Tokens so made are accepted; every write names its writer and the writer's node.
+        self.assertEqual(self.req("GET", "/api/v1/nodes", token=other)[0], 200)
+        self.assertEqual(self.req("PATCH", "/api/v1/nodes/n1", {"metadata": {"annotations": {"a": "b"}}},
+                                  "application/merge-patch+json", token=weftd)[0], 200)
+        writes = self.ok("GET", "/_test/writes")
+        self.assertIn({"method": "PATCH", "path": "/api/v1/nodes/n1", "code": 200,
+                       "user": "system:serviceaccount:kube-system:weftd", "node": "n1"}, writes)
+        self.assertIn({"method": "POST", "path": "/api/v1/nodes", "code": 201, "user": "weft-test-admin",
+                       "node": ""}, writes)
+
     def test_create_get_replace_delete_and_conflicts(self):
         start = self.rv()
         p = self.ok("POST", PODS % "default", pod("a", {"app": "x"}))

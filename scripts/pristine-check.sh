@@ -41,7 +41,8 @@
 #
 # It removes everything it made, also when interrupted: the root (unless
 # kept), the namespaces (they die with their last process), and the cgroups
-# made inside (every cgroup directory that was not there before).
+# made inside (every top-level cgroup that was not there before, with its
+# children).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -114,8 +115,19 @@ cleanup() {
     # Cgroups made inside: the directories that were not there before,
     # children first. Their processes are gone with the PID namespace; a
     # cgroup's last process can take a moment to be reaped.
-    local new
-    new=$(comm -13 "$cgroups_before" <(find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | sort) || true)
+    # Only top-level cgroups that are new, with what is below them: other
+    # programs on the machine make cgroups under their own (pre-existing)
+    # ones meanwhile, and those are not ours. A top-level cgroup is
+    # /sys/fs/cgroup/NAME on a cgroup2 machine, /sys/fs/cgroup/CONTROLLER/NAME
+    # on a v1 or hybrid one.
+    local new all depth=2
+    [[ $(stat -fc %T /sys/fs/cgroup 2>/dev/null) == cgroup2fs ]] && depth=1
+    all=$(comm -13 "$cgroups_before" <(find /sys/fs/cgroup -mindepth 1 -type d 2>/dev/null | sort) || true)
+    new=$(while read -r d; do
+              [[ -n $d ]] || continue
+              top=$(cut -d/ -f1-$((4 + depth)) <<<"$d")
+              grep -qxF -- "$top" <<<"$all" && echo "$d"
+          done <<<"$all")
     if [[ -n $new ]]; then
         for _ in 1 2 3 4 5 6 7 8 9 10; do
             sort -r <<<"$new" | while read -r d; do [[ -d $d ]] && rmdir "$d" 2>/dev/null || true; done

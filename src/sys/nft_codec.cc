@@ -526,138 +526,161 @@ Status DecodeMessage(const nlmsghdr* msg, TableState* into) {
 }
 
 namespace {
+// a table: only adopts its family and name
+Status DecodeTable(const nlmsghdr* nlh, TableState* into) {
+  TablePtr t(nftnl_table_alloc());
+  if (nftnl_table_nlmsg_parse(nlh, t.get()) < 0 || !nftnl_table_is_set(t.get(), NFTNL_TABLE_NAME))
+    return Malformed("table");
+  Adopt(into, nftnl_table_get_u32(t.get(), NFTNL_TABLE_FAMILY), nftnl_table_get_str(t.get(), NFTNL_TABLE_NAME));
+  return Status::Ok();
+}
+
+// a chain, with its hook when it is a base chain
+Status DecodeChain(const nlmsghdr* nlh, TableState* into) {
+  ChainPtr c(nftnl_chain_alloc());
+  if (nftnl_chain_nlmsg_parse(nlh, c.get()) < 0 || !nftnl_chain_is_set(c.get(), NFTNL_CHAIN_NAME))
+    return Malformed("chain");
+  Adopt(into, nftnl_chain_get_u32(c.get(), NFTNL_CHAIN_FAMILY), nftnl_chain_get_str(c.get(), NFTNL_CHAIN_TABLE));
+  Chain ch{nftnl_chain_get_str(c.get(), NFTNL_CHAIN_NAME), std::nullopt};
+  if (nftnl_chain_is_set(c.get(), NFTNL_CHAIN_HOOKNUM)) {
+    Hook h;
+    h.num = nftnl_chain_get_u32(c.get(), NFTNL_CHAIN_HOOKNUM);
+    if (nftnl_chain_is_set(c.get(), NFTNL_CHAIN_PRIO)) h.priority = nftnl_chain_get_s32(c.get(), NFTNL_CHAIN_PRIO);
+    const char* ty = nftnl_chain_is_set(c.get(), NFTNL_CHAIN_TYPE) ? nftnl_chain_get_str(c.get(), NFTNL_CHAIN_TYPE)
+                                                                   : nullptr;
+    h.type = ty ? ty : "";
+    if (nftnl_chain_is_set(c.get(), NFTNL_CHAIN_POLICY)) h.policy = nftnl_chain_get_u32(c.get(), NFTNL_CHAIN_POLICY);
+    const char* dev = nftnl_chain_is_set(c.get(), NFTNL_CHAIN_DEV) ? nftnl_chain_get_str(c.get(), NFTNL_CHAIN_DEV)
+                                                                   : nullptr;
+    h.device = dev ? dev : "";
+    ch.hook = h;
+  }
+  into->chains.push_back(std::move(ch));
+  return Status::Ok();
+}
+
+// a rule and its expressions; an expression the layer does not model is an error
+Status DecodeRule(const nlmsghdr* nlh, TableState* into) {
+  RulePtr r(nftnl_rule_alloc());
+  if (nftnl_rule_nlmsg_parse(nlh, r.get()) < 0 || !nftnl_rule_is_set(r.get(), NFTNL_RULE_CHAIN))
+    return Malformed("rule");
+  Adopt(into, nftnl_rule_get_u32(r.get(), NFTNL_RULE_FAMILY), nftnl_rule_get_str(r.get(), NFTNL_RULE_TABLE));
+  Rule rule;
+  rule.chain = nftnl_rule_get_str(r.get(), NFTNL_RULE_CHAIN);
+  if (nftnl_rule_is_set(r.get(), NFTNL_RULE_HANDLE)) rule.handle = nftnl_rule_get_u64(r.get(), NFTNL_RULE_HANDLE);
+  rule.comment = RuleComment(r.get());
+  struct Acc {
+    std::vector<Expr>* exprs;
+    std::string bad;
+  } acc{&rule.exprs, ""};
+  nftnl_expr_foreach(
+      r.get(),
+      [](nftnl_expr* e, void* p) {
+        auto* a = static_cast<Acc*>(p);
+        auto x = DecodeExpr(e);
+        if (!x) {
+          const char* n = nftnl_expr_get_str(e, NFTNL_EXPR_NAME);
+          a->bad = n ? n : "?";
+          return -1;
+        }
+        a->exprs->push_back(std::move(*x));
+        return 0;
+      },
+      &acc);
+  if (!acc.bad.empty()) return Malformed("rule in chain " + rule.chain + ": expression " + acc.bad + " not supported");
+  into->rules.push_back(std::move(rule));
+  return Status::Ok();
+}
+
+// a set or map: flags, key and data types, timeout, concatenated fields
+Status DecodeSet(const nlmsghdr* nlh, TableState* into) {
+  SetPtr s(nftnl_set_alloc());
+  if (nftnl_set_nlmsg_parse(nlh, s.get()) < 0 || !nftnl_set_is_set(s.get(), NFTNL_SET_NAME)) return Malformed("set");
+  Adopt(into, nftnl_set_get_u32(s.get(), NFTNL_SET_FAMILY), nftnl_set_get_str(s.get(), NFTNL_SET_TABLE));
+  Set set;
+  set.name = nftnl_set_get_str(s.get(), NFTNL_SET_NAME);
+  auto u32 = [&](uint16_t a) { return nftnl_set_is_set(s.get(), a) ? nftnl_set_get_u32(s.get(), a) : 0u; };
+  set.flags = u32(NFTNL_SET_FLAGS);
+  set.key_type = u32(NFTNL_SET_KEY_TYPE);
+  set.key_len = u32(NFTNL_SET_KEY_LEN);
+  set.data_type = u32(NFTNL_SET_DATA_TYPE);
+  set.data_len = u32(NFTNL_SET_DATA_LEN);
+  if (set.data_type == NFT_DATA_VERDICT) {
+    set.data_type = kTypeVerdict;
+    set.data_len = 0;  // the kernel reports its verdict size; the model has none
+  }
+  if (nftnl_set_is_set(s.get(), NFTNL_SET_TIMEOUT)) set.timeout_ms = nftnl_set_get_u64(s.get(), NFTNL_SET_TIMEOUT);
+  if (nftnl_set_is_set(s.get(), NFTNL_SET_DESC_CONCAT)) {
+    uint32_t n = 0;
+    const auto* lens = static_cast<const uint8_t*>(nftnl_set_get_data(s.get(), NFTNL_SET_DESC_CONCAT, &n));
+    for (uint32_t i = 0; lens && i < n && i < NFT_REG32_COUNT; ++i) set.fields.push_back(lens[i]);
+  }
+  into->sets.push_back(std::move(set));
+  return Status::Ok();
+}
+
+// the elements of one set
+Status DecodeElements(const nlmsghdr* nlh, TableState* into) {
+  SetPtr s(nftnl_set_alloc());
+  if (nftnl_set_elems_nlmsg_parse(nlh, s.get()) < 0 || !nftnl_set_is_set(s.get(), NFTNL_SET_NAME))
+    return Malformed("set elements");
+  Adopt(into, nftnl_set_get_u32(s.get(), NFTNL_SET_FAMILY), nftnl_set_get_str(s.get(), NFTNL_SET_TABLE));
+  auto& list = into->elements[nftnl_set_get_str(s.get(), NFTNL_SET_NAME)];
+  nftnl_set_elem_foreach(
+      s.get(),
+      [](nftnl_set_elem* e, void* p) {
+        Element el;
+        el.key = ElemBytes(e, NFTNL_SET_ELEM_KEY);
+        el.key_end = ElemBytes(e, NFTNL_SET_ELEM_KEY_END);
+        if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_VERDICT)) {
+          Verdict v{static_cast<int32_t>(nftnl_set_elem_get_u32(e, NFTNL_SET_ELEM_VERDICT)), ""};
+          if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_CHAIN)) {
+            const char* c = nftnl_set_elem_get_str(e, NFTNL_SET_ELEM_CHAIN);
+            v.chain = c ? c : "";
+          }
+          el.verdict = v;
+        } else {
+          el.data = ElemBytes(e, NFTNL_SET_ELEM_DATA);
+        }
+        if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_FLAGS)) el.flags = nftnl_set_elem_get_u32(e, NFTNL_SET_ELEM_FLAGS);
+        if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_TIMEOUT))
+          el.timeout_ms = nftnl_set_elem_get_u64(e, NFTNL_SET_ELEM_TIMEOUT);
+        static_cast<std::vector<Element>*>(p)->push_back(std::move(el));
+        return 0;
+      },
+      &list);
+  return Status::Ok();
+}
+
+// a named counter (other objects are not Weft's)
+Status DecodeCounter(const nlmsghdr* nlh, TableState* into) {
+  ObjPtr o(nftnl_obj_alloc());
+  if (nftnl_obj_nlmsg_parse(nlh, o.get()) < 0 || !nftnl_obj_is_set(o.get(), NFTNL_OBJ_NAME)) return Malformed("object");
+  if (!nftnl_obj_is_set(o.get(), NFTNL_OBJ_TYPE) || nftnl_obj_get_u32(o.get(), NFTNL_OBJ_TYPE) != NFT_OBJECT_COUNTER)
+    return Status::Ok();  // not a counter: not Weft's
+  Adopt(into, nftnl_obj_get_u32(o.get(), NFTNL_OBJ_FAMILY), nftnl_obj_get_str(o.get(), NFTNL_OBJ_TABLE));
+  NamedCounter k{nftnl_obj_get_str(o.get(), NFTNL_OBJ_NAME), 0, 0};
+  if (nftnl_obj_is_set(o.get(), NFTNL_OBJ_CTR_PKTS)) k.packets = nftnl_obj_get_u64(o.get(), NFTNL_OBJ_CTR_PKTS);
+  if (nftnl_obj_is_set(o.get(), NFTNL_OBJ_CTR_BYTES)) k.bytes = nftnl_obj_get_u64(o.get(), NFTNL_OBJ_CTR_BYTES);
+  into->counters.push_back(std::move(k));
+  return Status::Ok();
+}
+
 Status DecodeAligned(const nlmsghdr* nlh, TableState* into) {
   if (NFNL_SUBSYS_ID(nlh->nlmsg_type) != NFNL_SUBSYS_NFTABLES) return Status::Ok();
-  const int type = NFNL_MSG_TYPE(nlh->nlmsg_type);
-  switch (type) {
-    case NFT_MSG_NEWTABLE: {
-      TablePtr t(nftnl_table_alloc());
-      if (nftnl_table_nlmsg_parse(nlh, t.get()) < 0 || !nftnl_table_is_set(t.get(), NFTNL_TABLE_NAME))
-        return Malformed("table");
-      Adopt(into, nftnl_table_get_u32(t.get(), NFTNL_TABLE_FAMILY), nftnl_table_get_str(t.get(), NFTNL_TABLE_NAME));
-      return Status::Ok();
-    }
-    case NFT_MSG_NEWCHAIN: {
-      ChainPtr c(nftnl_chain_alloc());
-      if (nftnl_chain_nlmsg_parse(nlh, c.get()) < 0 || !nftnl_chain_is_set(c.get(), NFTNL_CHAIN_NAME))
-        return Malformed("chain");
-      Adopt(into, nftnl_chain_get_u32(c.get(), NFTNL_CHAIN_FAMILY), nftnl_chain_get_str(c.get(), NFTNL_CHAIN_TABLE));
-      Chain ch{nftnl_chain_get_str(c.get(), NFTNL_CHAIN_NAME), std::nullopt};
-      if (nftnl_chain_is_set(c.get(), NFTNL_CHAIN_HOOKNUM)) {
-        Hook h;
-        h.num = nftnl_chain_get_u32(c.get(), NFTNL_CHAIN_HOOKNUM);
-        if (nftnl_chain_is_set(c.get(), NFTNL_CHAIN_PRIO)) h.priority = nftnl_chain_get_s32(c.get(), NFTNL_CHAIN_PRIO);
-        const char* ty = nftnl_chain_is_set(c.get(), NFTNL_CHAIN_TYPE) ? nftnl_chain_get_str(c.get(), NFTNL_CHAIN_TYPE)
-                                                                       : nullptr;
-        h.type = ty ? ty : "";
-        if (nftnl_chain_is_set(c.get(), NFTNL_CHAIN_POLICY)) h.policy = nftnl_chain_get_u32(c.get(), NFTNL_CHAIN_POLICY);
-        const char* dev = nftnl_chain_is_set(c.get(), NFTNL_CHAIN_DEV) ? nftnl_chain_get_str(c.get(), NFTNL_CHAIN_DEV)
-                                                                       : nullptr;
-        h.device = dev ? dev : "";
-        ch.hook = h;
-      }
-      into->chains.push_back(std::move(ch));
-      return Status::Ok();
-    }
-    case NFT_MSG_NEWRULE: {
-      RulePtr r(nftnl_rule_alloc());
-      if (nftnl_rule_nlmsg_parse(nlh, r.get()) < 0 || !nftnl_rule_is_set(r.get(), NFTNL_RULE_CHAIN))
-        return Malformed("rule");
-      Adopt(into, nftnl_rule_get_u32(r.get(), NFTNL_RULE_FAMILY), nftnl_rule_get_str(r.get(), NFTNL_RULE_TABLE));
-      Rule rule;
-      rule.chain = nftnl_rule_get_str(r.get(), NFTNL_RULE_CHAIN);
-      if (nftnl_rule_is_set(r.get(), NFTNL_RULE_HANDLE)) rule.handle = nftnl_rule_get_u64(r.get(), NFTNL_RULE_HANDLE);
-      rule.comment = RuleComment(r.get());
-      struct Acc {
-        std::vector<Expr>* exprs;
-        std::string bad;
-      } acc{&rule.exprs, ""};
-      nftnl_expr_foreach(
-          r.get(),
-          [](nftnl_expr* e, void* p) {
-            auto* a = static_cast<Acc*>(p);
-            auto x = DecodeExpr(e);
-            if (!x) {
-              const char* n = nftnl_expr_get_str(e, NFTNL_EXPR_NAME);
-              a->bad = n ? n : "?";
-              return -1;
-            }
-            a->exprs->push_back(std::move(*x));
-            return 0;
-          },
-          &acc);
-      if (!acc.bad.empty()) return Malformed("rule in chain " + rule.chain + ": expression " + acc.bad + " not supported");
-      into->rules.push_back(std::move(rule));
-      return Status::Ok();
-    }
-    case NFT_MSG_NEWSET: {
-      SetPtr s(nftnl_set_alloc());
-      if (nftnl_set_nlmsg_parse(nlh, s.get()) < 0 || !nftnl_set_is_set(s.get(), NFTNL_SET_NAME)) return Malformed("set");
-      Adopt(into, nftnl_set_get_u32(s.get(), NFTNL_SET_FAMILY), nftnl_set_get_str(s.get(), NFTNL_SET_TABLE));
-      Set set;
-      set.name = nftnl_set_get_str(s.get(), NFTNL_SET_NAME);
-      auto u32 = [&](uint16_t a) { return nftnl_set_is_set(s.get(), a) ? nftnl_set_get_u32(s.get(), a) : 0u; };
-      set.flags = u32(NFTNL_SET_FLAGS);
-      set.key_type = u32(NFTNL_SET_KEY_TYPE);
-      set.key_len = u32(NFTNL_SET_KEY_LEN);
-      set.data_type = u32(NFTNL_SET_DATA_TYPE);
-      set.data_len = u32(NFTNL_SET_DATA_LEN);
-      if (set.data_type == NFT_DATA_VERDICT) {
-        set.data_type = kTypeVerdict;
-        set.data_len = 0;  // the kernel reports its verdict size; the model has none
-      }
-      if (nftnl_set_is_set(s.get(), NFTNL_SET_TIMEOUT)) set.timeout_ms = nftnl_set_get_u64(s.get(), NFTNL_SET_TIMEOUT);
-      if (nftnl_set_is_set(s.get(), NFTNL_SET_DESC_CONCAT)) {
-        uint32_t n = 0;
-        const auto* lens = static_cast<const uint8_t*>(nftnl_set_get_data(s.get(), NFTNL_SET_DESC_CONCAT, &n));
-        for (uint32_t i = 0; lens && i < n && i < NFT_REG32_COUNT; ++i) set.fields.push_back(lens[i]);
-      }
-      into->sets.push_back(std::move(set));
-      return Status::Ok();
-    }
-    case NFT_MSG_NEWSETELEM: {
-      SetPtr s(nftnl_set_alloc());
-      if (nftnl_set_elems_nlmsg_parse(nlh, s.get()) < 0 || !nftnl_set_is_set(s.get(), NFTNL_SET_NAME))
-        return Malformed("set elements");
-      Adopt(into, nftnl_set_get_u32(s.get(), NFTNL_SET_FAMILY), nftnl_set_get_str(s.get(), NFTNL_SET_TABLE));
-      auto& list = into->elements[nftnl_set_get_str(s.get(), NFTNL_SET_NAME)];
-      nftnl_set_elem_foreach(
-          s.get(),
-          [](nftnl_set_elem* e, void* p) {
-            Element el;
-            el.key = ElemBytes(e, NFTNL_SET_ELEM_KEY);
-            el.key_end = ElemBytes(e, NFTNL_SET_ELEM_KEY_END);
-            if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_VERDICT)) {
-              Verdict v{static_cast<int32_t>(nftnl_set_elem_get_u32(e, NFTNL_SET_ELEM_VERDICT)), ""};
-              if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_CHAIN)) {
-                const char* c = nftnl_set_elem_get_str(e, NFTNL_SET_ELEM_CHAIN);
-                v.chain = c ? c : "";
-              }
-              el.verdict = v;
-            } else {
-              el.data = ElemBytes(e, NFTNL_SET_ELEM_DATA);
-            }
-            if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_FLAGS)) el.flags = nftnl_set_elem_get_u32(e, NFTNL_SET_ELEM_FLAGS);
-            if (nftnl_set_elem_is_set(e, NFTNL_SET_ELEM_TIMEOUT))
-              el.timeout_ms = nftnl_set_elem_get_u64(e, NFTNL_SET_ELEM_TIMEOUT);
-            static_cast<std::vector<Element>*>(p)->push_back(std::move(el));
-            return 0;
-          },
-          &list);
-      return Status::Ok();
-    }
-    case NFT_MSG_NEWOBJ: {
-      ObjPtr o(nftnl_obj_alloc());
-      if (nftnl_obj_nlmsg_parse(nlh, o.get()) < 0 || !nftnl_obj_is_set(o.get(), NFTNL_OBJ_NAME)) return Malformed("object");
-      if (!nftnl_obj_is_set(o.get(), NFTNL_OBJ_TYPE) || nftnl_obj_get_u32(o.get(), NFTNL_OBJ_TYPE) != NFT_OBJECT_COUNTER)
-        return Status::Ok();  // not a counter: not Weft's
-      Adopt(into, nftnl_obj_get_u32(o.get(), NFTNL_OBJ_FAMILY), nftnl_obj_get_str(o.get(), NFTNL_OBJ_TABLE));
-      NamedCounter k{nftnl_obj_get_str(o.get(), NFTNL_OBJ_NAME), 0, 0};
-      if (nftnl_obj_is_set(o.get(), NFTNL_OBJ_CTR_PKTS)) k.packets = nftnl_obj_get_u64(o.get(), NFTNL_OBJ_CTR_PKTS);
-      if (nftnl_obj_is_set(o.get(), NFTNL_OBJ_CTR_BYTES)) k.bytes = nftnl_obj_get_u64(o.get(), NFTNL_OBJ_CTR_BYTES);
-      into->counters.push_back(std::move(k));
-      return Status::Ok();
-    }
+  switch (NFNL_MSG_TYPE(nlh->nlmsg_type)) {
+    case NFT_MSG_NEWTABLE:
+      return DecodeTable(nlh, into);
+    case NFT_MSG_NEWCHAIN:
+      return DecodeChain(nlh, into);
+    case NFT_MSG_NEWRULE:
+      return DecodeRule(nlh, into);
+    case NFT_MSG_NEWSET:
+      return DecodeSet(nlh, into);
+    case NFT_MSG_NEWSETELEM:
+      return DecodeElements(nlh, into);
+    case NFT_MSG_NEWOBJ:
+      return DecodeCounter(nlh, into);
     default:
       return Status::Ok();
   }

@@ -448,6 +448,18 @@ TEST_F(ImageTest, RunsAsTheDaemonSetRunsIt) {
   a.ns->Exec({"ping", "-c", "1", "-W", "2", b.ip}, &ping);
   std::cout << "---- pod a (n1) -> pod b (n2) ----\n" << ping;
 
+  // The operator's tool in the image, as `kubectl -n kube-system exec
+  // ds/weftd -- weftctl doctor` runs it: this node's state through the
+  // DaemonSet's mounts and weftd's capabilities, found clean.
+  {
+    std::string out, err;
+    int rc = Cmd({"podman", "exec", Prefix() + "-n1", "weftctl", "doctor"}, &out, &err);
+    std::cout << "---- podman exec (kubectl exec ds/weftd --) weftctl doctor ----\n" << out << err;
+    EXPECT_TRUE(Contains(out, "attachment(s)")) << out << err;
+    EXPECT_FALSE(Contains(out, "PROBLEM")) << out << err;
+    EXPECT_TRUE(rc == 0 || rc == 1) << "exit " << rc;
+  }
+
   // A reboot that lost pod c but not pod a: weftd restarts and, reading the
   // plugin's database through its dataDir mount and the netns dir, gives
   // back c's address and leaves a alone.

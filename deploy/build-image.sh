@@ -18,7 +18,7 @@
 #   sudo deploy/build-image.sh --force          # rebuild even when up to date
 #   sudo deploy/build-image.sh --ref HEAD       # build a commit, not the work tree
 #   sudo deploy/build-image.sh --prebuilt build # the runtime stage only, around
-#                                               # build/'s weftd and plugin (what
+#                                               # build/'s weftd, weftctl and plugin (what
 #                                               # e2e_image_test runs: the binaries
 #                                               # the other suites test, no compile)
 #
@@ -96,11 +96,12 @@ in_image() {
 }
 if [ -n "$prebuilt" ]; then
   if [ -n "$ref" ]; then echo "build-image.sh: --prebuilt and --ref exclude each other" >&2; exit 2; fi
-  for b in cmd/weftd/weftd cmd/weft/weft; do
-    [ -x "$prebuilt/$b" ] || { echo "build-image.sh: --prebuilt $prebuilt has no $b (scripts/build.sh weftd weft)" >&2; exit 2; }
+  for b in cmd/weftd/weftd cmd/weftctl/weftctl cmd/weft/weft; do
+    [ -x "$prebuilt/$b" ] || { echo "build-image.sh: --prebuilt $prebuilt has no $b (scripts/build.sh weftd weftctl weft)" >&2; exit 2; }
   done
-  # What goes into this image: the two binaries and the Dockerfile's runtime stage.
-  SOURCE_HASH=prebuilt-$(cat "$prebuilt/cmd/weftd/weftd" "$prebuilt/cmd/weft/weft" deploy/Dockerfile.weftd |
+  # What goes into this image: the three binaries and the Dockerfile's runtime stage.
+  SOURCE_HASH=prebuilt-$(cat "$prebuilt/cmd/weftd/weftd" "$prebuilt/cmd/weftctl/weftctl" "$prebuilt/cmd/weft/weft" \
+                           deploy/Dockerfile.weftd |
                          sha256sum | cut -c1-16)
 elif [ -n "$ref" ]; then
   git rev-parse --verify --quiet "$ref^{commit}" >/dev/null || { echo "build-image.sh: no commit $ref" >&2; exit 2; }
@@ -168,9 +169,11 @@ if [ -n "$prebuilt" ]; then
   # The Dockerfile's runtime stage, its binaries taken from the context.
   mkdir -p "$CTX/prebuilt" "$CTX/deploy"
   strip -o "$CTX/prebuilt/weftd" "$prebuilt/cmd/weftd/weftd"
+  strip -o "$CTX/prebuilt/weftctl" "$prebuilt/cmd/weftctl/weftctl"
   strip -o "$CTX/prebuilt/weft" "$prebuilt/cmd/weft/weft"
   awk '/^ARG BASE=/ { print } /^FROM \$\{BASE\}$/ { runtime = 1 } runtime' deploy/Dockerfile.weftd |
     sed -e 's|^COPY --from=build /build/cmd/weftd/weftd |COPY prebuilt/weftd |' \
+        -e 's|^COPY --from=build /build/cmd/weftctl/weftctl |COPY prebuilt/weftctl |' \
         -e 's|^COPY --from=build /build/cmd/weft/weft |COPY prebuilt/weft |' >"$CTX/deploy/Dockerfile.weftd"
   if grep -q -- '--from=build' "$CTX/deploy/Dockerfile.weftd" || ! grep -q '^COPY prebuilt/weftd ' "$CTX/deploy/Dockerfile.weftd"; then
     echo "build-image.sh: --prebuilt cannot find the runtime stage's COPY lines in deploy/Dockerfile.weftd" >&2

@@ -20,7 +20,9 @@
 #include "overlay/reconcile.h"
 #include "overlay/sync.h"
 #include "plugin/reclaim.h"
+#include "plugin/pod_state.h"
 #include "sys/files.h"
+#include "sys/kernel_events.h"
 #include "sys/netlink.h"
 #include "sys/nft_query.h"
 #include "sys/nft_set.h"
@@ -87,6 +89,9 @@ HttpAnswer Agent::ServePath(const std::string& path, const StatusServer::Query& 
     if (auto guard = fw::ReadGuardCounters(); guard.ok()) body += fw::RenderGuardMetrics(*guard);
     body += overlay::RenderOverlayFilterMetrics(ReadOverlayCounters());
     if (drops_) body += drops_->Metrics();
+    std::map<std::string, uint64_t> netpol_repairs;
+    if (netpol_) netpol_repairs["netpol-table"] = netpol_->metrics().kernel_repairs.load();
+    body += repairs_.Render(netpol_repairs);
     return {200, "text/plain; version=0.0.4; charset=utf-8", body};
   }
   if (path == "/netpol" && netpol_) return {200, "application/json", netpol_->DescribeJson()};
@@ -185,14 +190,27 @@ Status Agent::EnsureForwarding(const State& st) {
 Status Agent::EnsureOverlayFilter() {
   const std::string marker = overlay::OverlayFilterMarker(opts_.vxlan_port);
   WEFT_ASSIGN_OR_RETURN(auto comments, sys::NftRuleComments(sys::NftFamily::kInet, overlay::kOverlayTable, "input"));
-  if (comments.size() == 1 && comments[0] == marker) return Status::Ok();
+  if (comments.size() == 1 && comments[0] == marker) {
+    overlay_filter_seen_ = true;
+    return Status::Ok();
+  }
+  // Gone after weftd had it in place (rather than a first start or an
+  // upgrade's new marker): a repair.
+  const bool repair = overlay_filter_seen_ && comments.empty();
   // Creates what is missing and replaces the two chains' rules in one
   // transaction; the sets and their elements stay (nothing opens meanwhile).
   WEFT_ASSIGN_OR_RETURN(auto r, fw::RunTool("nft", {"-f", "-"}, overlay::RenderOverlayFilter(opts_.vxlan_port)));
   if (r.exit_code != 0)
     return fw::ToolError(std::string("nft: install the overlay filter inet ") + overlay::kOverlayTable, r);
-  WEFT_LOG(kInfo, "installed the overlay filter", {"table", std::string("inet ") + overlay::kOverlayTable},
-           {"port", opts_.vxlan_port});
+  if (repair) {
+    repairs_.Add("overlay-filter");
+    WEFT_LOG(kWarn, "put back missing kernel state", {"object", "overlay-filter"},
+             {"missing", std::string("table inet ") + overlay::kOverlayTable});
+  } else {
+    WEFT_LOG(kInfo, "installed the overlay filter", {"table", std::string("inet ") + overlay::kOverlayTable},
+             {"port", opts_.vxlan_port});
+  }
+  overlay_filter_seen_ = true;
   return Status::Ok();
 }
 
@@ -289,6 +307,7 @@ Status Agent::SetUpNode(State& st) {
     st.datapath = overlay::NewKernelDatapath(std::move(dnl), vxlan_index);
     st.sync = std::make_unique<overlay::KernelSync>(st.datapath.get());
     st.view.vxlan_index = vxlan_index;
+    vxlan_index_ = vxlan_index;
   }
   if (st.pod_cidrs.empty()) return Status::Ok();
   const std::vector<IpPrefix> cluster = EffectiveClusterCidrs();
@@ -407,17 +426,28 @@ void Agent::ReconcileLoop(State& st) {
     // would withdraw every route.
     if (!snap.synced) continue;
     now = std::chrono::steady_clock::now();
-    bool resync = now >= next_resync;
+    // The keeper saw something of the node pass deleted: a resync now.
+    const bool kicked = node_due_.exchange(false);
+    bool resync = now >= next_resync || kicked;
     if (snap.version == seen && !resync && now < retry_at) continue;
     if (resync) {
       Status s = SetUpNode(st);
       if (!s.ok()) WEFT_LOG(kWarn, "node setup failed", {"err", s});
       next_resync = now + opts_.resync;
     }
+    const bool peers_changed = snap.version != seen;
     seen = snap.version;
     // Control-plane changes are applied incrementally (against what the last
     // pass left in the kernel); the resync reads the kernel (sync.h).
+    const uint64_t changes_before = metrics_.changes.load();
     Status r = Reconcile(st, snap.peers, /*full=*/resync);
+    // Woken by a deletion with the peers unchanged: what it put back was missing.
+    if (kicked && !peers_changed && metrics_.changes.load() > changes_before) {
+      const uint64_t n = metrics_.changes.load() - changes_before;
+      repairs_.Add("overlay-entry", n);
+      WEFT_LOG(kWarn, "put back missing kernel state", {"object", "overlay-entry"},
+               {"missing", std::to_string(n) + " route/neighbour/FDB/filter entries"});
+    }
     if (!reconciled_once || resync) {
       // The list's JSON, the kernel dumps and this copy of the peers are
       // garbage now: free the copy first, or its pages stay resident (free
@@ -433,6 +463,92 @@ void Agent::ReconcileLoop(State& st) {
     } else {
       WEFT_LOG(kWarn, "reconcile failed; retrying", {"err", r});
       retry_at = now + std::chrono::seconds(1);
+    }
+  }
+}
+
+void Agent::KeepPods() {
+  plugin::KeepOptions ko;
+  if (!opts_.plugin_data_dir.empty()) ko.data_dir = opts_.plugin_data_dir;
+  ko.network = opts_.network_name;
+  auto res = plugin::KeepPodState(ko);
+  if (!res.ok()) {
+    WEFT_LOG(kWarn, "cannot check the pods' kernel state", {"err", res.status()});
+    return;
+  }
+  for (const auto& r : *res) {
+    const std::string key = r.repair.object + " " + r.repair.what;
+    if (r.status.ok()) {
+      keep_failing_.erase(key);
+      if (r.repair.object == "guard-prune") continue;  // not a piece put back
+      repairs_.Add(r.repair.object);
+      WEFT_LOG(kWarn, "put back missing kernel state", {"object", r.repair.object},
+               {"subject", r.repair.subject}, {"missing", r.repair.what});
+    } else {
+      // Once at warn (a read-only /proc/sys fails every time), then debug.
+      const log::Level level = keep_failing_.insert(key).second ? log::Level::kWarn : log::Level::kDebug;
+      if (level >= log::GetLevel())
+        log::Write(level, "cannot put back missing kernel state",
+                   {{"object", r.repair.object}, {"subject", r.repair.subject}, {"missing", r.repair.what},
+                    {"err", r.status}});
+    }
+  }
+}
+
+// Until stop: a pods pass at start, on the resync and whenever a kernel
+// notification calls for one; the node and NetworkPolicy passes are handed
+// their wakes. A burst (`nft flush ruleset`, a DEL) is coalesced for
+// kCoalesce into one pass.
+void Agent::KeepLoop() {
+  constexpr auto kCoalesce = std::chrono::milliseconds(50);
+  KeptNames names{opts_.vxlan_device, 0, fw::NftTableName(opts_.network_name)};
+  std::optional<sys::KernelEvents> events;
+  if (auto ev = sys::KernelEvents::Open(); ev.ok()) {
+    events.emplace(std::move(*ev));
+  } else {
+    WEFT_LOG(kWarn, "no kernel notifications: what goes missing comes back at the resync only", {"err", ev.status()});
+  }
+  auto next_pass = std::chrono::steady_clock::now();
+  auto collect = [&](std::chrono::milliseconds wait, WakeFor* due) {
+    bool lost = false;
+    auto got = events->Wait(wait, &lost);
+    if (!got.ok()) {
+      WEFT_LOG(kWarn, "kernel notifications failed: what goes missing comes back at the resync only",
+               {"err", got.status()});
+      events.reset();
+      return;
+    }
+    names.vxlan_index = vxlan_index_.load();
+    for (const auto& e : *got) *due |= Classify(e, names);
+    if (lost) *due = WakeFor{true, true, true};  // something may have gone unseen
+  };
+  while (!stop_.load()) {
+    auto now = std::chrono::steady_clock::now();
+    WakeFor due;
+    due.pods = now >= next_pass;
+    if (!due.pods) {
+      auto wait = std::min<std::chrono::milliseconds>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(next_pass - now) + std::chrono::milliseconds(1),
+          std::chrono::milliseconds(500));
+      if (events) {
+        collect(wait, &due);
+        if (due.any() && events) {
+          std::this_thread::sleep_for(kCoalesce);
+          collect(std::chrono::milliseconds(0), &due);
+        }
+      } else {
+        std::this_thread::sleep_for(wait);
+      }
+    }
+    if (stop_.load()) break;
+    if (due.node) {
+      node_due_ = true;
+      store_.Wake();
+    }
+    if (due.netpol && netpol_) netpol_->CheckKernelSoon();
+    if (due.pods || std::chrono::steady_clock::now() >= next_pass) {
+      KeepPods();
+      next_pass = std::chrono::steady_clock::now() + opts_.resync;
     }
   }
 }
@@ -472,6 +588,12 @@ Status Agent::Run() {
   WEFT_RETURN_IF_ERROR(SetUpNode(st));
   WEFT_RETURN_IF_ERROR(RegisterNode(st));
   WEFT_RETURN_IF_ERROR(SetUpNode(st));
+
+  std::thread keeper([this] { KeepLoop(); });
+  ScopeGuard join_keeper([&] {
+    RequestStop();
+    keeper.join();
+  });
 
   Status cp_status;
   std::thread watcher([&] {

@@ -7,11 +7,13 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "agent/control_plane.h"
 #include "agent/drops.h"
+#include "agent/keeper.h"
 #include "agent/metrics.h"
 #include "agent/status_auth.h"
 #include "base/status.h"
@@ -102,6 +104,11 @@ class Agent {
   // The status server's handler: the gate, then the path.
   HttpAnswer Serve(const StatusServer::Request& req);
   HttpAnswer ServePath(const std::string& path, const StatusServer::Query& query);
+  // The keeper's thread (keeper.h): kernel notifications and the resync
+  // wake the pods pass (KeepPods) here, the node pass in ReconcileLoop
+  // (node_due_) and the NetworkPolicy controller's kernel check.
+  void KeepLoop();
+  void KeepPods();
 
   AgentOptions opts_;
   std::unique_ptr<ControlPlane> cp_;
@@ -112,6 +119,11 @@ class Agent {
   PeerStore store_;
   AgentMetrics metrics_;
   std::atomic<bool> stop_{false};
+  RepairCounter repairs_;
+  std::atomic<bool> node_due_{false};
+  std::atomic<int> vxlan_index_{0};
+  bool overlay_filter_seen_ = false;     // the reconcile thread's: installed once
+  std::set<std::string> keep_failing_;  // the keeper thread's: repairs that failed last time
 };
 
 }  // namespace weft::agent

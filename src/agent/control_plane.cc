@@ -41,7 +41,8 @@ void PeerStore::Remove(const std::string& name) {
 PeerStore::Snapshot PeerStore::WaitChange(uint64_t seen, std::chrono::milliseconds timeout,
                                           const std::atomic<bool>& stop) {
   std::unique_lock lock(mu_);
-  cv_.wait_for(lock, timeout, [&] { return version_ != seen || stop.load(); });
+  cv_.wait_for(lock, timeout, [&] { return version_ != seen || woken_ || stop.load(); });
+  woken_ = false;
   return Snapshot{synced_, version_, peers_};
 }
 
@@ -52,6 +53,14 @@ PeerStore::Snapshot PeerStore::Get() {
 
 void PeerStore::Notify() {
   { std::lock_guard lock(mu_); }
+  cv_.notify_all();
+}
+
+void PeerStore::Wake() {
+  {
+    std::lock_guard lock(mu_);
+    woken_ = true;
+  }
   cv_.notify_all();
 }
 

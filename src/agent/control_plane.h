@@ -42,11 +42,15 @@ class PeerStore {
   Snapshot Get();
   // Wakes waiters (used when stopping).
   void Notify();
+  // Makes the current (or the next) WaitChange return at once although the
+  // version did not change: another reason to look (the kernel changed).
+  void Wake();
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   bool synced_ = false;
+  bool woken_ = false;
   uint64_t version_ = 0;
   overlay::PeerMap peers_;
 };

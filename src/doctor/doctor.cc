@@ -240,6 +240,7 @@ const char* KindName(Kind k) {
     case Kind::kPeerMissing: return "peer-entry-missing";
     case Kind::kPeerStale: return "peer-entry-stale";
     case Kind::kNetpolMismatch: return "netpol-mismatch";
+    case Kind::kPodStateMissing: return "pod-state-missing";
   }
   return "unknown";
 }
@@ -322,6 +323,18 @@ void DiagnoseOrphanVeths(const Snapshot& s, std::vector<Finding>* out) {
   }
 }
 
+// What ADD made for a ready attachment and the kernel lacks now.
+void DiagnosePodState(const Snapshot& s, std::vector<Finding>* out) {
+  for (const auto& m : s.pod_state) {
+    std::string effect = m.object == "pod-route"       ? " (the pod is unreachable from this node and the others)"
+                         : m.object == "pod-proxy-arp" ? " (the pod's ARP for other addresses goes unanswered)"
+                                                       : " (the port gets IPv6 addresses and routes it should not have)";
+    out->push_back({Kind::kPodStateMissing, m.attachment,
+                    "attachment " + m.attachment + ": " + m.what + " is missing" + effect, true,
+                    "put it back as ADD makes it (weftd does so on the kernel's notification)"});
+  }
+}
+
 // Weft's host routes (protocol 201) to addresses no row holds.
 void DiagnoseStaleHostRoutes(const Snapshot& s, std::vector<Finding>* out) {
   std::set<IpAddress> db_addrs;
@@ -399,6 +412,7 @@ std::vector<Finding> Diagnose(const Snapshot& s) {
   DiagnoseDuplicateAddresses(s, &out);
   DiagnoseOrphanVeths(s, &out);
   DiagnoseStaleHostRoutes(s, &out);
+  DiagnosePodState(s, &out);
   DiagnoseRulesets(s, &out);
   if (s.vxlan_device && !s.overlay_filter)
     out.push_back({Kind::kRulesetMismatch, "overlay filter (table inet weft-overlay)",

@@ -71,12 +71,22 @@ struct NetpolView {
 
 inline constexpr char kNetpolTable[] = "inet weft-netpol";
 
+// A piece of an attachment's per-pod kernel state that is missing
+// (plugin/pod_state.h: a host route, proxy ARP, IPv6 off), as
+// plugin::PlanPodRepairs names it.
+struct MissingPodState {
+  std::string object;      // "pod-route", "pod-proxy-arp", "pod-ipv6-off"
+  std::string attachment;  // "<containerID>/<ifname>"
+  std::string what;        // "host route 10.244.0.2/32 dev wft0123456789ab"
+};
+
 struct Snapshot {
   std::string data_dir;
   std::vector<PodView> pods;
   std::vector<sys::LinkInfo> links;          // the node's links
   std::vector<sys::RouteSpec> host_routes;   // proto 201 without gateway
   std::vector<RulesetView> rulesets;
+  std::vector<MissingPodState> pod_state;    // the source guard's pieces are in `rulesets`
   std::optional<PeerView> peers;
   std::optional<NetpolView> netpol;
   // weftd's VXLAN device (a vxlan link named weft.*) is here, and whether the
@@ -102,6 +112,7 @@ enum class Kind {
   kPeerMissing,          // route/ARP/FDB a live peer needs is absent or wrong
   kPeerStale,            // route/ARP/FDB for no live peer
   kNetpolMismatch,       // table inet weft-netpol missing, differing from weftd's, or left over
+  kPodStateMissing,      // a ready attachment's host route, proxy ARP or IPv6-off is missing
 };
 
 // "vanished-attachment", "orphan-veth", ... (the JSON `kind`).

@@ -21,6 +21,7 @@
 #include "overlay/filter.h"
 #include "plugin/hostports.h"
 #include "plugin/node_firewall.h"
+#include "plugin/pod_state.h"
 #include "plugin/reclaim.h"
 #include "sys/files.h"
 #include "sys/netns.h"
@@ -418,6 +419,17 @@ Status ReadGuardRulesets(Snapshot* s) {
   return Status::Ok();
 }
 
+// The per-pod state of the ready attachments, planned as weftd plans it
+// (the source guard's pieces are left to ReadGuardRulesets).
+Status ReadPodState(sys::Netlink& nl, Snapshot* s) {
+  std::vector<ipam::PodRecord> rows;
+  for (const auto& p : s->pods) rows.push_back(p.row);
+  WEFT_ASSIGN_OR_RETURN(auto kernel, plugin::ReadPodKernel(nl, rows));
+  for (const auto& r : plugin::PlanPodRepairs(rows, kernel))
+    if (r.object.rfind("guard-", 0) != 0) s->pod_state.push_back({r.object, r.subject, r.what});
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<Snapshot> ReadSnapshot(const Options& o) {
@@ -431,6 +443,7 @@ Result<Snapshot> ReadSnapshot(const Options& o) {
   WEFT_RETURN_IF_ERROR(ReadHostRoutes(nl, &s));
   WEFT_RETURN_IF_ERROR(ReadHostPortRuleset(o, have_db, &s));
   WEFT_RETURN_IF_ERROR(ReadMasqueradeRuleset(o, &s));
+  WEFT_RETURN_IF_ERROR(ReadPodState(nl, &s));
   WEFT_RETURN_IF_ERROR(ReadGuardRulesets(&s));
   for (const auto& l : s.links)
     if (l.kind == "vxlan" && l.name.rfind("weft.", 0) == 0) s.vxlan_device = true;
@@ -458,7 +471,7 @@ namespace {
 // Which repairs the fixable findings call for.
 struct FixPlan {
   bool reclaim = false, orphans = false, routes = false, hostports = false, masq = false, peers = false,
-       netpol = false, guard_routed = false, guard_bridge = false;
+       netpol = false, guard_routed = false, guard_bridge = false, pod_state = false;
 };
 
 FixPlan PlanFixes(const std::vector<Finding>& findings) {
@@ -477,6 +490,7 @@ FixPlan PlanFixes(const std::vector<Finding>& findings) {
       case Kind::kPeerMissing:
       case Kind::kPeerStale: p.peers = true; break;
       case Kind::kNetpolMismatch: p.netpol = true; break;
+      case Kind::kPodStateMissing: p.pod_state = true; break;
       default: break;
     }
   }
@@ -631,6 +645,23 @@ void ReinstallGuard(const Options& o, fw::GuardMode mode, FixReport* rep) {
                         (pruned ? ", pruned " + std::to_string(pruned) + " chain(s) or element(s) of ports gone" : ""));
 }
 
+// weftd's own pass (plugin::KeepPodState): reads the rows and the kernel
+// again, so only what is still missing is put back.
+void RestorePodState(const Options& o, FixReport* rep) {
+  plugin::KeepOptions ko;
+  ko.data_dir = o.data_dir;
+  auto res = plugin::KeepPodState(ko);
+  if (!res.ok()) {
+    Failed(rep, "put back the pods' kernel state", res.status());
+    return;
+  }
+  for (const auto& r : *res) {
+    if (r.repair.object == "guard-prune" && r.status.ok()) continue;
+    if (r.status.ok()) rep->done.push_back("put back " + r.repair.what + " (" + r.repair.subject + ")");
+    else Failed(rep, "put back " + r.repair.what + " (" + r.repair.subject + ")", r.status);
+  }
+}
+
 void ReapplyNetpol(const Options& o, FixReport* rep) {
   std::string applied;
   Status st = ApplyWeftdRuleset(o.weftd_addr, &applied);
@@ -658,6 +689,7 @@ FixReport Fix(const Options& o, const Snapshot& snap, const std::vector<Finding>
   if (plan.masq && o.masquerade) ResyncMasquerade(o, &rep);
   if (plan.peers && snap.peers) ApplyPeerPlan(*snap.peers, &rep);
   if (plan.netpol) ReapplyNetpol(o, &rep);
+  if (plan.pod_state) RestorePodState(o, &rep);
   if (plan.guard_routed) ReinstallGuard(o, fw::GuardMode::kRouted, &rep);
   if (plan.guard_bridge) ReinstallGuard(o, fw::GuardMode::kBridge, &rep);
   return rep;

@@ -133,6 +133,22 @@ TEST(Doctor, OrphanVethAndStaleHostRoute) {
   EXPECT_EQ(fs.size(), 2u);
 }
 
+TEST(Doctor, MissingPerPodStateIsNamedAndFixable) {
+  Snapshot s = Healthy();
+  s.pod_state.push_back({"pod-route", "c1/eth0", "host route 10.244.0.2/32 dev wft0000000000c1"});
+  s.pod_state.push_back({"pod-proxy-arp", "c1/eth0", "proxy ARP on wft0000000000c1"});
+  auto fs = Diagnose(s);
+  ASSERT_EQ(fs.size(), 2u);
+  EXPECT_EQ(std::string(KindName(fs[0].kind)), "pod-state-missing");
+  EXPECT_EQ(fs[0].subject, "c1/eth0");
+  EXPECT_EQ(fs[0].message,
+            "attachment c1/eth0: host route 10.244.0.2/32 dev wft0000000000c1 is missing (the pod is unreachable "
+            "from this node and the others)");
+  EXPECT_TRUE(fs[0].fixable);
+  EXPECT_TRUE(fs[1].fixable);
+  EXPECT_NE(fs[1].message.find("proxy ARP on wft0000000000c1 is missing"), std::string::npos);
+}
+
 TEST(Doctor, DuplicateAddress) {
   Snapshot s = Healthy();
   s.pods.push_back(Pod("c", "10.244.1.2/24", true, true));

@@ -24,18 +24,20 @@ fw::GuardMode GuardModeOf(const Config& cfg) {
   return cfg.mode == Mode::kBridge ? fw::GuardMode::kBridge : fw::GuardMode::kRouted;
 }
 
-Status NodeFirewall::EnsureSourceGuard() {
-  const fw::GuardMode mode = GuardModeOf(cfg_);
-  bool applied = false;
-  WEFT_RETURN_IF_ERROR(fw::EnsureGuard(mode, cfg_.data_dir, &applied).Prefix("source guard"));
-  if (!applied) return Status::Ok();
+Status EnsureGuardOfNode(fw::GuardMode mode, const std::string& lock_dir, ipam::Store& store, bool* applied) {
+  bool did = false;
+  WEFT_RETURN_IF_ERROR(fw::EnsureGuard(mode, lock_dir, &did).Prefix("source guard"));
+  if (applied) *applied = did;
+  if (!did) return Status::Ok();
   // The table may be new (a first ADD, an upgrade, or after `nft flush
   // ruleset`): bind every attachment this dataDir knows again, or their
   // ports would be unguarded (routed) or cut off (bridge); then the guard
   // of an earlier release goes.
-  if (auto bound = RebindPorts(store_, mode); !bound.ok()) return bound.status().WithPrefix("source guard");
+  if (auto bound = RebindPorts(store, mode); !bound.ok()) return bound.status().WithPrefix("source guard");
   return fw::RetireLegacyGuard(mode).Prefix("source guard");
 }
+
+Status NodeFirewall::EnsureSourceGuard() { return EnsureGuardOfNode(GuardModeOf(cfg_), cfg_.data_dir, store_); }
 
 fw::PortBinding GuardBinding(fw::GuardMode mode, const ipam::PodRecord& rec) {
   fw::PortBinding b;
@@ -93,7 +95,16 @@ Result<size_t> RebindPorts(ipam::Store& store, fw::GuardMode mode) {
 
 Status NodeFirewall::BindSources(const ipam::PodRecord& rec) {
   const fw::GuardMode mode = GuardModeOf(cfg_);
-  return fw::BindPort(mode, GuardBinding(mode, rec));
+  Status st = fw::BindPort(mode, GuardBinding(mode, rec));
+  // The table went since EnsureSourceGuard (`nft flush ruleset`, an
+  // operator's script): install it again as the first ADD does (weftd may be
+  // doing the same: both render the same table), then bind. Bounded: a table
+  // deleted over and over fails the ADD, which the runtime retries.
+  for (int i = 0; i < 2 && !st.ok() && st.sys_errno() == ENOENT; ++i) {
+    WEFT_RETURN_IF_ERROR(EnsureGuardOfNode(mode, cfg_.data_dir, store_));
+    st = fw::BindPort(mode, GuardBinding(mode, rec));
+  }
+  return st;
 }
 
 Status NodeFirewall::EnsureMasquerade(const ipam::PodRecord& rec) {

@@ -33,6 +33,14 @@ class NodeFirewall : public AddFirewall {
   ipam::Store& store_;
 };
 
+// The source guard of `mode` as ADD needs it: its shared chains installed
+// unless their marker is in place (fw::EnsureGuard, serialised by
+// `lock_dir`/firewall.lock); when they were, every attachment's port in
+// `store` bound again (RebindPorts) and the guard of an earlier release
+// retired. `applied` (optional): whether the table was installed.
+Status EnsureGuardOfNode(fw::GuardMode mode, const std::string& lock_dir, ipam::Store& store,
+                         bool* applied = nullptr);
+
 // Binds the port of every attachment in `store` whose link is on the node
 // and of `mode` (a bridge port or a routed veth) in the mode's source guard
 // (one transaction): after the table was created anew, or by doctor --fix.

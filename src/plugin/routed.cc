@@ -30,6 +30,11 @@ Status AddPodRoute(sys::Netlink& pod, const sys::RouteSpec& r, const std::string
 
 }  // namespace
 
+sys::RouteSpec HostRoute(const IpAddress& addr, int index) {
+  return {Host(addr), std::nullopt, index, addr.is_v4() ? RT_SCOPE_LINK : RT_SCOPE_UNIVERSE, RT_TABLE_MAIN,
+          sys::kRouteProtoWeft};
+}
+
 Result<sys::LinkInfo> ConfigurePodSide(sys::Netlink& pod, const std::string& ifname, const PodAddrs& a,
                                        const std::string& host_mac) {
   WEFT_ASSIGN_OR_RETURN(auto link, pod.GetLink(ifname));
@@ -74,15 +79,12 @@ Result<sys::LinkInfo> ConfigureHostSide(sys::Netlink& host, sys::LinkInfo h, con
     // default) unless it is zero.
     WEFT_RETURN_IF_ERROR(sys::WriteSysctl("net/ipv4/neigh/" + host_ifname + "/proxy_delay", "0"));
     WEFT_RETURN_IF_ERROR(sys::EnsureSysctl("net/ipv4/ip_forward", "1"));
-    sys::RouteSpec r{Host(*a.v4), std::nullopt, link->index, RT_SCOPE_LINK, RT_TABLE_MAIN, sys::kRouteProtoWeft};
-    WEFT_RETURN_IF_ERROR(host.AddRoute(r, /*replace=*/true));
+    WEFT_RETURN_IF_ERROR(host.AddRoute(HostRoute(*a.v4, link->index), /*replace=*/true));
   }
   if (a.v6) {
     WEFT_RETURN_IF_ERROR(host.AddAddress(link->index, IpPrefix(Gw6(), 64), /*nodad=*/true));
     WEFT_RETURN_IF_ERROR(sys::EnsureSysctl("net/ipv6/conf/all/forwarding", "1"));
-    sys::RouteSpec r{Host(*a.v6), std::nullopt, link->index, RT_SCOPE_UNIVERSE, RT_TABLE_MAIN,
-                     sys::kRouteProtoWeft};
-    WEFT_RETURN_IF_ERROR(host.AddRoute(r, /*replace=*/true));
+    WEFT_RETURN_IF_ERROR(host.AddRoute(HostRoute(*a.v6, link->index), /*replace=*/true));
   }
   h.up = true;
   return h;

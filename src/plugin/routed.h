@@ -34,6 +34,11 @@ struct PodAddrs {
 Result<sys::LinkInfo> ConfigurePodSide(sys::Netlink& pod, const std::string& ifname, const PodAddrs& a,
                                        const std::string& host_mac);
 
+// The host route to a pod's address `addr` via its host veth `index`
+// (protocol 201; scope link for IPv4): what ConfigureHostSide installs and
+// weftd keeps (pod_state.h).
+sys::RouteSpec HostRoute(const IpAddress& addr, int index);
+
 // Host side: up with proxy ARP (and zero proxy delay), the link-local IPv6
 // gateway, and a host route per pod address.
 // REQUIRES: `host_link` was just read from the kernel.

@@ -426,10 +426,11 @@ struct NetpolController::Impl {
     auto woke = Clock::now();
     std::lock_guard lock(engine_mu);
     size_t changes = Drain();
-    if (woke >= loop.next_check) {
+    if (woke >= loop.next_check || check_soon.exchange(false)) {
       loop.next_check = woke + opts.resync;
       if (engine.has_applied() && !KernelMatches()) {
         WEFT_LOG(kWarn, "table inet weft-netpol differs from the desired ruleset; replacing it");
+        metrics.kernel_repairs++;
         engine.ForgetApplied();
       }
     }
@@ -502,6 +503,7 @@ struct NetpolController::Impl {
   kube::Cache<netpol::ClusterPolicy> cnps;
   kube::Cache<netpol::NodeInfo> nodes;
   std::atomic<kube::Informer*> cnp_informer{nullptr};
+  std::atomic<bool> check_soon{false};  // CheckKernelSoon()
   std::map<std::string, Clock::time_point> status_pending;  // CNP name -> since when its condition may be due
   std::unique_ptr<kube::KubeApi> status_api;               // the sync thread's
   std::mutex engine_mu;
@@ -613,6 +615,11 @@ void NetpolController::RefreshCounters() {
   std::lock_guard lock(impl_->engine_mu);
   metrics_.dropped_ingress = impl_->base_in + c->first;
   metrics_.dropped_egress = impl_->base_eg + c->second;
+}
+
+void NetpolController::CheckKernelSoon() {
+  impl_->check_soon = true;
+  impl_->notifier.Notify();
 }
 
 std::string RenderNetpolMetrics(const NetpolMetrics& m) {

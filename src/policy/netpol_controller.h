@@ -109,6 +109,9 @@ struct NetpolMetrics {
   std::atomic<bool> cnp_crd_absent{false};
   std::atomic<uint64_t> cnp_status_writes{0};
   std::atomic<uint64_t> cnp_status_errors{0};
+  // Times the kernel's table differed from the desired ruleset and was
+  // replaced (weft_repairs_total{object="netpol-table"}).
+  std::atomic<uint64_t> kernel_repairs{0};
 };
 std::string RenderNetpolMetrics(const NetpolMetrics& m);
 
@@ -140,6 +143,10 @@ class NetpolController {
   std::string DesiredRuleset();
   // Refreshes dropped_ingress/egress from the kernel's counters.
   void RefreshCounters();
+  // Compares the kernel's table with the desired ruleset at the next pass
+  // (now, not at the resync): weftd saw the table or one of its chains or
+  // rules deleted. Thread-safe.
+  void CheckKernelSoon();
 
  private:
   struct Impl;

@@ -166,6 +166,12 @@ TEST_F(DoctorTest, ReportsEveryBreakageFixesTheSafeOnesAndEndsClean) {
   ASSERT_EQ(n1.ns.Exec({"nft", "add", "rule", "inet", masq_table, "postrouting", "ip", "saddr", "10.99.0.0/24",
                         "masquerade", "comment", "\"weft-masq:stale\""}),
             0);
+  // 5c. The hostPort pod's host route deleted and proxy ARP turned off on
+  //     its veth (weftd, killed, does not put them back).
+  std::string veth_hp = Sqlite(n1, "SELECT interface_name FROM pods WHERE container_id='" + cid_hp + "'");
+  veth_hp.erase(veth_hp.find_last_not_of("\n") + 1);
+  ASSERT_EQ(n1.ns.Exec({"ip", "route", "del", ip_hp + "/32", "dev", veth_hp}), 0);
+  ASSERT_EQ(n1.ns.Exec({"sysctl", "-qw", "net.ipv4.conf." + veth_hp + ".proxy_arp=0"}), 0);
   // 6. An attachment stuck in "adding" for a long time.
   Sqlite(n1, "UPDATE pods SET state='adding', creation_timestamp='2000-01-01 00:00:00' WHERE container_id='" + cid_stuck + "'");
   // 7. Peer n2 gone from the control plane (its lease expires), and a node
@@ -220,7 +226,11 @@ TEST_F(DoctorTest, ReportsEveryBreakageFixesTheSafeOnesAndEndsClean) {
   EXPECT_EQ(missing.size(), 6u) << fs.dump(2);                       // n3's route, ARP, FDB, admissions
   EXPECT_TRUE(Mentions(missing, "missing route to node n3's pod CIDR")) << fs.dump(2);
   EXPECT_TRUE(Mentions(missing, "missing overlay filter admission for node n3")) << fs.dump(2);
-  EXPECT_EQ(fs.size(), 20u) << fs.dump(2);
+  auto pod_state = Kind(fs, "pod-state-missing");
+  EXPECT_EQ(pod_state.size(), 2u) << fs.dump(2);
+  EXPECT_TRUE(Mentions(pod_state, "host route " + ip_hp + "/32 dev " + veth_hp + " is missing")) << fs.dump(2);
+  EXPECT_TRUE(Mentions(pod_state, "proxy ARP on " + veth_hp + " is missing")) << fs.dump(2);
+  EXPECT_EQ(fs.size(), 22u) << fs.dump(2);
 
   // --- Repair. ---
   Run fixed = Doctor(n1, false, {"--fix"});
@@ -230,6 +240,9 @@ TEST_F(DoctorTest, ReportsEveryBreakageFixesTheSafeOnesAndEndsClean) {
   EXPECT_NE(fixed.out.find("fixed: released attachment " + cid_gone + "/eth0"), std::string::npos) << fixed.out;
   EXPECT_NE(fixed.out.find("fixed: deleted orphan link wftstray0000001"), std::string::npos) << fixed.out;
   EXPECT_NE(fixed.out.find("fixed: applied weftd's reconciler plan: 12 of 12"), std::string::npos) << fixed.out;
+  EXPECT_NE(fixed.out.find("fixed: put back host route " + ip_hp + "/32 dev " + veth_hp), std::string::npos)
+      << fixed.out;
+  EXPECT_NE(fixed.out.find("fixed: put back proxy ARP on " + veth_hp), std::string::npos) << fixed.out;
   EXPECT_NE(fixed.out.find("after --fix: 1 problem(s) remain\nREMAINS [stuck-attachment]"), std::string::npos)
       << fixed.out;
   Run left_run = Doctor(n1, true);
@@ -244,6 +257,7 @@ TEST_F(DoctorTest, ReportsEveryBreakageFixesTheSafeOnesAndEndsClean) {
   std::string routes;
   n1.ns.Exec({"ip", "route", "show", "proto", "201"}, &routes);
   EXPECT_EQ(routes.find("10.99.0.5"), std::string::npos) << routes;
+  EXPECT_NE(routes.find(ip_hp + " dev " + veth_hp), std::string::npos) << routes;
   auto agent_routes = n1.AgentRoutes();
   ASSERT_EQ(agent_routes.size(), 1u);
   EXPECT_EQ(agent_routes[0].rfind("10.244.200.0/24 via 10.244.200.0 dev weft.1", 0), 0u) << agent_routes[0];

@@ -448,6 +448,23 @@ TEST_F(ImageTest, RunsAsTheDaemonSetRunsIt) {
   a.ns->Exec({"ping", "-c", "1", "-W", "2", b.ip}, &ping);
   std::cout << "---- pod a (n1) -> pod b (n2) ----\n" << ping;
 
+  // The operator's tool in the image, as `kubectl -n kube-system exec
+  // ds/weftd -- weftctl doctor` runs it: this node's state through the
+  // DaemonSet's mounts and weftd's capabilities. (--data-dir: the conflist
+  // names the test's host path, which on a real node is /var/lib/weft
+  // itself.) Its findings are printed, not judged: what matters here is
+  // that it runs and reads the node's database (pod a).
+  {
+    std::string out, err;
+    int rc = Cmd({"podman", "exec", Prefix() + "-n1", "weftctl", "doctor", "--data-dir", "/var/lib/weft"}, &out,
+                 &err);
+    std::cout << "---- podman exec (kubectl exec ds/weftd --) weftctl doctor: exit " << rc << " ----\n"
+              << out << err;
+    EXPECT_TRUE(Contains(out, "weftctl doctor: dataDir /var/lib/weft, 1 attachment(s)")) << out << err;
+    EXPECT_NE(rc, 126) << "weftctl cannot run in the image";
+    EXPECT_NE(rc, 127) << "no weftctl in the image";
+  }
+
   // A reboot that lost pod c but not pod a: weftd restarts and, reading the
   // plugin's database through its dataDir mount and the netns dir, gives
   // back c's address and leaves a alone.

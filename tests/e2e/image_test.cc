@@ -450,17 +450,17 @@ TEST_F(ImageTest, RunsAsTheDaemonSetRunsIt) {
 
   // The operator's tool in the image, as `kubectl -n kube-system exec
   // ds/weftd -- weftctl doctor` runs it: this node's state through the
-  // DaemonSet's mounts and weftd's capabilities. (--data-dir: the conflist
-  // names the test's host path, which on a real node is /var/lib/weft
-  // itself.) Its findings are printed, not judged: what matters here is
+  // DaemonSet's mounts and weftd's capabilities. (--data-dir: the
+  // container mounts the plugin's dataDir at the test's host path, which
+  // on a real node is /var/lib/weft itself.) Its findings are printed, not judged: what matters here is
   // that it runs and reads the node's database (pod a).
   {
     std::string out, err;
-    int rc = Cmd({"podman", "exec", Prefix() + "-n1", "weftctl", "doctor", "--data-dir", "/var/lib/weft"}, &out,
-                 &err);
+    const std::string data_dir = mounted_.at(n1.name).at("plugin-data");
+    int rc = Cmd({"podman", "exec", Prefix() + "-n1", "weftctl", "doctor", "--data-dir", data_dir}, &out, &err);
     std::cout << "---- podman exec (kubectl exec ds/weftd --) weftctl doctor: exit " << rc << " ----\n"
               << out << err;
-    EXPECT_TRUE(Contains(out, "weftctl doctor: dataDir /var/lib/weft, 1 attachment(s)")) << out << err;
+    EXPECT_TRUE(Contains(out, "weftctl doctor: dataDir " + data_dir + ", 1 attachment(s)")) << out << err;
     EXPECT_NE(rc, 126) << "weftctl cannot run in the image";
     EXPECT_NE(rc, 127) << "no weftctl in the image";
   }

@@ -938,7 +938,8 @@ class Store:
             self.sa_tokens[token] = user
             exp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + spec["expirationSeconds"]))
             return {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
-                    "metadata": {"name": name, "namespace": ns, "creationTimestamp": None},
+                    "metadata": {"name": name, "namespace": ns, "uid": str(uuid.uuid4()),
+                                 "creationTimestamp": now()},
                     "spec": spec, "status": {"token": token, "expirationTimestamp": exp}}
 
     def token_review(self, body):
@@ -947,7 +948,7 @@ class Store:
         spec = body.get("spec") or {}
         token = spec.get("token") or ""
         out = {"kind": "TokenReview", "apiVersion": "authentication.k8s.io/v1",
-               "metadata": {"creationTimestamp": None}, "spec": spec}
+               "metadata": {}, "spec": spec}
         with self.lock:
             user = self.sa_tokens.get(token)
         if user is None:
@@ -989,7 +990,7 @@ class Store:
                               '"%s" to %s' % (b["metadata"]["name"], role["metadata"]["name"], describe(subj))}
                     break
         return {"kind": "SubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
-                "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
+                "metadata": {}, "spec": spec, "status": status}
 
     # -- verbs
     def create(self, res, ns, body, raw=False):

@@ -14,7 +14,7 @@
 # (bench/guard_variants/kube-proxy.nft: what a Kubernetes node also runs);
 # --interleave-ms MS measures TCP_RR on two identical nodes at once, one on
 # and one off, alternating between them every MS (the steadier method,
-# docs/performance.md), and with --concurrent-stream the bulk stream of both
+# docs/performance.md, "Method"), and with --concurrent-stream the bulk stream of both
 # at once (their senders sharing one CPU). Namespaces and dirs are named wb<pid>-*, removed at the end, on
 # failure and on Ctrl-C; the root netns is never touched. Needs root.
 set -euo pipefail

@@ -1,5 +1,5 @@
 // weft-bench-guard: the source guard's per-packet cost as a paired A/B
-// (issue 22 §1; docs/performance.md "The source guard's cost"). Usually
+// (issue 22 §1; docs/performance.md, "The source guard per port"). Usually
 // started by bench/guard_ab.sh.
 //
 //   weft-bench-guard --out DIR [--prefix wbNNN] [--build-dir DIR]

@@ -5,7 +5,7 @@
 # each one, as many at a time as there are cores.
 #   scripts/fuzz.sh            # 10 s per target (what the test command runs)
 #   scripts/fuzz.sh 600        # 10 min per target
-#   scripts/fuzz.sh --long     # the documented long run (docs/architecture.md,
+#   scripts/fuzz.sh --long     # the documented long run (docs/testing.md,
 #                              # "Fuzzing"): each target until 10 million
 #                              # executions or 12 min, one at a time, then the
 #                              # corpus merged into the repository

@@ -24,7 +24,7 @@
 #
 # --full (issue 21: the upstream network e2e): every `[sig-network]` spec the
 # binary links, less these classes, each printed with its reason by every run
-# and --dry-run (docs/cluster.md, "--full"): [Disruptive] and [Flaky]
+# and --dry-run (docs/cluster.md, "The upstream e2e suite"): [Disruptive] and [Flaky]
 # (upstream's own rule for a shared cluster), SCTP traffic when the kernel has
 # none, [Feature:LoadBalancer] and Type=LoadBalancer (no cloud provider, no
 # load-balancer controller), [Provider:...] (a named cloud), the Internet

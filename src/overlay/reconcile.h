@@ -53,7 +53,7 @@ bool IsAgentRoute(const sys::RouteSpec& r);
 // device, metric, protocol, ...) by everything but the gateway: with one
 // metric, every peer route lands in one hash chain and adding N of them
 // costs O(N^2) comparisons (5000 peers: ~1 s of kernel time on this VM;
-// with distinct metrics ~0.15 s). docs/performance.md, "weftd convergence".
+// with distinct metrics ~0.15 s). docs/performance.md, "weftd: memory and convergence".
 inline constexpr int kIpv6DefaultRouteMetric = 1024;
 int PeerRoutePriority(const IpPrefix& cidr);
 

@@ -554,7 +554,7 @@ bool Engine::SubjectSelects(const ClusterPolicy& p, const Pod& pod) const {
 // kNode, the pod to its own node (input hook): the same order over the
 // tiers' egress rules, where NetworkPolicy, when it isolates the pod for
 // egress, decides "allow" (it never restricts a pod's traffic to its own
-// node, docs/networkpolicy.md "Always allowed"), and allow is final
+// node, docs/networkpolicy.md, "Semantics": always allowed), and allow is final
 // (accept: no ingress side follows). Pod and named-port peers are left out:
 // a locally delivered packet's destination is a node address, never a
 // pod's.

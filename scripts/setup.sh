@@ -20,6 +20,9 @@ PACKAGES=(
   # ca-certificates: Go (scripts/k8s-build.sh) fetches modules over HTTPS, and a
   # minbase Debian has no CA bundle
   jq ca-certificates
+  # git: the build stamps each binary's --version with the commit it was built
+  # from, and version_test builds a repository of its own with it
+  git
   etcd-server containernetworking-plugins busybox-static
   # real runtimes (interop tests; grpc_tools.protoc needs pkg_resources)
   podman runc containerd python3-grpcio python3-grpc-tools python3-protobuf python3-pkg-resources

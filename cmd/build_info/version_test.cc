@@ -14,6 +14,7 @@
 
 #include "build_info.h"
 #include "sys/exec.h"
+#include "testutil/netns_fixture.h"
 
 namespace weft::build {
 namespace {
@@ -140,7 +141,7 @@ TEST_F(Generator, RefusesWhatIsNoIdentifier) {
 }
 
 TEST_F(Generator, AFreshRepositorysHeadThenDirty) {
-  if (!fs::exists("/usr/bin/git")) GTEST_SKIP() << "git is not installed (Debian package git)";
+  if (!fs::exists("/usr/bin/git")) WEFT_SKIP_UNLESS_SET_UP("git is not installed (scripts/setup.sh installs it, Debian package git)");
   const std::string repo = dir_ + "/repo";
   fs::create_directories(repo);
   Git(repo, {"init", "-q"});

@@ -13,7 +13,6 @@
 #include "base/strings.h"
 #include "fw/masquerade.h"
 #include "fw/source_guard.h"
-#include "fw/tool.h"
 #include "overlay/filter.h"
 #include "overlay/datapath.h"
 #include "overlay/families.h"
@@ -24,6 +23,7 @@
 #include "sys/files.h"
 #include "sys/kernel_events.h"
 #include "sys/netlink.h"
+#include "sys/nft_kernel.h"
 #include "sys/nft_query.h"
 #include "sys/nft_set.h"
 #include "sys/sysctl.h"
@@ -39,11 +39,9 @@ int64_t NowMs() {
 // The overlay filter's counters (not installed: zeros).
 overlay::OverlayFilterCounters ReadOverlayCounters() {
   overlay::OverlayFilterCounters c;
-  auto exists = sys::NftTableExists(sys::NftFamily::kInet, overlay::kOverlayTable);
-  if (!exists.ok() || !*exists) return c;
-  auto r = fw::RunTool("nft", {"-j", "list", "counters", "table", "inet", overlay::kOverlayTable}, "");
-  if (r.ok() && r->exit_code == 0) (void)overlay::ParseOverlayFilterCounters(r->out, &c);
-  return c;
+  auto counters = sys::nft::Kernel().Counters(sys::nft::Family::kInet, overlay::kOverlayTable);
+  if (!counters.ok()) return c;  // not installed (NotFound) or unreadable: zeros
+  return overlay::OverlayFilterCountersFrom(*counters);
 }
 
 }  // namespace
@@ -199,9 +197,9 @@ Status Agent::EnsureOverlayFilter() {
   const bool repair = overlay_filter_seen_ && comments.empty();
   // Creates what is missing and replaces the two chains' rules in one
   // transaction; the sets and their elements stay (nothing opens meanwhile).
-  WEFT_ASSIGN_OR_RETURN(auto r, fw::RunTool("nft", {"-f", "-"}, overlay::RenderOverlayFilter(opts_.vxlan_port)));
-  if (r.exit_code != 0)
-    return fw::ToolError(std::string("nft: install the overlay filter inet ") + overlay::kOverlayTable, r);
+  // One kernel transaction through the nftables layer; a refusal names the
+  // failing object and what the kernel said.
+  WEFT_RETURN_IF_ERROR(sys::nft::Kernel().Apply(overlay::OverlayFilterTransaction(opts_.vxlan_port)));
   if (repair) {
     repairs_.Add("overlay-filter");
     WEFT_LOG(kWarn, "put back missing kernel state", {"object", "overlay-filter"},

@@ -1,11 +1,15 @@
 #include "overlay/filter.h"
 
-#include <nlohmann/json.hpp>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
 
 #include <cstdio>
 #include <cstring>
 
 #include "base/strings.h"
+#include "sys/nft_build.h"
+#include "sys/nft_render.h"
+#include "sys/nft_udata.h"
 
 namespace weft::overlay {
 namespace {
@@ -20,89 +24,10 @@ std::string SetName(bool peer_v6, bool pods_v6) {
   return std::string(peer_v6 ? "peer6" : "peer4") + (pods_v6 ? "-pod6" : "-pod4");
 }
 
-std::string InnerField(bool v6) {
-  return v6 ? "@th," + std::to_string(kInnerIpv6SaddrBit) + ",128"
-            : "@th," + std::to_string(kInnerIpv4SaddrBit) + ",32";
-}
-
-std::string Objects() {
-  std::string s;
-  s += std::string("  counter ") + kUnknownPeerCounter + " {}\n";
-  s += std::string("  counter ") + kForeignSourceCounter + " {}\n";
-  s += std::string("  counter ") + kHostGwForeignCounter + " {}\n";
-  s += "  set pods4-on { type ipv4_addr . ifname; flags interval; }\n";
-  s += "  set pods6-on { type ipv6_addr . ifname; flags interval; }\n";
-  s += "  set gw4 { type ipv4_addr . ether_addr; flags interval; }\n";
-  s += "  set gw6 { type ipv6_addr . ether_addr; flags interval; }\n";
-  s += "  set peers4 { type ipv4_addr; }\n";
-  s += "  set peers6 { type ipv6_addr; }\n";
-  for (bool peer_v6 : {false, true})
-    for (bool pods_v6 : {false, true})
-      s += "  set " + SetName(peer_v6, pods_v6) + " { typeof " + (peer_v6 ? "ip6" : "ip") + " saddr . " +
-           InnerField(pods_v6) + "; flags interval; }\n";
-  return s;
-}
-
-std::string Hook() { return "type filter hook input priority filter - 10; policy accept;"; }
-// Before conntrack, as the source guard: a forged packet creates no entry.
-std::string HostGwHook() { return "type filter hook prerouting priority raw; policy accept;"; }
-
-std::vector<std::string> HostGwRules() {
-  std::vector<std::string> r;
-  for (const char* f : {"ip", "ip6"}) {
-    const std::string n = std::string(f) == "ip" ? "4" : "6";
-    r.push_back(std::string(f) + " saddr . iifname @pods" + n + "-on " + f + " saddr . ether saddr != @gw" + n +
-                " counter name \"" + kHostGwForeignCounter + "\" drop");
-  }
-  return r;
-}
-
-std::vector<std::string> VxlanRules() {
-  std::vector<std::string> r;
-  r.push_back(std::string("ip saddr != @peers4 counter name \"") + kUnknownPeerCounter + "\" drop");
-  r.push_back(std::string("ip6 saddr != @peers6 counter name \"") + kUnknownPeerCounter + "\" drop");
-  for (bool peer_v6 : {false, true})
-    for (bool pods_v6 : {false, true})
-      r.push_back("@th," + std::to_string(kInnerEthertypeBit) + ",16 " + (pods_v6 ? "0x86dd " : "0x0800 ") +
-                  (peer_v6 ? "ip6" : "ip") + " saddr . " + InnerField(pods_v6) + " @" + SetName(peer_v6, pods_v6) +
-                  " return");
-  // The one place the overlay drops a packet that is not its peers'.
-  r.push_back(std::string("counter name \"") + kForeignSourceCounter + "\" drop");
-  return r;
-}
-
-std::string InputRule(int port) { return "udp dport " + std::to_string(port) + " jump vxlan"; }
-
-std::string RulesText(int port) {
-  std::string s = Objects() + Hook() + "\ninput:\n" + InputRule(port) + "\nvxlan:\n";
-  for (const auto& r : VxlanRules()) s += r + "\n";
-  s += HostGwHook() + "\nhostgw:\n";
-  for (const auto& r : HostGwRules()) s += r + "\n";
-  return s;
-}
-
 std::string Bytes(const IpAddress& a) { return a.ToBytes(); }
 std::string LastBytes(const IpPrefix& p) { return p.Last().ToBytes(); }
 
 }  // namespace
-
-std::string OverlayFilterMarker(int port) { return "weft-overlay:" + Hex(Fnv1a64(RulesText(port)), 16); }
-
-std::string RenderOverlayFilter(int port) {
-  const std::string t = std::string("inet ") + kOverlayTable;
-  std::string s = "add table " + t + "\n";
-  s += "table " + t + " {\n" + Objects() + "}\n";
-  s += "add chain " + t + " vxlan\n";
-  s += "add chain " + t + " input { " + Hook() + " }\n";
-  s += "add chain " + t + " hostgw { " + HostGwHook() + " }\n";
-  s += "flush chain " + t + " vxlan\n";
-  s += "flush chain " + t + " input\n";
-  s += "flush chain " + t + " hostgw\n";
-  for (const auto& r : HostGwRules()) s += "add rule " + t + " hostgw " + r + "\n";
-  for (const auto& r : VxlanRules()) s += "add rule " + t + " vxlan " + r + "\n";
-  s += "add rule " + t + " input " + InputRule(port) + " comment \"" + OverlayFilterMarker(port) + "\"\n";
-  return s;
-}
 
 std::vector<std::string> FilterSets() {
   std::vector<std::string> v = {"peers4", "peers6"};
@@ -214,25 +139,6 @@ std::optional<FilterEntry> ParseFilterElement(const sys::NftElement& el) {
   return std::nullopt;
 }
 
-Status ParseOverlayFilterCounters(const std::string& text, OverlayFilterCounters* out) {
-  try {
-    nlohmann::json j = nlohmann::json::parse(text);
-    for (const auto& e : j.value("nftables", nlohmann::json::array())) {
-      if (!e.contains("counter")) continue;
-      const auto& c = e["counter"];
-      const std::string name = c.value("name", "");
-      const uint64_t packets = c.value("packets", uint64_t{0});
-      if (name == kUnknownPeerCounter) out->unknown_peer = packets;
-      if (name == kForeignSourceCounter) out->foreign_source = packets;
-      if (name == kHostGwForeignCounter) out->hostgw_foreign_source = packets;
-    }
-  } catch (const std::exception& e) {
-    return Status::Error(Reason::kMalformed, Domain::kFirewall, "nft: list counters: bad JSON", e.what());
-  }
-  out->installed = true;
-  return Status::Ok();
-}
-
 std::string RenderOverlayFilterMetrics(const OverlayFilterCounters& c) {
   std::string out;
   out += "# HELP weft_overlay_filter_installed 1 when the overlay's admission filter (table inet weft-overlay) is "
@@ -247,6 +153,122 @@ std::string RenderOverlayFilterMetrics(const OverlayFilterCounters& c) {
          "\n";
   out += "weft_overlay_filter_dropped_packets_total{reason=\"hostgw_foreign_source\"} " +
          std::to_string(c.hostgw_foreign_source) + "\n";
+  return out;
+}
+
+}  // namespace weft::overlay
+
+// ---- The filter as typed objects (sys/nft_types.h), what weftd applies ----
+
+namespace weft::overlay {
+namespace {
+
+namespace nft = sys::nft;
+
+// Offsets in bytes from the outer UDP header (the bit offsets above / 8).
+constexpr uint32_t kInnerEthertype = kInnerEthertypeBit / 8;  // 28
+constexpr uint32_t kInnerIpv4Saddr = kInnerIpv4SaddrBit / 8;  // 42
+constexpr uint32_t kInnerIpv6Saddr = kInnerIpv6SaddrBit / 8;  // 38
+constexpr uint8_t kNfprotoIpv4 = 2, kNfprotoIpv6 = 10, kIpprotoUdp = 17;
+
+// `ip saddr` / `ip6 saddr` into `reg` (its nfproto match first).
+std::vector<nft::Expr> Saddr(bool v6, uint32_t reg) {
+  return nft::Then(nft::MatchNfproto(v6 ? kNfprotoIpv6 : kNfprotoIpv4),
+                   {nft::Payload{NFT_PAYLOAD_NETWORK_HEADER, v6 ? 8u : 12u, v6 ? 16u : 4u, reg}});
+}
+// The register after a first field of `v6`'s size in a concatenation.
+uint32_t Second(bool v6) { return v6 ? NFT_REG_2 : NFT_REG32_01; }
+
+nft::Set ConcatSet(const std::string& name, std::vector<nft::DataType> types, std::vector<uint32_t> fields,
+                   const std::vector<nft::TypeofField>& typeof_fields) {
+  uint32_t len = 0;
+  for (uint32_t f : fields) len += (f + 3) / 4 * 4;
+  nft::Set s{name, NFT_SET_INTERVAL | NFT_SET_CONCAT, nft::ConcatType(types), len, 0, 0, std::move(fields)};
+  s.userdata = nft::ConcatSetUserdata(typeof_fields);
+  return s;
+}
+
+nft::Transaction Build(int port, const std::string& marker) {
+  nft::Transaction tx(nft::Family::kInet, kOverlayTable);
+  tx.Add(nft::Table{kOverlayTable});
+  for (const char* c : {kUnknownPeerCounter, kForeignSourceCounter, kHostGwForeignCounter}) tx.Add(nft::NamedCounter{c});
+  tx.Add(ConcatSet("pods4-on", {nft::kTypeIpv4, nft::kTypeIfname}, {4, 16}, {}));
+  tx.Add(ConcatSet("pods6-on", {nft::kTypeIpv6, nft::kTypeIfname}, {16, 16}, {}));
+  tx.Add(ConcatSet("gw4", {nft::kTypeIpv4, nft::kTypeEther}, {4, 6}, {}));
+  tx.Add(ConcatSet("gw6", {nft::kTypeIpv6, nft::kTypeEther}, {16, 6}, {}));
+  for (bool v6 : {false, true}) {
+    nft::Set s{v6 ? "peers6" : "peers4", 0, v6 ? nft::kTypeIpv6 : nft::kTypeIpv4, v6 ? 16u : 4u};
+    s.userdata = nft::SetUserdata(nft::ByteOrder::kBig);
+    tx.Add(s);
+  }
+  for (bool peer_v6 : {false, true})
+    for (bool pods_v6 : {false, true})
+      tx.Add(ConcatSet(SetName(peer_v6, pods_v6), {peer_v6 ? nft::kTypeIpv6 : nft::kTypeIpv4, nft::kTypeInteger},
+                       {peer_v6 ? 16u : 4u, pods_v6 ? 16u : 4u},
+                       {peer_v6 ? nft::TypeofIp6Saddr() : nft::TypeofIpSaddr(),
+                        nft::TypeofRaw(3, pods_v6 ? kInnerIpv6SaddrBit : kInnerIpv4SaddrBit, pods_v6 ? 128 : 32)}));
+  tx.Add(nft::Chain{"vxlan", std::nullopt});
+  tx.Add(nft::Chain{"input", nft::Hook{NF_INET_LOCAL_IN, -10, "filter", "", NF_ACCEPT}});
+  tx.Add(nft::Chain{"hostgw", nft::Hook{NF_INET_PRE_ROUTING, -300, "filter", "", NF_ACCEPT}});
+  for (const char* c : {"vxlan", "input", "hostgw"}) tx.Flush(nft::Chain{c, std::nullopt});
+
+  // hostgw: a pod source on the uplink must come from its owner's MAC.
+  for (bool v6 : {false, true}) {
+    const std::string n = v6 ? "6" : "4";
+    const std::string arphrd_ether("\x01\x00", 2);  // meta iiftype: ARPHRD_ETHER, host order
+    std::vector<nft::Expr> e = Saddr(v6, NFT_REG_1);
+    e.push_back(nft::Meta{NFT_META_IIFNAME, Second(v6)});
+    e.push_back(nft::Lookup{"pods" + n + "-on", NFT_REG_1});
+    e = nft::Then(e, {nft::Meta{NFT_META_IIFTYPE, NFT_REG_1}, nft::Cmp{NFT_CMP_EQ, arphrd_ether, NFT_REG_1},
+                      nft::Payload{NFT_PAYLOAD_NETWORK_HEADER, v6 ? 8u : 12u, v6 ? 16u : 4u, NFT_REG_1},
+                      nft::Payload{NFT_PAYLOAD_LL_HEADER, 6, 6, Second(v6)},
+                      nft::Lookup{"gw" + n, NFT_REG_1, std::nullopt, true}, nft::CounterRef{kHostGwForeignCounter},
+                      nft::Verdict{NF_DROP, ""}});
+    tx.Add(nft::Rule{"hostgw", e});
+  }
+  // vxlan: only peers, and only their pods' sources.
+  for (bool v6 : {false, true})
+    tx.Add(nft::Rule{"vxlan", nft::Then(Saddr(v6, NFT_REG_1), {nft::Lookup{v6 ? "peers6" : "peers4", NFT_REG_1,
+                                                                            std::nullopt, true},
+                                                               nft::CounterRef{kUnknownPeerCounter},
+                                                               nft::Verdict{NF_DROP, ""}})});
+  for (bool peer_v6 : {false, true})
+    for (bool pods_v6 : {false, true}) {
+      std::vector<nft::Expr> e = {nft::Payload{NFT_PAYLOAD_TRANSPORT_HEADER, kInnerEthertype, 2, NFT_REG_1},
+                                  nft::Cmp{NFT_CMP_EQ, nft::Be16(pods_v6 ? 0x86dd : 0x0800), NFT_REG_1}};
+      e = nft::Then(e, Saddr(peer_v6, NFT_REG_1));
+      e.push_back(nft::Payload{NFT_PAYLOAD_TRANSPORT_HEADER, pods_v6 ? kInnerIpv6Saddr : kInnerIpv4Saddr,
+                               pods_v6 ? 16u : 4u, Second(peer_v6)});
+      e.push_back(nft::Lookup{SetName(peer_v6, pods_v6), NFT_REG_1});
+      e.push_back(nft::Verdict{NFT_RETURN, ""});
+      tx.Add(nft::Rule{"vxlan", e});
+    }
+  tx.Add(nft::Rule{"vxlan", {nft::CounterRef{kForeignSourceCounter}, nft::Verdict{NF_DROP, ""}}});
+  tx.Add(nft::Rule{"input",
+                   nft::Then(nft::MatchL4proto(kIpprotoUdp),
+                             {nft::Payload{NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG_1},
+                              nft::Cmp{NFT_CMP_EQ, nft::Be16(static_cast<uint16_t>(port)), NFT_REG_1},
+                              nft::Verdict{NFT_JUMP, "vxlan"}}),
+                   marker});
+  return tx;
+}
+
+}  // namespace
+
+std::string OverlayFilterMarker(int port) {
+  return "weft-overlay:" + Hex(Fnv1a64(nft::RenderTransaction(Build(port, ""))), 16);
+}
+
+sys::nft::Transaction OverlayFilterTransaction(int port) { return Build(port, OverlayFilterMarker(port)); }
+
+OverlayFilterCounters OverlayFilterCountersFrom(const std::vector<sys::nft::NamedCounter>& counters) {
+  OverlayFilterCounters out;
+  out.installed = true;
+  for (const auto& c : counters) {
+    if (c.name == kUnknownPeerCounter) out.unknown_peer = c.packets;
+    if (c.name == kForeignSourceCounter) out.foreign_source = c.packets;
+    if (c.name == kHostGwForeignCounter) out.hostgw_foreign_source = c.packets;
+  }
   return out;
 }
 

@@ -29,7 +29,11 @@
 // are installed by weftd before the VXLAN device exists, and never flushed
 // with their sets: a restarted weftd finds its elements in force.
 //
-// Rendering is pure (unit-tested); installing needs nft (the agent runs it).
+// The table is built as typed objects of the nftables layer (sys/nft_types.h:
+// pure, unit-tested against its fake) and applied by weftd in-process as one
+// kernel transaction (sys/nft_kernel.h); the `typeof` sets carry nft's own
+// metadata (sys/nft_udata.h), so `nft list` shows the table as nft would
+// have written it.
 
 #include <cstdint>
 #include <optional>
@@ -39,6 +43,7 @@
 #include "base/ip.h"
 #include "base/status.h"
 #include "sys/nft_set.h"
+#include "sys/nft_types.h"
 
 namespace weft::overlay {
 
@@ -83,10 +88,11 @@ sys::NftElement HostGwElement(const HostGwEntry& e);
 std::optional<HostGwEntry> ParseHostGwElement(const sys::NftElement& el);
 std::vector<std::string> HostGwSets();
 
-// A complete `nft -f` script: the table, counters and sets when missing
-// (elements kept), the chains' rules replaced. `port`: the VXLAN UDP port.
-std::string RenderOverlayFilter(int port);
-// The comment on the input chain's rule: a hash of the whole ruleset.
+// One transaction: the table, counters and sets when missing (elements
+// kept), the chains' rules replaced. `port`: the VXLAN UDP port.
+sys::nft::Transaction OverlayFilterTransaction(int port);
+// The comment on the input chain's rule: a hash of the whole ruleset (the
+// transaction rendered in nft's syntax without it).
 std::string OverlayFilterMarker(int port);
 
 // The set element of `e` (raw keys: addresses in network order).
@@ -96,12 +102,13 @@ std::optional<FilterEntry> ParseFilterElement(const sys::NftElement& el);
 // Every set of the table.
 std::vector<std::string> FilterSets();
 
-// Dropped packets, from `nft -j list counters table inet weft-overlay`.
+// Dropped packets, from the table's named counters.
 struct OverlayFilterCounters {
   bool installed = false;
   uint64_t unknown_peer = 0, foreign_source = 0, hostgw_foreign_source = 0;
 };
-Status ParseOverlayFilterCounters(const std::string& json, OverlayFilterCounters* out);
+// The counters of an installed table (installed = true).
+OverlayFilterCounters OverlayFilterCountersFrom(const std::vector<sys::nft::NamedCounter>& counters);
 // weft_overlay_filter_installed and
 // weft_overlay_filter_dropped_packets_total{reason} (unknown_peer,
 // foreign_source, hostgw_foreign_source).

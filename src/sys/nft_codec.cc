@@ -326,6 +326,8 @@ SetPtr MakeSet(const std::string& table, const Set& s, bool full, uint32_t id = 
     nftnl_set_set_u32(set.get(), NFTNL_SET_DATA_LEN, s.data_len);
   }
   if (s.timeout_ms) nftnl_set_set_u64(set.get(), NFTNL_SET_TIMEOUT, s.timeout_ms);
+  if (!s.userdata.empty())
+    nftnl_set_set_data(set.get(), NFTNL_SET_USERDATA, s.userdata.data(), static_cast<uint32_t>(s.userdata.size()));
   if (!s.fields.empty()) {
     uint8_t lens[NFT_REG32_COUNT] = {};
     for (size_t i = 0; i < s.fields.size() && i < NFT_REG32_COUNT; ++i) lens[i] = static_cast<uint8_t>(s.fields[i]);
@@ -610,6 +612,11 @@ Status DecodeSet(const nlmsghdr* nlh, TableState* into) {
     set.data_len = 0;  // the kernel reports its verdict size; the model has none
   }
   if (nftnl_set_is_set(s.get(), NFTNL_SET_TIMEOUT)) set.timeout_ms = nftnl_set_get_u64(s.get(), NFTNL_SET_TIMEOUT);
+  if (nftnl_set_is_set(s.get(), NFTNL_SET_USERDATA)) {
+    uint32_t n = 0;
+    const void* d = nftnl_set_get_data(s.get(), NFTNL_SET_USERDATA, &n);
+    if (d) set.userdata.assign(static_cast<const char*>(d), n);
+  }
   if (nftnl_set_is_set(s.get(), NFTNL_SET_DESC_CONCAT)) {
     uint32_t n = 0;
     const auto* lens = static_cast<const uint8_t*>(nftnl_set_get_data(s.get(), NFTNL_SET_DESC_CONCAT, &n));

@@ -98,9 +98,11 @@ Status Send(mnl_socket* s, const std::vector<char>& req, const std::string& what
   return Status::Ok();
 }
 
-// The table; with sets_only, only its sets (what an error message needs
-// to render elements).
-Result<TableState> DumpOnce(Family family, const std::string& table, bool sets_only = false) {
+// What of a table a dump reads: all of it; its counters and sets (what an
+// error message needs to render elements); or only its counters.
+enum class Part { kAll, kSets, kCounters };
+
+Result<TableState> DumpOnce(Family family, const std::string& table, Part part = Part::kAll) {
   WEFT_ASSIGN_OR_RETURN(Socket s, Open());
   const std::string name = FamilyName(family) + " " + table;
   TableState state;
@@ -141,11 +143,12 @@ Result<TableState> DumpOnce(Family family, const std::string& table, bool sets_o
   nftnl_obj_set_u32(o.get(), NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
   WEFT_RETURN_IF_ERROR(ask(NFT_MSG_GETOBJ, NLM_F_DUMP, "list counters " + name,
                            [&](nlmsghdr* n) { nftnl_obj_nlmsg_build_payload(n, o.get()); }));
+  if (part == Part::kCounters) return state;
   SetPtr sets(nftnl_set_alloc());
   nftnl_set_set_str(sets.get(), NFTNL_SET_TABLE, tname.c_str());
   WEFT_RETURN_IF_ERROR(ask(NFT_MSG_GETSET, NLM_F_DUMP, "list sets " + name,
                            [&](nlmsghdr* n) { nftnl_set_nlmsg_build_payload(n, sets.get()); }));
-  if (sets_only) return state;
+  if (part == Part::kSets) return state;
   for (const Set& set : std::vector<Set>(state.sets)) {
     SetPtr q(nftnl_set_alloc());
     nftnl_set_set_str(q.get(), NFTNL_SET_TABLE, tname.c_str());
@@ -226,7 +229,7 @@ Status Kernel::Apply(const Transaction& tx) {
     // table as it still is (nothing was applied).
     std::vector<Set> known;
     if (std::holds_alternative<Elements>(tx.ops()[first_op - 1].object)) {
-      auto sets = DumpOnce(tx.family(), tx.table(), true);
+      auto sets = DumpOnce(tx.family(), tx.table(), Part::kSets);
       if (sets.ok()) known = sets->sets;
     }
     what_failed = "nftables: " + DescribeOp(tx, first_op - 1, known);
@@ -240,6 +243,12 @@ Status Kernel::Apply(const Transaction& tx) {
 
 Result<TableState> Kernel::Dump(Family family, const std::string& table) {
   return RetryInterruptedNftDump<TableState>([&] { return DumpOnce(family, table); });
+}
+
+Result<std::vector<NamedCounter>> Kernel::Counters(Family family, const std::string& table) {
+  WEFT_ASSIGN_OR_RETURN(TableState t, RetryInterruptedNftDump<TableState>(
+                                          [&] { return DumpOnce(family, table, Part::kCounters); }));
+  return std::move(t.counters);
 }
 
 }  // namespace weft::sys::nft

@@ -16,6 +16,7 @@
 // in the details.
 
 #include <string>
+#include <vector>
 
 #include "sys/nft_types.h"
 
@@ -25,6 +26,9 @@ class Kernel : public Backend {
  public:
   Status Apply(const Transaction& tx) override;
   Result<TableState> Dump(Family family, const std::string& table) override;
+  // Only the table's named counters (a metrics scrape: no sets, elements
+  // or rules read); NotFound when the table does not exist.
+  Result<std::vector<NamedCounter>> Counters(Family family, const std::string& table);
 };
 
 }  // namespace weft::sys::nft

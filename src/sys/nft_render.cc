@@ -10,10 +10,12 @@
 #include <cstdio>
 #include <map>
 
+#include "sys/nft_udata.h"
+
 namespace weft::sys::nft {
 namespace {
 
-enum class Kind { kRaw, kIpv4, kIpv6, kEther, kIfname, kPort, kProto, kNfproto, kEthertype, kHex, kDecimal, kCtState };
+enum class Kind { kRaw, kIpv4, kIpv6, kEther, kIfname, kPort, kProto, kNfproto, kEthertype, kHex, kDecimal, kCtState, kIfType };
 
 // A value loaded into a register: its nft words and how its bytes read.
 struct Field {
@@ -104,8 +106,14 @@ std::string Format(Kind k, const std::string& b) {
       return h;
     }
     case Kind::kDecimal: return std::to_string(HostEndian(b));
+    case Kind::kIfType: return HostEndian(b) == 1 ? "ether" : std::to_string(HostEndian(b));  // ARPHRD_ETHER
     case Kind::kCtState: return CtStates(HostEndian(b));
-    case Kind::kRaw: break;
+    case Kind::kRaw: {
+      // nft prints a raw field as an integer: hex without leading zeros (0x800).
+      std::string h = HexBytes(b);
+      const size_t first = h.find_first_not_of('0', 2);
+      return first == std::string::npos ? (b.empty() ? h : "0x0") : "0x" + h.substr(first);
+    }
   }
   return HexBytes(b);
 }
@@ -118,6 +126,8 @@ Field MetaField(uint32_t key) {
     case NFT_META_PROTOCOL: return {"meta protocol", Kind::kEthertype};
     case NFT_META_NFPROTO: return {"meta nfproto", Kind::kNfproto, true};
     case NFT_META_L4PROTO: return {"meta l4proto", Kind::kProto, true};
+    // What nft adds before an `ether` field in a family without a link layer of its own.
+    case NFT_META_IIFTYPE: return {"meta iiftype", Kind::kIfType, true};
     case NFT_META_MARK: return {"meta mark", Kind::kHex};
     case NFT_META_IIF: return {"iif", Kind::kDecimal};
     case NFT_META_OIF: return {"oif", Kind::kDecimal};
@@ -531,6 +541,10 @@ std::vector<std::string> ElementTexts(const Set& set, std::vector<Element> elems
 std::vector<std::string> SetLines(const Set& s) {
   std::vector<std::string> l;
   std::string type = "type " + TypesName(s.key_type);
+  if (auto fields = TypeofFields(s.userdata); fields && !(s.flags & NFT_SET_MAP)) {
+    type = "typeof";
+    for (size_t i = 0; i < fields->size(); ++i) type += (i ? " . " : " ") + TypeofFieldText((*fields)[i]);
+  }
   if (s.flags & NFT_SET_MAP) type += " : " + TypesName(s.data_type);
   l.push_back(type);
   std::string flags;

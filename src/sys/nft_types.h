@@ -195,6 +195,9 @@ struct Set {
   // NFT_SET_INTERVAL (pipapo).
   std::vector<uint32_t> fields;
   uint64_t timeout_ms = 0;  // the elements' default (NFT_SET_TIMEOUT)
+  // nft's metadata of the set (key byte order, `typeof`), opaque to the
+  // kernel; what sys/nft_udata.h makes, so nft lists the set as declared.
+  std::string userdata;
   bool operator==(const Set&) const = default;
 };
 

@@ -1,0 +1,48 @@
+#pragma once
+// nft's own metadata of a set (NFTA_SET_USERDATA): the kernel stores it and
+// never reads it; nft uses it to print the set back as it was declared, its
+// key's byte order and, for `typeof`, the expressions the key was written
+// with (`typeof ip saddr . @th,336,32`). A set the layer creates carries the
+// same bytes nft 1.0.6 writes for the same declaration, so `nft list` shows
+// it exactly as if nft had made it (the netns suite compares the two).
+// Encoded and parsed with libnftnl's udata functions. Pure.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace weft::sys::nft {
+
+// nft's byte orders (its include/expression.h).
+enum class ByteOrder : uint32_t { kInvalid = 0, kHost = 1, kBig = 2 };
+
+// One payload field of a `typeof` key, in nft's terms: a named field of a
+// protocol nft knows (desc, tmpl: its proto_desc id and template index,
+// e.g. ip saddr = 12, 11), or a raw one (desc 0: base 1 @ll, 2 @nh, 3 @th,
+// offset and length in bits).
+struct TypeofField {
+  uint32_t desc = 0, tmpl = 0;
+  uint32_t base = 0, offset_bits = 0, len_bits = 0;
+  bool operator==(const TypeofField&) const = default;
+};
+TypeofField TypeofIpSaddr();
+TypeofField TypeofIp6Saddr();
+TypeofField TypeofRaw(uint32_t base, uint32_t offset_bits, uint32_t len_bits);
+
+// What nft writes for `type t` (one field): the key's byte order.
+std::string SetUserdata(ByteOrder key);
+// For a concatenation: `type a . b` (fields empty: nft records only that
+// the key is a concatenation) or `typeof f1 . f2` (fields given); the key's
+// byte order is kInvalid for any concatenation.
+std::string ConcatSetUserdata(const std::vector<TypeofField>& fields);
+
+// What a dump's userdata says of the key: the typeof fields of a
+// concatenation when it names them (nullopt otherwise: a `type` set, or
+// metadata this parser does not know).
+std::optional<std::vector<TypeofField>> TypeofFields(const std::string& userdata);
+
+// A field in nft's words: "ip saddr", "@th,336,32" ("" when unknown).
+std::string TypeofFieldText(const TypeofField& f);
+
+}  // namespace weft::sys::nft

@@ -4,6 +4,8 @@
 #   sudo scripts/pristine-check.sh                       # 'bash scripts/test.sh', the test command
 #   sudo scripts/pristine-check.sh 'bash scripts/demo.sh'
 #   sudo CI=true scripts/pristine-check.sh               # as CI runs it
+#   sudo CI=true WEFT_PRISTINE_CA=/etc/ssl/certs/ca-certificates.crt scripts/pristine-check.sh
+#                                    # behind a TLS-intercepting proxy (docs/testing.md)
 #
 # What "pristine" means here:
 #   - the root is a minbase Debian 12 (bookworm) made by mmdebstrap, nothing

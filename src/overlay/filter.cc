@@ -156,11 +156,7 @@ std::string RenderOverlayFilterMetrics(const OverlayFilterCounters& c) {
   return out;
 }
 
-}  // namespace weft::overlay
-
-// ---- The filter as typed objects (sys/nft_types.h), what weftd applies ----
-
-namespace weft::overlay {
+// The filter as typed objects (sys/nft_types.h), what weftd applies.
 namespace {
 
 namespace nft = sys::nft;
@@ -171,10 +167,13 @@ constexpr uint32_t kInnerIpv4Saddr = kInnerIpv4SaddrBit / 8;  // 42
 constexpr uint32_t kInnerIpv6Saddr = kInnerIpv6SaddrBit / 8;  // 38
 constexpr uint8_t kNfprotoIpv4 = 2, kNfprotoIpv6 = 10, kIpprotoUdp = 17;
 
-// `ip saddr` / `ip6 saddr` into `reg` (its nfproto match first).
+// The load of `ip saddr` / `ip6 saddr` into `reg`.
+nft::Payload SaddrLoad(bool v6, uint32_t reg) {
+  return nft::Payload{NFT_PAYLOAD_NETWORK_HEADER, v6 ? 8u : 12u, v6 ? 16u : 4u, reg};
+}
+// `ip saddr` / `ip6 saddr` into `reg`, its nfproto match first.
 std::vector<nft::Expr> Saddr(bool v6, uint32_t reg) {
-  return nft::Then(nft::MatchNfproto(v6 ? kNfprotoIpv6 : kNfprotoIpv4),
-                   {nft::Payload{NFT_PAYLOAD_NETWORK_HEADER, v6 ? 8u : 12u, v6 ? 16u : 4u, reg}});
+  return nft::Then(nft::MatchNfproto(v6 ? kNfprotoIpv6 : kNfprotoIpv4), {SaddrLoad(v6, reg)});
 }
 // The register after a first field of `v6`'s size in a concatenation.
 uint32_t Second(bool v6) { return v6 ? NFT_REG_2 : NFT_REG32_01; }
@@ -220,8 +219,7 @@ nft::Transaction Build(int port, const std::string& marker) {
     e.push_back(nft::Meta{NFT_META_IIFNAME, Second(v6)});
     e.push_back(nft::Lookup{"pods" + n + "-on", NFT_REG_1});
     e = nft::Then(e, {nft::Meta{NFT_META_IIFTYPE, NFT_REG_1}, nft::Cmp{NFT_CMP_EQ, arphrd_ether, NFT_REG_1},
-                      nft::Payload{NFT_PAYLOAD_NETWORK_HEADER, v6 ? 8u : 12u, v6 ? 16u : 4u, NFT_REG_1},
-                      nft::Payload{NFT_PAYLOAD_LL_HEADER, 6, 6, Second(v6)},
+                      SaddrLoad(v6, NFT_REG_1), nft::Payload{NFT_PAYLOAD_LL_HEADER, 6, 6, Second(v6)},
                       nft::Lookup{"gw" + n, NFT_REG_1, std::nullopt, true}, nft::CounterRef{kHostGwForeignCounter},
                       nft::Verdict{NF_DROP, ""}});
     tx.Add(nft::Rule{"hostgw", e});

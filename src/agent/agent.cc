@@ -12,6 +12,7 @@
 #include "base/scope_guard.h"
 #include "base/strings.h"
 #include "fw/masquerade.h"
+#include "fw/guard_counters.h"
 #include "fw/source_guard.h"
 #include "overlay/filter.h"
 #include "overlay/datapath.h"

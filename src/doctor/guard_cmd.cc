@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 
+#include "fw/guard_counters.h"
 #include "fw/source_guard.h"
 #include "ipam/store.h"
 #include "sys/netlink.h"

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
 #include "base/strings.h"
 #include "fw/tool.h"
@@ -442,62 +441,5 @@ Result<std::vector<IpPrefix>> AllowedSources(GuardMode mode, const std::string& 
   return out;
 }
 
-Status ParseGuardCounters(GuardMode mode, const std::string& text, GuardCounters* out) {
-  try {
-    nlohmann::json j = nlohmann::json::parse(text);
-    for (const auto& e : j.value("nftables", nlohmann::json::array())) {
-      if (!e.contains("counter")) continue;
-      const auto& c = e["counter"];
-      const std::string name = c.value("name", "");
-      const uint64_t packets = c.value("packets", uint64_t{0});
-      if (mode == GuardMode::kRouted) {
-        if (name == "spoofed4") out->routed4 = packets;
-        if (name == "spoofed6") out->routed6 = packets;
-      } else {
-        if (name == "spoofed4") out->bridge4 = packets;
-        if (name == "spoofed6") out->bridge6 = packets;
-        if (name == "spoofed-mac") out->bridge_mac = packets;
-      }
-    }
-  } catch (const std::exception& e) {
-    return Status::Error(Reason::kMalformed, Domain::kFirewall, "nft: list counters: bad JSON", e.what());
-  }
-  (mode == GuardMode::kRouted ? out->routed_installed : out->bridge_installed) = true;
-  return Status::Ok();
-}
-
-Result<GuardCounters> ReadGuardCounters() {
-  GuardCounters out;
-  for (GuardMode mode : {GuardMode::kRouted, GuardMode::kBridge}) {
-    WEFT_ASSIGN_OR_RETURN(bool exists, sys::NftTableExists(GuardFamily(mode), GuardTable(mode)));
-    if (!exists) continue;
-    WEFT_ASSIGN_OR_RETURN(auto r,
-                          RunTool("nft", {"-j", "list", "counters", "table", "netdev", GuardTable(mode)}, ""));
-    if (r.exit_code != 0) return ToolError("nft: list counters of the source guard", r);
-    WEFT_RETURN_IF_ERROR(ParseGuardCounters(mode, r.out, &out));
-  }
-  return out;
-}
-
-std::string RenderGuardMetrics(const GuardCounters& c) {
-  std::string out;
-  out += "# HELP weft_source_guard_installed 1 when the source guard's table of the mode is in the kernel.\n"
-         "# TYPE weft_source_guard_installed gauge\n";
-  out += "weft_source_guard_installed{mode=\"routed\"} " + std::string(c.routed_installed ? "1" : "0") + "\n";
-  out += "weft_source_guard_installed{mode=\"bridge\"} " + std::string(c.bridge_installed ? "1" : "0") + "\n";
-  out += "# HELP weft_source_guard_dropped_packets_total Packets from pod interfaces the source guard dropped: "
-         "their source address (or MAC) was not the pod's.\n"
-         "# TYPE weft_source_guard_dropped_packets_total counter\n";
-  auto line = [&](const char* mode, const char* kind, uint64_t v) {
-    out += std::string("weft_source_guard_dropped_packets_total{mode=\"") + mode + "\",kind=\"" + kind + "\"} " +
-           std::to_string(v) + "\n";
-  };
-  line("routed", "ipv4", c.routed4);
-  line("routed", "ipv6", c.routed6);
-  line("bridge", "ipv4", c.bridge4);
-  line("bridge", "ipv6", c.bridge6);
-  line("bridge", "mac", c.bridge_mac);
-  return out;
-}
 
 }  // namespace weft::fw

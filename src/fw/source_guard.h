@@ -151,21 +151,6 @@ Status ClearAllowedSources(const std::string& port);
 // The prefixes `port` may send from besides its own addresses.
 Result<std::vector<IpPrefix>> AllowedSources(GuardMode mode, const std::string& port);
 
-// Packets the guard dropped, per table (0 when the table is absent).
-struct GuardCounters {
-  bool routed_installed = false, bridge_installed = false;
-  uint64_t routed4 = 0, routed6 = 0;                  // netdev weft-guard spoofed4/spoofed6
-  uint64_t bridge4 = 0, bridge6 = 0, bridge_mac = 0;  // netdev weft-guard-bridge spoofed4/spoofed6/spoofed-mac
-  uint64_t total() const { return routed4 + routed6 + bridge4 + bridge6 + bridge_mac; }
-};
-// Parses `nft -j list counters table netdev <GuardTable(mode)>` output into `out`.
-Status ParseGuardCounters(GuardMode mode, const std::string& json, GuardCounters* out);
-// Reads both tables' counters (execs nft once per installed table).
-Result<GuardCounters> ReadGuardCounters();
-// The Prometheus text of weftd's /metrics for `c`:
-// weft_source_guard_installed{mode} and
-// weft_source_guard_dropped_packets_total{mode,kind} (kind ipv4, ipv6, and
-// in bridge mode mac: frames from a foreign MAC or not IP/ARP).
-std::string RenderGuardMetrics(const GuardCounters& c);
+// The guard's drop counters: fw/guard_counters.h.
 
 }  // namespace weft::fw

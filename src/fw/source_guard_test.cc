@@ -107,28 +107,5 @@ TEST(SourceGuard, AllowedPrefixesAreRangesOfTheirPort) {
   EXPECT_EQ(e[1].key_end.substr(24), std::string(8, '\xff'));
 }
 
-TEST(SourceGuard, CountersAreReadFromNftJson) {
-  GuardCounters c;
-  const std::string routed = R"({"nftables":[{"metainfo":{"version":"1.0.6"}},
-    {"counter":{"family":"netdev","name":"spoofed4","table":"weft-guard","handle":1,"packets":5,"bytes":420}},
-    {"counter":{"family":"netdev","name":"spoofed6","table":"weft-guard","handle":2,"packets":3,"bytes":300}}]})";
-  ASSERT_TRUE(ParseGuardCounters(GuardMode::kRouted, routed, &c).ok());
-  EXPECT_TRUE(c.routed_installed);
-  EXPECT_FALSE(c.bridge_installed);
-  EXPECT_EQ(c.routed4, 5u);
-  EXPECT_EQ(c.routed6, 3u);
-  const std::string bridge = R"({"nftables":[{"counter":{"name":"spoofed-mac","packets":2}}]})";
-  ASSERT_TRUE(ParseGuardCounters(GuardMode::kBridge, bridge, &c).ok());
-  EXPECT_EQ(c.bridge_mac, 2u);
-  EXPECT_EQ(c.total(), 10u);
-  EXPECT_FALSE(ParseGuardCounters(GuardMode::kBridge, "{", &c).ok());
-  const std::string m = RenderGuardMetrics(c);
-  EXPECT_NE(m.find("weft_source_guard_installed{mode=\"routed\"} 1\n"), std::string::npos) << m;
-  EXPECT_NE(m.find("weft_source_guard_dropped_packets_total{mode=\"routed\",kind=\"ipv4\"} 5\n"), std::string::npos)
-      << m;
-  EXPECT_NE(m.find("weft_source_guard_dropped_packets_total{mode=\"bridge\",kind=\"mac\"} 2\n"), std::string::npos)
-      << m;
-}
-
 }  // namespace
 }  // namespace weft::fw

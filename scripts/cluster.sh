@@ -16,8 +16,10 @@
 #                                          via the control plane (which has no way out); removed by `down`
 #   scripts/cluster.sh run NAME NS CMD...  CMD detached in netns NS, its log in <state>/logs/NAME.log;
 #                                          stopped by `down`
-#   scripts/cluster.sh restart NAME        stop a component (etcd, kube-apiserver, kubelet-n1, ...)
-#                                          or a `run` process and start it again as it was
+#   scripts/cluster.sh restart NAME [--down-for S]
+#                                          stop a component (etcd, kube-apiserver, kubelet-n1, ...)
+#                                          or a `run` process and start it again as it was (S seconds
+#                                          after it stopped; default at once)
 #   scripts/cluster.sh e2e [ARGS...]       the upstream sig-network e2e (scripts/k8s-e2e.sh)
 #
 # Binaries: build-k8s/bin (scripts/k8s-build.sh; `up` builds them when one is
@@ -59,7 +61,7 @@ WEFT_IMAGE_NAME=docker.io/weft/weftd:$(cat "$repo/VERSION")
 log() { echo "cluster.sh: [$(( SECONDS ))s] $*" >&2; }
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 need_root() { [[ $(id -u) == 0 ]] || die "needs root (network namespaces)"; }
 
@@ -414,8 +416,10 @@ extendedKeyUsage=clientAuth"
         done
         echo "$cond" > "$STATE/nodes/n$n/ready-before-weft"
     done
-    log "nodes registered, NotReady: ${cond#False }; kubectl apply -f deploy/weftd.yaml"
-    kctl apply -f "$repo/deploy/weftd.yaml" >/dev/null
+    # weftd-own-node.yaml with it: weftd's first writes of its Node already go
+    # through the policy that lets it write that Node only (docs/security.md).
+    log "nodes registered, NotReady: ${cond#False }; kubectl apply -f deploy/weftd.yaml -f deploy/weftd-own-node.yaml"
+    kctl apply -f "$repo/deploy/weftd.yaml" -f "$repo/deploy/weftd-own-node.yaml" >/dev/null
     end=$(( SECONDS + 600 ))
     until kctl wait --for=condition=Ready node --all --timeout=5s >/dev/null 2>&1; do
         if (( SECONDS >= end )); then
@@ -696,15 +700,19 @@ prepare_images() {
         IMAGE_TARS+=("$own/agnhost.tar")
     fi
     local build=${WEFT_BUILD:-$repo/build}
-    if [[ ! -x $build/cmd/weftd/weftd || ! -x $build/cmd/weft/weft ]]; then
-        log "building weftd and the plugin into $build"
-        WEFT_BUILD_DIR=$build "$repo/scripts/build.sh" weftd weft >/dev/null
+    # The image holds all three (deploy/build-image.sh --prebuilt).
+    if [[ ! -x $build/cmd/weftd/weftd || ! -x $build/cmd/weftctl/weftctl || ! -x $build/cmd/weft/weft ]]; then
+        log "building weftd, weftctl and the plugin into $build"
+        WEFT_BUILD_DIR=$build "$repo/scripts/build.sh" weftd weftctl weft >/dev/null
     fi
     WEFT_IMAGE_LOCAL=localhost/weft/weftd:cluster-$PREFIX
     WEFT_IMAGE=$WEFT_IMAGE_LOCAL "$repo/deploy/build-image.sh" --prebuilt "$build" >&2 ||
         die "deploy/build-image.sh --prebuilt $build failed"
     podman save -q -o "$STATE/weftd-image.tar" "$WEFT_IMAGE_LOCAL" || die "podman save $WEFT_IMAGE_LOCAL failed"
-    podman untag "$WEFT_IMAGE_LOCAL" >/dev/null 2>&1 || true
+    # This run's name only: `podman untag IMAGE` alone removes every name of
+    # the image, and a cluster starting beside this one with the same
+    # binaries gets the same image (all layers cached) under its own name.
+    podman untag "$WEFT_IMAGE_LOCAL" "$WEFT_IMAGE_LOCAL" >/dev/null 2>&1 || true
     IMAGE_TARS+=("$STATE/weftd-image.tar")
 }
 
@@ -844,7 +852,8 @@ cmd_status() {
 # restart NAME: stops a process started by `start` (SIGTERM, SIGKILL after
 # 30 s) and starts it again with the same namespace and arguments.
 cmd_restart() {
-    local name=$1 pid i
+    local name=$1 down_for=${2:-0} pid i
+    [[ $down_for =~ ^[0-9]+$ ]] || die "restart: --down-for $down_for: not a number of seconds"
     need_root
     load_env || die "no cluster: scripts/cluster.sh up"
     [[ -r $STATE/pids/$name.cmd ]] || die "restart: no process $name"
@@ -856,6 +865,7 @@ cmd_restart() {
         for (( i = 0; i < 300; i++ )); do [[ -d /proc/$pid ]] || break; sleep 0.1; done
         [[ -d /proc/$pid ]] && kill -KILL "$pid" && sleep 0.5
     fi
+    (( down_for > 0 )) && { log "$name stopped; started again in ${down_for}s"; sleep "$down_for"; }
     start "$name" "${cmd[@]}"
     case $name in
         etcd) wait_for etcd 120 etcd etcd_ok ;;
@@ -893,7 +903,8 @@ case ${1:-} in
         kctl "$@" ;;
     netns) load_env || die "no cluster"; echo "$CP_NS" ;;
     node-ns) (( $# == 3 )) || usage; cmd_node_ns "$2" "$3" ;;
-    restart) (( $# == 2 )) || usage; cmd_restart "$2" ;;
+    restart) if (( $# == 4 )) && [[ $3 == --down-for ]]; then cmd_restart "$2" "$4"
+             else (( $# == 2 )) || usage; cmd_restart "$2"; fi ;;
     run)
         (( $# >= 4 )) || usage
         need_root

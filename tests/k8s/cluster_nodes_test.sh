@@ -33,18 +33,7 @@ passed=0 failed=0 failed_names=()
 t0=$SECONDS
 
 say() { echo "cluster_nodes_test: [$(( SECONDS - t0 ))s] $*" >&2; }
-ok() { passed=$(( passed + 1 )); echo "PASS $1"; }
-bad() { failed=$(( failed + 1 )); failed_names+=("$1"); echo "FAIL $1${2:+: $2}"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else bad "$what"; fi; }
-# jq_true FILTER FILE|-: jq's verdict on FILE (- reads stdin), its output
-# dropped (a redirect after `check ...` would swallow check's PASS/FAIL line).
-jq_true() { jq -e "$1" "$2" >/dev/null; }
-# The last lines name every failed check again (a log cut to its tail still says which).
-summary() {
-    local f
-    for f in "${failed_names[@]}"; do echo "failed: $f"; done
-    echo "$passed passed, $failed failed"
-}
+source "$repo/tests/k8s/lib.sh"
 
 for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy pause agnhost; do
     if [[ ! -x $WEFT_K8S_BIN/$b ]]; then
@@ -75,13 +64,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-k() { "$C" kubectl "$@"; }
-# poll SECONDS CMD...: true once CMD succeeds within SECONDS.
-poll() {
-    local end=$(( SECONDS + $1 )); shift
-    until "$@" >/dev/null 2>&1; do (( SECONDS >= end )) && return 1; sleep 0.5; done
-}
-
 "$C" down >/dev/null 2>&1 || true
 up_args=(--nodes 2 --proxy-mode "$PROXY_MODE")
 (( DUAL_STACK )) && up_args+=(--dual-stack)
@@ -97,7 +79,6 @@ fi
 ok "cluster up with 2 nodes in $(( SECONDS - t_up ))s (last line $(tail -n1 <<<"$up_out"))"
 eval "$("$C" env)"
 N1=$PREFIX-n1 N2=$PREFIX-n2
-in_node() { local n=$1; shift; ip netns exec "$PREFIX-$n" "$@"; }
 
 # --- the nodes, and what made them Ready ------------------------------------
 for n in n1 n2; do
@@ -120,23 +101,6 @@ done
 check "both weftd pods Ready" poll 180 k -n kube-system rollout status ds/weftd --timeout=5s
 
 # --- pods placed by the real scheduler --------------------------------------
-pod() { # pod NAME NODE [HOSTPORT]: an agnhost netexec pod on NODE via nodeSelector (the scheduler binds it)
-    local hp=""
-    [[ -n ${3:-} ]] && hp="ports: [{containerPort: 8080, hostPort: $3, protocol: TCP}]"
-    k apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, labels: {app: ${4:-srv}}}
-spec:
-  nodeSelector: {kubernetes.io/hostname: $2}
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: agnhost
-    image: registry.k8s.io/e2e-test-images/agnhost:2.63.0
-    args: [netexec, --http-port=8080, --udp-port=8081]
-    $hp
-EOF
-}
 pod s1 "$N1"; pod s2 "$N2"; pod c1 "$N1" "" client; pod h2 "$N2" 18080 hostport
 if poll 300 k wait --for=condition=Ready pod/s1 pod/s2 pod/c1 pod/h2 --timeout=5s; then
     ok "4 agnhost pods Ready"
@@ -152,37 +116,12 @@ for p in s1 s2 c1 h2; do
 done
 check "s1 and c1 on $N1, s2 and h2 on $N2" test \
     "$(k get pod s1 c1 s2 h2 -o jsonpath='{range .items[*]}{.spec.nodeName} {end}')" = "$N1 $N1 $N2 $N2 "
-ip4() { k get pod "$1" -o jsonpath='{.status.podIPs[0].ip}'; }
-ip6() { k get pod "$1" -o jsonpath='{.status.podIPs[1].ip}'; }
 C1=$(ip4 c1) S1=$(ip4 s1) S2=$(ip4 s2)
 check "pods have IPv4 addresses from their nodes' pod CIDRs (c1 $C1, s1 $S1, s2 $S2)" \
     bash -c "[[ $C1 == 10.244.* && $S1 == 10.244.* && $S2 == 10.244.* && ${S1%.*} == ${C1%.*} && ${S2%.*} != ${C1%.*} ]]"
 check "the pods' sandboxes are containerd's, attached through the CRI (kubelet's log names none failed)" \
     bash -c "! grep -q 'CreatePodSandbox for pod failed' '$STATE/logs/kubelet-n1.log' '$STATE/logs/kubelet-n2.log'"
 
-# dial FROM HOST PORT PROTO NODE: netexec on pod FROM dials HOST:PORT once and
-# returns its JSON (the e2e framework's way; netexec gives each try 5 s);
-# asked from FROM's node.
-dial() {
-    local from_ip=$1 host=$2 port=$3 proto=$4 node=$5
-    in_node "$node" curl -sg --max-time 20 \
-        "http://$from_ip:8080/dial?request=hostname&protocol=$proto&host=$host&port=$port&tries=1"
-}
-answers() { jq -r '.responses // [] | join(",")' 2>/dev/null; }
-# answer FROM HOST PORT PROTO NODE: the answer of the first of up to 3 dials
-# that got one (a lost first UDP datagram or a stalled machine is not a
-# refusal; a refused pod never answers, however often it is asked).
-answer() {
-    local i got=""
-    for i in 1 2 3; do
-        got=$(dial "$@" | answers)
-        [[ -n $got ]] && break
-    done
-    echo "$got"
-}
-# refused FROM HOST PORT PROTO NODE: netexec answered and its dial failed
-# (errors, no response): a refusal, not a dial that never came back.
-refused() { dial "$@" | jq -e '((.responses // []) | length) == 0 and ((.errors // []) | length) > 0' >/dev/null 2>&1; }
 for proto in http udp; do
     port=8080; [[ $proto == udp ]] && port=8081
     got=$(answer "$C1" "$S1" $port $proto n1)
@@ -286,14 +225,6 @@ got=$(answer "$C1" "$S2" 8080 http n1)
 check "NetworkPolicy: c1 -> s2 still allowed (answers '$got')" test "$got" = s2
 
 # --- weftd's rolling update to a new image tag, with traffic and policy --------
-# pid_of POD NODE: the host pid of POD's container (to enter its netns).
-pid_of() {
-    local cid
-    cid=$(k get pod "$1" -o jsonpath='{.status.containerStatuses[0].containerID}')
-    cid=${cid#containerd://}
-    nsenter --net="/run/netns/$PREFIX-$2" --mount="$STATE/ns/$2.mnt" ctr --address /run/containerd/containerd.sock \
-        -n k8s.io tasks ls 2>/dev/null | awk -v id="$cid" '$1 == id {print $2}'
-}
 cpid=$(pid_of c1 n1) hpid=$(pid_of h2 n2)
 if [[ -z $cpid || -z $hpid ]]; then
     bad "c1's and h2's processes found ('$cpid', '$hpid')"
@@ -407,6 +338,10 @@ if errs=$(grep -E '(^| )level=error' <<<"$logs"); then bad "no error in weftd's 
 else ok "no error in weftd's logs"; fi
 warns=$(grep -c 'level=warn' <<<"$logs")
 (( warns )) && { say "$warns warnings in weftd's logs:"; grep 'level=warn' <<<"$logs" | cut -c1-300 | head -5 >&2; }
+
+# --- weftd's status server from a pod, weftd's token in a thief's hands ----------
+# (deploy/weftd-own-node.yaml is applied by cluster.sh up, beside weftd.yaml)
+source "$repo/tests/k8s/cluster_security_test.sh"
 
 # --- the upstream suite's smoke slice on this cluster (E2E_SMOKE=1: the README's
 # test command; scripts/k8s-e2e.sh --smoke, 9 specs; its full output beside the state dir)

@@ -1,6 +1,5 @@
-# To be sourced by tests/k8s/cluster_nodes_test.sh on its running cluster, with
-# deploy/weftd-own-node.yaml applied (issue 33; not wired in yet: it has not
-# run on a real cluster):
+# Sourced by tests/k8s/cluster_nodes_test.sh on its running cluster, where
+# scripts/cluster.sh up applied deploy/weftd-own-node.yaml beside weftd.yaml:
 # weftd's status server tried from an ordinary pod, and weftd's credentials
 # tried as a thief would use them. Uses the caller's k, check, ok, bad, poll,
 # pid_of, say, $STATE, $PREFIX, $CP_NS, $N1, $N2; pod c1 runs on $N1.

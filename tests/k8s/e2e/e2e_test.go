@@ -2,7 +2,8 @@
 // NetworkPolicy tests (test/e2e/network/netpol, through test/e2e/network) and
 // the network conformance tests (Networking Granular Checks: Pods, Services,
 // hostPort), run against scripts/cluster.sh's cluster. Only the test sources
-// of test/e2e/network are linked in; the flags and the suite's main are
+// of test/e2e/network and test/e2e/auth (for its by-node admission policy
+// spec; the network runs select [sig-network]) are linked in; the flags and the suite's main are
 // upstream's (test/e2e/e2e_test.go's TestMain, trimmed to what this needs).
 //
 // Built by scripts/k8s-build.sh into build-k8s/bin/e2e-network.test.
@@ -27,6 +28,9 @@ import (
 	_ "k8s.io/kubernetes/test/e2e/feature"
 	// test sources: sig-network, with the NetworkPolicy suite (netpol)
 	_ "k8s.io/kubernetes/test/e2e/network"
+	// and sig-auth, for "ValidatingAdmissionPolicy can restrict access
+	// by-node" (per_node_update.go: the pattern of deploy/weftd-own-node.yaml)
+	_ "k8s.io/kubernetes/test/e2e/auth"
 	// reconfigure framework
 	_ "k8s.io/kubernetes/test/e2e/framework/debug/init"
 	_ "k8s.io/kubernetes/test/e2e/framework/metrics/init"

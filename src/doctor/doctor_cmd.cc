@@ -67,7 +67,11 @@ class DoctorCommand : public runtime::ctl::Command {
     sub->add_option("--data-dir", data_dir_, "The plugin's dataDir (default: the conflist's, else /var/lib/weft)");
     sub->add_option("--etcd-endpoints", etcd_endpoints_, "Comma-separated etcd client URLs, as weftd's flag");
     sub->add_option("--etcd-prefix", opts_.etcd_prefix, "Key prefix of the network in etcd")->capture_default_str();
-    sub->add_option("--kubeconfig", opts_.kubeconfig, "Kubeconfig to list Nodes from (instead of etcd)");
+    sub->add_option("--kubeconfig", opts_.kubeconfig,
+                    "Kubeconfig to list Nodes from (instead of etcd; in a pod, default: its service account)");
+    sub->add_option("--service-account-dir", opts_.service_account_dir,
+                    "In a pod without --kubeconfig or --etcd-endpoints: the service account's token and CA")
+        ->capture_default_str();
     sub->add_option("--node-name", opts_.node_name,
                     "This node's name in the control plane (default: the record whose host IP is the uplink's)");
     sub->add_option("--iface", opts_.iface, "Uplink interface, as weftd's flag");

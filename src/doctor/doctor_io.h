@@ -35,11 +35,14 @@ struct Options {
   // when the control plane has no record of the node.
   std::vector<IpPrefix> pod_cidrs;
 
-  // Control plane: etcd endpoints, or a kubeconfig; neither = peer checks
-  // skipped.
+  // Control plane: etcd endpoints, or a kubeconfig, or (neither given, in
+  // a pod: KUBERNETES_SERVICE_HOST set and a token in
+  // service_account_dir) the pod's service account, as weftd uses it;
+  // none of them = peer checks skipped.
   std::vector<std::string> etcd_endpoints;
   std::string etcd_prefix = "/weft/network";
   std::string kubeconfig;
+  std::string service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
   std::string node_name;    // "" = the peer whose host IP is the uplink's
   std::string iface;        // uplink ("" = the default route's)
   std::string node_ip;

@@ -342,6 +342,8 @@ warns=$(grep -c 'level=warn' <<<"$logs")
 # --- weftd's status server from a pod, weftd's token in a thief's hands ----------
 # (deploy/weftd-own-node.yaml is applied by cluster.sh up, beside weftd.yaml)
 source "$repo/tests/k8s/cluster_security_test.sh"
+# --- kernel state deleted by hand on node 1, put back by weftd --------------------
+source "$repo/tests/k8s/cluster_heal_test.sh"
 
 # --- the upstream suite's smoke slice on this cluster (E2E_SMOKE=1: the README's
 # test command; scripts/k8s-e2e.sh --smoke, 9 specs; its full output beside the state dir)

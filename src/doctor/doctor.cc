@@ -160,14 +160,17 @@ void DiagnoseNetpol(const NetpolView& v, std::vector<Finding>* out) {
   if (!v.have) {
     size_t maps = 0;
     for (const auto& [n, s] : v.want.sets) maps += s.map ? 1 : 0;
+    const std::string wants = v.want_listed ? " (it wants " + std::to_string(v.want.chains.size()) + " chain(s), " +
+                                                  std::to_string(v.want.sets.size() - maps) + " set(s), " +
+                                                  std::to_string(maps) + " map(s))"
+                                            : "";
     out->push_back({Kind::kNetpolMismatch, table,
-                    table + " is missing from the kernel although weftd enforces NetworkPolicy (it wants " +
-                        std::to_string(v.want.chains.size()) + " chain(s), " +
-                        std::to_string(v.want.sets.size() - maps) + " set(s), " + std::to_string(maps) +
-                        " map(s)): this node's pods are not isolated, and pending pods are not held back",
+                    table + " is missing from the kernel although weftd enforces NetworkPolicy" + wants +
+                        ": this node's pods are not isolated, and pending pods are not held back",
                     true, fix});
     return;
   }
+  if (!v.want_listed) return;  // present; its contents are not compared here
   NftTableDiff d = DiffNftTables(v.want, *v.have);
   if (d.empty()) return;
   Finding f{Kind::kNetpolMismatch, table, table + " differs from weftd's ruleset: " + d.Summary(), true, fix};

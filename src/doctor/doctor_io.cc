@@ -265,8 +265,18 @@ NetpolPass ReadNetpolOnce(const Options& o, Weftd& weftd, bool* settled, Snapsho
   auto want = CanonicalNetpol(r1->body);
   if (!want.ok()) {
     const std::string& det = want.status().details();
-    s->warnings.push_back(skipped + "weftd's ruleset could not be listed back through nft: " + want.status().msg() +
-                          (det.empty() ? "" : ": " + det.substr(0, det.find('\n'))));
+    // Whether the table is there at all is still judged (weftd's pod: no
+    // CAP_SYS_ADMIN for the private netns, but the kernel's tables list).
+    NetpolView v;
+    v.weftd = o.weftd_addr;
+    v.want_listed = false;
+    v.have = std::move(*have);
+    const bool present = v.have.has_value();
+    s->netpol = std::move(v);
+    s->warnings.push_back((present ? "network policy check incomplete: table inet weft-netpol is in the kernel, but "
+                                   : "network policy check incomplete: ") +
+                          std::string("weftd's ruleset could not be listed back through nft to compare: ") +
+                          want.status().msg() + (det.empty() ? "" : ": " + det.substr(0, det.find('\n'))));
     s->incomplete = true;
     return NetpolPass::kDone;
   }

@@ -15,13 +15,16 @@ Status Teardown(sys::Netlink& host, ipam::Store& store, FwBackend backend, const
   std::unique_ptr<fw::HostPortFirewall> hostports;
   UniqueFd guard_sockets[2];  // the same, for the source guard's chains (routed, bridge)
   if (t.row) {
-    // Attachments without mappings (the common case) do no firewall work.
     const bool retry = t.row->state == ipam::kStateDeleting;
     WEFT_ASSIGN_OR_RETURN(auto maps, store.PortMappingsOf(t.container_id, t.ifname));
+    // "deleting" before anything is taken apart: weftd's keeper
+    // (plugin/pod_state.h) puts back only what ready rows imply, so the
+    // guard chain destroyed below is not "repaired" while this DEL runs.
+    Status st = store.BeginDelete(t.container_id, t.ifname);
+    if (!st.ok()) return st.Prefix("mark attachment deleting");
+    WEFT_CRASH_POINT("del-after-unmap");
+    // Attachments without mappings (the common case) do no hostPort work.
     if (retry || !maps.empty()) {
-      Status st = store.BeginDelete(t.container_id, t.ifname);
-      if (!st.ok()) return st.Prefix("mark attachment deleting");
-      WEFT_CRASH_POINT("del-after-unmap");
       hostports = HostPortsFor(backend, data_dir);
       auto source = [&] { return DesiredHostPorts(store); };
       // A first attempt deletes only this row's entries; a retry (the row

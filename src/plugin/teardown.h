@@ -9,7 +9,9 @@
 //   2. hostPorts: the row's own entries are deleted from the kernel (one
 //      netlink transaction); when the row was already "deleting" (a retry
 //      after a crash) the full diff runs instead; crash point del-after-hostports
-//   3. the host veth is deleted (taking the pod end, the pod's addresses and
+//   3. the port's source-guard chain is destroyed (weftd's keeper leaves a
+//      "deleting" row's port alone: step 1 comes first for that too), then
+//      the host veth is deleted (taking the pod end, the pod's addresses and
 //      routes, and the host routes with it);       crash point del-after-link-delete
 //   4. a delegated IPAM plugin releases its address; crash point del-before-release
 //   5. the row is deleted, its port mappings by cascade. crash point del-after-release

@@ -204,15 +204,7 @@ check "kube-proxy runs in $PROXY_MODE mode (its rules are in the node's netns)" 
 # --- NetworkPolicy after kube-proxy's DNAT --------------------------------------
 # Ingress to app=srv only from app=client (c1): h2 is refused, directly and
 # through the ClusterIP (the policy judges the backend after the DNAT).
-k apply -f - >/dev/null <<EOF
-apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: srv-from-client}
-spec:
-  podSelector: {matchLabels: {app: srv}}
-  policyTypes: [Ingress]
-  ingress: [{from: [{podSelector: {matchLabels: {app: client}}}]}]
-EOF
+netpol srv-from-client srv client
 H2=$(ip4 h2)
 # Until weftd enforces it (a refusal proven by netexec's own answer, not a dial
 # that timed out on the way).

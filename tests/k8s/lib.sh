@@ -42,6 +42,22 @@ spec:
 EOF
 }
 
+# netpol NAME APP [FROM_APP]: a NetworkPolicy on the pods app=APP: ingress only from the pods app=FROM_APP,
+# or (without it) from nobody.
+netpol() {
+    local ingress=""
+    [[ -n ${3:-} ]] && ingress="ingress: [{from: [{podSelector: {matchLabels: {app: $3}}}]}]"
+    k apply -f - >/dev/null <<EOF
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: $1}
+spec:
+  podSelector: {matchLabels: {app: $2}}
+  policyTypes: [Ingress]
+  $ingress
+EOF
+}
+
 ip4() { k get pod "$1" -o jsonpath='{.status.podIPs[0].ip}'; }
 ip6() { k get pod "$1" -o jsonpath='{.status.podIPs[1].ip}'; }
 

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <set>
 
 #include "base/strings.h"
 #include "plugin/config.h"
@@ -181,12 +182,31 @@ std::vector<PodRepairResult> ApplyPodRepairs(sys::Netlink& nl, ipam::Store& stor
   return out;
 }
 
+std::vector<ipam::PodRecord> ReadyInBoth(std::vector<ipam::PodRecord> first,
+                                        const std::vector<ipam::PodRecord>& second) {
+  std::set<std::pair<std::string, std::string>> ready;
+  for (const auto& r : second)
+    if (r.state == ipam::kStateReady) ready.insert({r.container_id, r.ifname});
+  std::erase_if(first, [&](const ipam::PodRecord& r) {
+    return r.state != ipam::kStateReady || !ready.count({r.container_id, r.ifname});
+  });
+  return first;
+}
+
 Result<std::vector<PodRepairResult>> KeepPodState(const KeepOptions& opts) {
   if (!sys::PathExists(opts.data_dir + "/ipam.db")) return std::vector<PodRepairResult>{};
   WEFT_ASSIGN_OR_RETURN(ipam::Store store, ipam::Store::Open(opts.data_dir));
   WEFT_ASSIGN_OR_RETURN(auto rows, store.ListPods(opts.network));
   WEFT_ASSIGN_OR_RETURN(sys::Netlink nl, sys::Netlink::Open());
   WEFT_ASSIGN_OR_RETURN(auto kernel, ReadPodKernel(nl, rows));
+  // The rows again, after the kernel: a DEL marks its row deleting before
+  // it destroys anything (teardown.h), so a row ready in both reads was
+  // ready all through the kernel's, and what was missing then is not a
+  // DEL's doing. Planned from the first read alone, a port whose chain a
+  // DEL had just destroyed got it back, and kept it once the DEL deleted
+  // the port (found on the real cluster: stale chains after pod waves).
+  WEFT_ASSIGN_OR_RETURN(auto again, store.ListPods(opts.network));
+  rows = ReadyInBoth(std::move(rows), again);
   auto plan = PlanPodRepairs(rows, kernel);
   if (plan.empty()) return std::vector<PodRepairResult>{};
   return ApplyPodRepairs(nl, store, opts.data_dir, plan);

@@ -91,7 +91,13 @@ struct KeepOptions {
   std::string network;  // only rows of this CNI network; "" = every network
 };
 
-// One pass: the rows, the kernel, the plan, the repairs. A missing database
+// The rows of `first` that are ready there and in `second` (the same
+// attachment read again later). Pure.
+std::vector<ipam::PodRecord> ReadyInBoth(std::vector<ipam::PodRecord> first,
+                                        const std::vector<ipam::PodRecord>& second);
+
+// One pass: the rows, the kernel, the rows again (ReadyInBoth: a DEL under
+// way is no repair), the plan, the repairs. A missing database
 // is nothing to keep (and nothing is created). Errors: the database or the
 // kernel cannot be read; a repair that fails is in its result.
 Result<std::vector<PodRepairResult>> KeepPodState(const KeepOptions& opts);

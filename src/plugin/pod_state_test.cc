@@ -52,6 +52,23 @@ std::vector<std::string> Objects(const std::vector<PodRepair>& plan) {
   return out;
 }
 
+// The keeper plans from the rows ready before and after its kernel read:
+// one a DEL marked deleting in between (its chain may be gone already), one
+// an ADD finished in between (its pieces may not have been there yet) and
+// one gone are left alone.
+TEST(PodState, OnlyRowsReadyInBothReadsArePlanned) {
+  std::vector<ipam::PodRecord> first = {Row("a", "wfta", "10.0.0.2/32", nullptr),
+                                        Row("b", "wftb", "10.0.0.3/32", nullptr),
+                                        Row("c", "wftc", "10.0.0.4/32", nullptr, ipam::kStateAdding),
+                                        Row("d", "wftd", "10.0.0.5/32", nullptr)};
+  std::vector<ipam::PodRecord> second = {Row("a", "wfta", "10.0.0.2/32", nullptr),
+                                         Row("b", "wftb", "10.0.0.3/32", nullptr, ipam::kStateDeleting),
+                                         Row("c", "wftc", "10.0.0.4/32", nullptr)};
+  auto kept = ReadyInBoth(first, second);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].container_id, "a");
+}
+
 TEST(PodState, NothingToRepairWhenEverythingIsInPlace) {
   std::vector<ipam::PodRecord> rows = {Row("a", "wft0000000000a1", "10.244.0.2/24", "fd00::2/64"),
                                        Row("b", "wft0000000000b1", "10.244.0.3/24", nullptr),

@@ -62,21 +62,9 @@ Result<overlay::PeerMap> ListEtcdPeers(const Options& o) {
   return peers;
 }
 
-// In a pod with a service account (kubectl exec ds/weftd -- weftctl doctor):
-// the API server's address in the environment and a token on disk.
-bool InPod(const Options& o) {
-  bool host = false;
-  for (const auto& kv : sys::CurrentEnv())
-    if (kv.rfind("KUBERNETES_SERVICE_HOST=", 0) == 0 && kv.size() > 24) host = true;
-  return host && sys::PathExists(o.service_account_dir + "/token");
-}
-
 // One complete list through the Kubernetes control plane's own list+watch
 // loop: runs it until the store holds a complete list, then stops it.
-Result<overlay::PeerMap> ListKubePeers(const Options& o) {
-  WEFT_ASSIGN_OR_RETURN(auto ep, o.kubeconfig.empty()
-                                     ? kube::InClusterEndpoint(sys::CurrentEnv(), o.service_account_dir)
-                                     : kube::KubeconfigEndpoint(o.kubeconfig, o.weftd_state_dir + "/kubeconfig-data"));
+Result<overlay::PeerMap> ListKubePeers(const Options& o, kube::KubeEndpoint ep) {
   agent::KubeOptions ko;
   ko.endpoint = std::move(ep);
   ko.watch_timeout_seconds = 1;
@@ -100,12 +88,15 @@ Result<std::optional<PeerView>> ReadPeers(const Options& o, sys::Netlink& nl, st
   if (!o.etcd_endpoints.empty()) {
     WEFT_ASSIGN_OR_RETURN(peers, ListEtcdPeers(o));
   } else if (!o.kubeconfig.empty()) {
-    WEFT_ASSIGN_OR_RETURN(peers, ListKubePeers(o));
-  } else if (InPod(o)) {
+    WEFT_ASSIGN_OR_RETURN(auto ep, kube::KubeconfigEndpoint(o.kubeconfig, o.weftd_state_dir + "/kubeconfig-data"));
+    WEFT_ASSIGN_OR_RETURN(peers, ListKubePeers(o, std::move(ep)));
+  } else if (auto ep = kube::InClusterEndpoint(sys::CurrentEnv(), o.service_account_dir); ep.ok()) {
+    // In a pod with its service account: kubectl exec ds/weftd -- weftctl doctor.
     notes->push_back("control plane: the pod's service account (" + o.service_account_dir + ")");
-    WEFT_ASSIGN_OR_RETURN(peers, ListKubePeers(o));
+    WEFT_ASSIGN_OR_RETURN(peers, ListKubePeers(o, std::move(*ep)));
   } else {
-    notes->push_back("peer checks skipped: no control plane given (--etcd-endpoints or --kubeconfig)");
+    notes->push_back("peer checks skipped: no control plane given (--etcd-endpoints or --kubeconfig; no service "
+                     "account either: " + ep.status().msg() + ")");
     return std::optional<PeerView>();
   }
   PeerView v;

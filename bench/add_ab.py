@@ -8,7 +8,7 @@ seq: one node netns (uplink and default route, as bench/run.sh builds it)
 and one database, filled with --fill pods by the first binary; then, per
 sample, each binary (in alternating order) ADDs one pod, which it then
 DELs. Every binary sees the same node, database and load. Per binary:
-wall p50/p90/p99 of the ADD, and the plugin process's own CPU time
+wall p50/p90/p99 of the ADD and of the DEL, and the plugin process's own CPU time
 (user+sys from wait4) and minor page faults.
 
 par: the parallel phase of bench/run.sh (a fresh node, 240 pods, 8
@@ -104,16 +104,16 @@ def seq(args, data):
         for b in range(len(args.bins)):
             sh(f"ip netns add {PREFIX}-s{i}b{b}")
     time.sleep(1)
-    res = {b: [] for b in args.bins}
+    res = {(verb, b): [] for verb in ("ADD", "DEL") for b in args.bins}
     for i in range(args.samples):
         order = list(enumerate(args.bins))
         for b, binary in (order if i % 2 == 0 else order[::-1]):
-            res[binary].append(run(binary, "ADD", f"s{i}b{b}", config))
-            run(binary, "DEL", f"s{i}b{b}", config)
-    for binary, rows in res.items():
+            res[("ADD", binary)].append(run(binary, "ADD", f"s{i}b{b}", config))
+            res[("DEL", binary)].append(run(binary, "DEL", f"s{i}b{b}", config))
+    for (verb, binary), rows in res.items():
         wall = sorted(r[0] for r in rows)
         pct = lambda q: wall[min(len(wall) - 1, int(len(wall) * q))]
-        print(json.dumps({"binary": binary, "n": len(wall), "p50_ms": round(statistics.median(wall), 2),
+        print(json.dumps({"verb": verb, "binary": binary, "n": len(wall), "p50_ms": round(statistics.median(wall), 2),
                           "p90_ms": round(pct(0.9), 2), "p99_ms": round(pct(0.99), 2),
                           "cpu_ms_mean": round(statistics.mean(r[1] for r in rows), 2),
                           "minflt_p50": statistics.median(r[2] for r in rows),

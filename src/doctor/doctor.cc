@@ -196,6 +196,17 @@ std::map<std::string, std::vector<std::string>> HostPortView(const std::string& 
   return v;
 }
 
+std::map<std::string, std::vector<std::string>> TransactionChainComments(const sys::nft::Transaction& tx) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& op : tx.ops()) {
+    if (op.verb != sys::nft::Verb::kAdd && op.verb != sys::nft::Verb::kCreate) continue;
+    if (const auto* c = std::get_if<sys::nft::Chain>(&op.object)) out[c->name];
+    if (const auto* r = std::get_if<sys::nft::Rule>(&op.object))
+      if (!r->comment.empty()) out[r->chain].push_back(r->comment);
+  }
+  return out;
+}
+
 std::map<std::string, std::vector<std::string>> ScriptChainComments(const std::string& script) {
   std::map<std::string, std::vector<std::string>> out;
   std::string chain;

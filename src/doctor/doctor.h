@@ -17,6 +17,7 @@
 #include "overlay/reconcile.h"
 #include "overlay/types.h"
 #include "sys/netlink.h"
+#include "sys/nft_types.h"
 
 namespace weft::doctor {
 
@@ -45,6 +46,9 @@ struct RulesetView {
 // The comments of the rules of each chain in an `nft -f` script as the fw
 // renderers write it ("  chain NAME {" ... `comment "X"` ... "  }").
 std::map<std::string, std::vector<std::string>> ScriptChainComments(const std::string& script);
+// The same of a transaction (sys/nft_types.h): each chain it adds, with the
+// comments of the rules it adds to it, in order.
+std::map<std::string, std::vector<std::string>> TransactionChainComments(const sys::nft::Transaction& tx);
 
 // The hostPort table as `rules` want it, in RulesetView's terms: each
 // chain's rule comments, each map's elements ("map hp4": fw::NftElementText)

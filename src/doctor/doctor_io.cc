@@ -138,15 +138,16 @@ Result<std::optional<PeerView>> ReadPeers(const Options& o, sys::Netlink& nl, st
   return std::optional<PeerView>(std::move(v));
 }
 
-// `want_script` renders the desired table; `chains_script` names every
+// `want` is the desired table's comments by chain; `chains` names every
 // chain the table can have (read from the kernel even when none is wanted).
-Result<RulesetView> ReadRuleset(const std::string& what, const std::string& table, const std::string& want_script,
-                                const std::string& chains_script) {
+Result<RulesetView> ReadRuleset(const std::string& what, const std::string& table,
+                                std::map<std::string, std::vector<std::string>> want,
+                                const std::map<std::string, std::vector<std::string>>& chains) {
   RulesetView v;
   v.checked = true;
   v.what = what;
-  v.want = ScriptChainComments(want_script);
-  for (const auto& [chain, unused] : ScriptChainComments(chains_script)) {
+  v.want = std::move(want);
+  for (const auto& [chain, unused] : chains) {
     WEFT_ASSIGN_OR_RETURN(auto comments, sys::NftRuleComments(sys::NftFamily::kInet, table, chain));
     if (!comments.empty()) v.have[chain] = std::move(comments);
   }
@@ -364,8 +365,8 @@ Status ReadHostPortRuleset(const Options& o, bool have_db, Snapshot* s) {
   // The chains the table can have: those of a one-mapping rendering.
   fw::HostPortRule sample{"", 1, "tcp", *IpPrefix::Parse("192.0.2.1/24"), 1};
   WEFT_ASSIGN_OR_RETURN(auto view, ReadRuleset("hostPort ruleset (table inet " + table + ")", table,
-                                               fw::RenderNftHostPorts(table, rules),
-                                               fw::RenderNftHostPorts(table, {sample})));
+                                               ScriptChainComments(fw::RenderNftHostPorts(table, rules)),
+                                               ScriptChainComments(fw::RenderNftHostPorts(table, {sample}))));
   view.want = HostPortView(table, rules);
   WEFT_RETURN_IF_ERROR(ReadHostPortElements(table, &view));
   s->rulesets.push_back(std::move(view));
@@ -382,8 +383,8 @@ Status ReadMasqueradeRuleset(const Options& o, Snapshot* s) {
     return Status::Ok();
   }
   const std::string table = fw::NftTableName(o.masquerade->network);
-  const std::string script = fw::RenderNftMasquerade(*o.masquerade);
-  WEFT_ASSIGN_OR_RETURN(auto view, ReadRuleset("masquerade ruleset (table inet " + table + ")", table, script, script));
+  const auto want = TransactionChainComments(fw::NftMasqueradeTransaction(*o.masquerade));
+  WEFT_ASSIGN_OR_RETURN(auto view, ReadRuleset("masquerade ruleset (table inet " + table + ")", table, want, want));
   size_t have_n = 0;
   for (const auto& [c, v] : view.have) have_n += v.size();
   if (!o.masquerade_required && have_n == 0) {

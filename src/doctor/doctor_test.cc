@@ -207,16 +207,16 @@ TEST(Doctor, RulesetFlushedStaleOrLeftOver) {
   EXPECT_NE(fs[0].message.find("has nothing for it"), std::string::npos) << fs[0].message;
 }
 
-TEST(Doctor, ScriptChainCommentsReadsTheRenderers) {
+TEST(Doctor, ChainCommentsReadTheRenderers) {
   fw::MasqueradeSpec m{"weft", {P("10.244.1.0/24")}, {P("10.244.0.0/16")}};
-  auto c = ScriptChainComments(fw::RenderNftMasquerade(m));
+  auto c = TransactionChainComments(fw::NftMasqueradeTransaction(m));
   ASSERT_EQ(c.size(), 1u);
   ASSERT_EQ(c.count("postrouting"), 1u);
   ASSERT_EQ(c["postrouting"].size(), 1u);
   EXPECT_EQ(c["postrouting"][0], fw::MasqMarker(m));
   // A spec for other ranges renders another marker.
   fw::MasqueradeSpec m2{"weft", {P("10.244.2.0/24")}, {P("10.244.0.0/16")}};
-  EXPECT_NE(ScriptChainComments(fw::RenderNftMasquerade(m2)), c);
+  EXPECT_NE(TransactionChainComments(fw::NftMasqueradeTransaction(m2)), c);
   // An empty hostPort set renders no table at all.
   EXPECT_TRUE(ScriptChainComments(fw::RenderNftHostPorts("t", {})).empty());
   EXPECT_FALSE(ScriptChainComments(fw::RenderNftHostPorts("t", {{"", 1, "tcp", P("10.0.0.2/24"), 1}})).empty());

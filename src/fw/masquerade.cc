@@ -3,10 +3,17 @@
 #include <algorithm>
 #include <chrono>
 
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter_ipv4.h>
+
 #include "base/strings.h"
 #include "fw/tool.h"
 #include "sys/files.h"
+#include "sys/nft_build.h"
+#include "sys/nft_kernel.h"
 #include "sys/nft_query.h"
+#include "sys/nft_udata.h"
 
 namespace weft::fw {
 
@@ -61,31 +68,84 @@ std::string MasqMarker(const MasqueradeSpec& spec) {
   return "weft-masq:" + Hex(Fnv1a64(key), 16);
 }
 
-std::string RenderNftMasquerade(const MasqueradeSpec& spec) {
-  std::string t = NftTableName(spec.network);
-  std::string marker = MasqMarker(spec);
-  std::string s;
-  s += "table inet " + t + "\n";
-  s += "delete table inet " + t + "\n";
-  s += "table inet " + t + " {\n";
-  std::string rules;
+namespace {
+
+// The address after `a` (big-endian bytes; all ones wraps to "": no end).
+std::string Next(std::string a) {
+  for (size_t i = a.size(); i-- > 0;) {
+    if (static_cast<unsigned char>(a[i]) != 0xff) {
+      a[i] = static_cast<char>(static_cast<unsigned char>(a[i]) + 1);
+      return a;
+    }
+    a[i] = 0;
+  }
+  return "";
+}
+
+// An interval set's elements for `prefixes` (sorted, none inside another),
+// as nft 1.0.6 sends them: the family's first address flagged as an end
+// when no range starts there, then each range's first address and the
+// address after its last flagged as the range's end (none when the range
+// runs to the family's last address).
+std::vector<sys::nft::Element> IntervalElements(const std::vector<IpPrefix>& prefixes) {
+  std::vector<sys::nft::Element> out;
+  if (!prefixes.empty()) {
+    const std::string zero(prefixes[0].addr().ToBytes().size(), '\0');
+    if (prefixes[0].addr().ToBytes() != zero) out.push_back({.key = zero, .flags = NFT_SET_ELEM_INTERVAL_END});
+  }
+  for (const auto& p : prefixes) {
+    out.push_back({.key = p.addr().ToBytes()});
+    std::string end = Next(p.Last().ToBytes());
+    if (!end.empty()) out.push_back({.key = std::move(end), .flags = NFT_SET_ELEM_INTERVAL_END});
+  }
+  return out;
+}
+
+}  // namespace
+
+sys::nft::Transaction NftMasqueradeTransaction(const MasqueradeSpec& spec) {
+  namespace nft = sys::nft;
+  const std::string t = NftTableName(spec.network);
+  nft::Transaction tx(nft::Family::kInet, t);
+  // Created if missing, then deleted and made again: one replacement in one
+  // kernel transaction, whatever was there.
+  tx.Add(nft::Table{t}).Delete(nft::Table{t}).Add(nft::Table{t});
+  std::vector<nft::Rule> rules;
   for (bool v6 : {false, true}) {
     auto src = Family(Normalize(spec.pod_ranges), v6);
     if (src.empty()) continue;
     auto dst = Family(NoMasq(spec), v6);
-    std::string f = v6 ? "6" : "4";
-    std::string type = v6 ? "ipv6_addr" : "ipv4_addr";
-    s += "  set pods" + f + " { type " + type + "; flags interval; elements = { " + Join(src) + " } }\n";
-    s += "  set nomasq" + f + " { type " + type + "; flags interval; elements = { " + Join(dst) + " } }\n";
-    std::string ip = v6 ? "ip6" : "ip";
-    rules += "    " + ip + " saddr @pods" + f + " " + ip + " daddr != @nomasq" + f +
-             " masquerade comment \"" + marker + "\"\n";
+    const std::string f = v6 ? "6" : "4";
+    const uint32_t type = v6 ? nft::kTypeIpv6 : nft::kTypeIpv4;
+    const uint32_t len = v6 ? 16 : 4;
+    for (const auto& [name, prefixes] : {std::pair{"pods" + f, src}, std::pair{"nomasq" + f, dst}}) {
+      tx.Add(nft::Set{.name = name, .flags = NFT_SET_INTERVAL, .key_type = type, .key_len = len,
+                      .userdata = nft::SetUserdata(nft::ByteOrder::kBig)});
+      tx.Add(nft::Elements{name, IntervalElements(prefixes)});
+    }
+    // ip saddr @pods4 ip daddr != @nomasq4 masquerade
+    const uint32_t saddr = v6 ? 8 : 12, daddr = v6 ? 24 : 16;
+    rules.push_back(nft::Rule{
+        .chain = "postrouting",
+        .exprs = nft::Then(nft::MatchNfproto(v6 ? NFPROTO_IPV6 : NFPROTO_IPV4),
+                           {nft::Payload{NFT_PAYLOAD_NETWORK_HEADER, saddr, len, NFT_REG_1},
+                            nft::Lookup{.set = "pods" + f, .sreg = NFT_REG_1},
+                            nft::Payload{NFT_PAYLOAD_NETWORK_HEADER, daddr, len, NFT_REG_1},
+                            nft::Lookup{.set = "nomasq" + f, .sreg = NFT_REG_1, .invert = true},
+                            nft::Nat{.masq = true}}),
+        .comment = MasqMarker(spec)});
   }
-  s += "  chain postrouting {\n";
-  s += "    type nat hook postrouting priority srcnat; policy accept;\n";
-  s += rules;
-  s += "  }\n}\n";
-  return s;
+  tx.Add(nft::Chain{"postrouting", nft::Hook{.num = NF_INET_POST_ROUTING, .priority = NF_IP_PRI_NAT_SRC,
+                                             .type = "nat", .policy = NF_ACCEPT}});
+  for (auto& r : rules) tx.Add(std::move(r));
+  return tx;
+}
+
+sys::nft::Transaction NftMasqueradeRemoval(const MasqueradeSpec& spec) {
+  const std::string t = NftTableName(spec.network);
+  sys::nft::Transaction tx(sys::nft::Family::kInet, t);
+  tx.Add(sys::nft::Table{t}).Delete(sys::nft::Table{t});
+  return tx;
 }
 
 std::string IptablesChain(const std::string& network) {
@@ -128,16 +188,12 @@ class NftFirewall : public Firewall {
     WEFT_ASSIGN_OR_RETURN(auto lock, sys::FileLock::Acquire(lock_dir_ + "/firewall.lock"));
     WEFT_ASSIGN_OR_RETURN(ok, InPlace(spec));  // another process may have won
     if (ok) return Status::Ok();
-    WEFT_ASSIGN_OR_RETURN(auto r, RunTool("nft", {"-f", "-"}, RenderNftMasquerade(spec)));
-    if (r.exit_code != 0) return ToolError("nft: install masquerade table " + NftTableName(spec.network), r);
-    return Status::Ok();
+    return sys::nft::Kernel().Apply(NftMasqueradeTransaction(spec)).Prefix("install masquerade table " +
+                                                                          NftTableName(spec.network));
   }
 
   Status RemoveMasquerade(const MasqueradeSpec& spec) override {
-    std::string t = NftTableName(spec.network);
-    WEFT_ASSIGN_OR_RETURN(auto r, RunTool("nft", {"-f", "-"}, "table inet " + t + "\ndelete table inet " + t + "\n"));
-    if (r.exit_code != 0) return ToolError("nft: delete table " + t, r);
-    return Status::Ok();
+    return sys::nft::Kernel().Apply(NftMasqueradeRemoval(spec)).Prefix("delete table " + NftTableName(spec.network));
   }
 
  private:

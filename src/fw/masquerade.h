@@ -10,6 +10,7 @@
 
 #include "base/ip.h"
 #include "base/status.h"
+#include "sys/nft_types.h"
 
 namespace weft::fw {
 
@@ -27,8 +28,12 @@ std::string NftTableName(const std::string& network);
 // The marker comment carried by every rule; it encodes a hash of the ruleset,
 // so any difference in ranges means a rebuild.
 std::string MasqMarker(const MasqueradeSpec& spec);
-// A complete `nft -f` script that atomically replaces the table.
-std::string RenderNftMasquerade(const MasqueradeSpec& spec);
+// One transaction (sys/nft_types.h) that atomically replaces the table:
+// sets pods4/nomasq4 (pods6/nomasq6) and chain postrouting, one rule per
+// family carrying the marker. sys::nft::RenderTransaction prints it.
+sys::nft::Transaction NftMasqueradeTransaction(const MasqueradeSpec& spec);
+// The table's deletion (none there: no error).
+sys::nft::Transaction NftMasqueradeRemoval(const MasqueradeSpec& spec);
 // iptables: chain name (<= 28 chars) and iptables-restore input per family.
 std::string IptablesChain(const std::string& network);
 std::string RenderIptablesMasquerade(const MasqueradeSpec& spec, bool v6, bool with_jumps);

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "sys/nft_fake.h"
+#include "sys/nft_render.h"
+
 namespace weft::fw {
 namespace {
 
@@ -25,22 +28,51 @@ TEST(Masquerade, NormalizeDropsCoveredPrefixes) {
   EXPECT_EQ(m[0].ToString(), "10.244.0.0/16");
 }
 
+// The table the transaction leaves, as nft would list it (the fake holds
+// what the kernel would; the netns suite compares with the kernel's).
+std::string Listed(const MasqueradeSpec& spec, sys::nft::Fake* fake = nullptr) {
+  sys::nft::Fake own;
+  if (!fake) fake = &own;
+  Status st = fake->Apply(NftMasqueradeTransaction(spec));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  auto t = fake->Dump(sys::nft::Family::kInet, NftTableName(spec.network));
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? sys::nft::RenderTable(*t) : "";
+}
+
 TEST(Masquerade, NftRulesetIsOneAtomicReplacement) {
-  std::string s = RenderNftMasquerade(Spec());
-  EXPECT_EQ(s.find("table inet weft-weft\ndelete table inet weft-weft\ntable inet weft-weft {"), 0u) << s;
-  EXPECT_NE(s.find("elements = { 10.244.2.0/24 }"), std::string::npos) << s;
+  const auto tx = NftMasqueradeTransaction(Spec());
+  const std::string script = sys::nft::RenderTransaction(tx);
+  EXPECT_EQ(script.find("add table inet weft-weft\ndelete table inet weft-weft\nadd table inet weft-weft\n"), 0u)
+      << script;
+  const std::string s = Listed(Spec());
+  EXPECT_NE(s.find("set pods4 {\n\t\ttype ipv4_addr\n\t\tflags interval\n\t\telements = { 10.244.2.0/24 }"),
+            std::string::npos)
+      << s;
   EXPECT_NE(s.find("elements = { 10.244.0.0/16 }"), std::string::npos) << s;
+  EXPECT_NE(s.find("type nat hook postrouting priority srcnat; policy accept;"), std::string::npos) << s;
   EXPECT_NE(s.find("ip saddr @pods4 ip daddr != @nomasq4 masquerade comment \"" + MasqMarker(Spec()) + "\""),
             std::string::npos)
       << s;
   EXPECT_EQ(s.find("ip6"), std::string::npos);  // no IPv6 rule without an IPv6 range
+  // Applied over an older table, it replaces it whole.
+  sys::nft::Fake fake;
+  auto other = Spec();
+  other.pod_ranges = {*IpPrefix::Parse("10.244.9.0/24")};
+  Listed(other, &fake);
+  EXPECT_EQ(Listed(Spec(), &fake), s);
+  ASSERT_TRUE(fake.Apply(NftMasqueradeRemoval(Spec())).ok());
+  EXPECT_FALSE(fake.Dump(sys::nft::Family::kInet, NftTableName(Spec().network)).ok());
+  EXPECT_TRUE(fake.Apply(NftMasqueradeRemoval(Spec())).ok());  // none there: no error
 }
 
 TEST(Masquerade, DualStackGetsOneRulePerFamily) {
   auto spec = Spec();
   spec.pod_ranges.push_back(*IpPrefix::Parse("fd00:10:244:2::/64"));
-  std::string s = RenderNftMasquerade(spec);
+  spec.no_masq.push_back(*IpPrefix::Parse("::/0"));  // a range to the family's end has no end element
+  std::string s = Listed(spec);
   EXPECT_NE(s.find("ip6 saddr @pods6 ip6 daddr != @nomasq6 masquerade"), std::string::npos) << s;
+  EXPECT_NE(s.find("elements = { ::/0 }"), std::string::npos) << s;
 }
 
 TEST(Masquerade, MarkerChangesWithTheRanges) {

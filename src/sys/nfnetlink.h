@@ -1,6 +1,6 @@
 #pragma once
-// The raw nfnetlink pieces shared by src/sys's nftables (nft_set.cc,
-// nft_query.cc) and conntrack (conntrack.cc) code: one message builder, one
+// The raw nfnetlink pieces of src/sys's conntrack code (conntrack.cc;
+// nftables goes through libnftnl: sys/nft_kernel.h): one message builder, one
 // socket, one send, one dump reader, one attribute walker. Only the kernel's wire format lives here; what a
 // message means is the caller's.
 

@@ -38,13 +38,16 @@ Status Malformed(const std::string& what) {
 }
 
 // One message: header, then `payload(nlh)`.
+// Built in one scratch buffer per thread, never cleared: libnftnl writes
+// every byte of the message it reports (header, attributes, padding), and
+// a buffer made and zeroed per message cost the plugin page faults and a
+// 64 KiB memset each.
 template <typename F>
 std::string Build(uint16_t type, Family family, uint16_t flags, uint32_t seq, F payload) {
-  std::string buf(kMsgBuf, '\0');
-  nlmsghdr* nlh = nftnl_nlmsg_build_hdr(buf.data(), type, static_cast<uint16_t>(family), flags, seq);
+  thread_local std::unique_ptr<char[]> scratch(new char[kMsgBuf]);
+  nlmsghdr* nlh = nftnl_nlmsg_build_hdr(scratch.get(), type, static_cast<uint16_t>(family), flags, seq);
   payload(nlh);
-  buf.resize(nlh->nlmsg_len);
-  return buf;
+  return std::string(scratch.get(), nlh->nlmsg_len);
 }
 
 // Only a jump or goto carries a chain (libnftnl mis-parses any other
@@ -514,17 +517,17 @@ std::string DescribeOp(const Transaction& tx, size_t i, const std::vector<Set>& 
 }
 
 namespace {
-Status DecodeAligned(const nlmsghdr* nlh, TableState* into);
+Status DecodeAligned(const nlmsghdr* nlh, TableState* into, bool rule_exprs);
 }
 
-Status DecodeMessage(const nlmsghdr* msg, TableState* into) {
+Status DecodeMessage(const nlmsghdr* msg, TableState* into, bool rule_exprs) {
   if (msg->nlmsg_len < NLMSG_LENGTH(sizeof(nfgenmsg))) return Malformed("message too short");
   // libnftnl reads the message in place and strdup()s string attributes
   // without checking they end in NUL (the kernel's always do): it gets an
   // aligned copy followed by zeros, so a malformed string ends there.
   std::vector<uint32_t> copy(msg->nlmsg_len / 4 + 2, 0);
   std::memcpy(copy.data(), msg, msg->nlmsg_len);
-  return DecodeAligned(reinterpret_cast<const nlmsghdr*>(copy.data()), into);
+  return DecodeAligned(reinterpret_cast<const nlmsghdr*>(copy.data()), into, rule_exprs);
 }
 
 namespace {
@@ -561,8 +564,9 @@ Status DecodeChain(const nlmsghdr* nlh, TableState* into) {
   return Status::Ok();
 }
 
-// a rule and its expressions; an expression the layer does not model is an error
-Status DecodeRule(const nlmsghdr* nlh, TableState* into) {
+// a rule and its expressions (unless !exprs: its chain, handle and comment
+// only); an expression the layer does not model is an error
+Status DecodeRule(const nlmsghdr* nlh, TableState* into, bool exprs) {
   RulePtr r(nftnl_rule_alloc());
   if (nftnl_rule_nlmsg_parse(nlh, r.get()) < 0 || !nftnl_rule_is_set(r.get(), NFTNL_RULE_CHAIN))
     return Malformed("rule");
@@ -571,6 +575,10 @@ Status DecodeRule(const nlmsghdr* nlh, TableState* into) {
   rule.chain = nftnl_rule_get_str(r.get(), NFTNL_RULE_CHAIN);
   if (nftnl_rule_is_set(r.get(), NFTNL_RULE_HANDLE)) rule.handle = nftnl_rule_get_u64(r.get(), NFTNL_RULE_HANDLE);
   rule.comment = RuleComment(r.get());
+  if (!exprs) {
+    into->rules.push_back(std::move(rule));
+    return Status::Ok();
+  }
   struct Acc {
     std::vector<Expr>* exprs;
     std::string bad;
@@ -673,7 +681,7 @@ Status DecodeCounter(const nlmsghdr* nlh, TableState* into) {
   return Status::Ok();
 }
 
-Status DecodeAligned(const nlmsghdr* nlh, TableState* into) {
+Status DecodeAligned(const nlmsghdr* nlh, TableState* into, bool rule_exprs) {
   if (NFNL_SUBSYS_ID(nlh->nlmsg_type) != NFNL_SUBSYS_NFTABLES) return Status::Ok();
   switch (NFNL_MSG_TYPE(nlh->nlmsg_type)) {
     case NFT_MSG_NEWTABLE:
@@ -681,7 +689,7 @@ Status DecodeAligned(const nlmsghdr* nlh, TableState* into) {
     case NFT_MSG_NEWCHAIN:
       return DecodeChain(nlh, into);
     case NFT_MSG_NEWRULE:
-      return DecodeRule(nlh, into);
+      return DecodeRule(nlh, into, rule_exprs);
     case NFT_MSG_NEWSET:
       return DecodeSet(nlh, into);
     case NFT_MSG_NEWSETELEM:

@@ -39,8 +39,10 @@ std::string DescribeOp(const Transaction& tx, size_t i, const std::vector<Set>& 
 // NEWTABLE, NEWCHAIN, NEWRULE, NEWSET, NEWSETELEM or NEWOBJ (counters) of
 // any table, into `into` (its family and table set from the first). Other
 // message types are skipped. A message libnftnl cannot parse, or an
-// expression this layer has no type for, is a Malformed error.
-Status DecodeMessage(const nlmsghdr* nlh, TableState* into);
+// expression this layer has no type for, is a Malformed error. With
+// !rule_exprs a rule is read without its expressions (its chain, handle and
+// comment), so a rule of any table reads.
+Status DecodeMessage(const nlmsghdr* nlh, TableState* into, bool rule_exprs = true);
 
 // A request message as the kernel's dump would carry it: libnftnl numbers
 // the elements of a request 1, 2, 3 ... (the kernel ignores the nest types)

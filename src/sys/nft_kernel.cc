@@ -9,6 +9,8 @@
 #include <libnftnl/table.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
+#include <fcntl.h>
+#include <libnftnl/set.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -59,15 +61,23 @@ std::string ExtAckMessage(const nlmsghdr* nlh) {
 
 constexpr size_t kRecvBuf = 1 << 16;
 
+// The answers' buffer, one per thread: the kernel writes only what it
+// sends, so its pages are faulted in as far as answers reach, and never
+// zeroed.
+char* RecvBuf() {
+  thread_local std::unique_ptr<char[]> buf(new char[kRecvBuf]);
+  return buf.get();
+}
+
 // Reads a dump's answer to NLMSG_DONE: on_msg for each message.
 Status ReadDump(mnl_socket* s, const std::string& what, const std::function<Status(const nlmsghdr*)>& on_msg) {
-  std::vector<char> buf(kRecvBuf);
+  char* buf = RecvBuf();
   bool interrupted = false;
   for (;;) {
-    const ssize_t n = mnl_socket_recvfrom(s, buf.data(), buf.size());
+    const ssize_t n = mnl_socket_recvfrom(s, buf, kRecvBuf);
     if (n < 0) return OpError(what, errno);
     int len = static_cast<int>(n);
-    for (auto* nlh = reinterpret_cast<const nlmsghdr*>(buf.data()); mnl_nlmsg_ok(nlh, len);
+    for (auto* nlh = reinterpret_cast<const nlmsghdr*>(buf); mnl_nlmsg_ok(nlh, len);
          nlh = mnl_nlmsg_next(nlh, &len)) {
       if (nlh->nlmsg_flags & NLM_F_DUMP_INTR) interrupted = true;
       if (nlh->nlmsg_type == NLMSG_DONE) {
@@ -86,11 +96,10 @@ Status ReadDump(mnl_socket* s, const std::string& what, const std::function<Stat
 
 template <typename F>
 std::vector<char> Request(uint16_t type, Family family, uint16_t flags, uint32_t seq, F payload) {
-  std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
-  nlmsghdr* nlh = nftnl_nlmsg_build_hdr(buf.data(), type, static_cast<uint16_t>(family), flags, seq);
+  char buf[MNL_SOCKET_BUFFER_SIZE];
+  nlmsghdr* nlh = nftnl_nlmsg_build_hdr(buf, type, static_cast<uint16_t>(family), flags, seq);
   payload(nlh);
-  buf.resize(nlh->nlmsg_len);
-  return buf;
+  return std::vector<char>(buf, buf + nlh->nlmsg_len);
 }
 
 Status Send(mnl_socket* s, const std::vector<char>& req, const std::string& what) {
@@ -169,7 +178,9 @@ Result<TableState> DumpOnce(Family family, const std::string& table, Part part =
 
 }  // namespace
 
-Status Kernel::Apply(const Transaction& tx) {
+Status Kernel::Apply(const Transaction& tx) { return Apply(tx, nullptr); }
+
+Status Kernel::Apply(const Transaction& tx, UniqueFd* keep) {
   if (tx.empty()) return Status::Ok();
   constexpr uint32_t kBegin = 1;
   WEFT_ASSIGN_OR_RETURN(std::vector<Message> msgs, EncodeOps(tx, kBegin + 1));
@@ -188,26 +199,29 @@ Status Kernel::Apply(const Transaction& tx) {
 
   WEFT_ASSIGN_OR_RETURN(Socket s, Open());
   const std::string what = "transaction on table " + FamilyName(tx.family()) + " " + tx.table();
-  // The whole batch is one datagram: the socket's send buffer must hold it.
-  int size = static_cast<int>(batch.size()) + 4096;
-  if (setsockopt(mnl_socket_get_fd(s.get()), SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof size) < 0)
-    (void)setsockopt(mnl_socket_get_fd(s.get()), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+  // The whole batch is one datagram: the socket's send buffer must hold it
+  // (the default holds more than 64 KiB).
+  if (batch.size() > 64 * 1024) {
+    int size = static_cast<int>(batch.size()) + 4096;
+    if (setsockopt(mnl_socket_get_fd(s.get()), SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof size) < 0)
+      (void)setsockopt(mnl_socket_get_fd(s.get()), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+  }
   if (mnl_socket_sendto(s.get(), batch.data(), batch.size()) < 0) return OpError("send " + what, errno);
 
   // Answers: an error for each failing message, then the last message's
   // acknowledgement (or its error).
-  std::vector<char> buf(kRecvBuf);
+  char* buf = RecvBuf();
   Status first;
   size_t first_op = 0;
   int errors = 0;
   for (bool done = false; !done;) {
-    const ssize_t n = mnl_socket_recvfrom(s.get(), buf.data(), buf.size());
+    const ssize_t n = mnl_socket_recvfrom(s.get(), buf, kRecvBuf);
     if (n < 0) {
       if (!first.ok()) break;  // ENOBUFS after errors: the first one is what counts
       return OpError("read the answer to " + what, errno);
     }
     int len = static_cast<int>(n);
-    for (auto* nlh = reinterpret_cast<const nlmsghdr*>(buf.data()); mnl_nlmsg_ok(nlh, len);
+    for (auto* nlh = reinterpret_cast<const nlmsghdr*>(buf); mnl_nlmsg_ok(nlh, len);
          nlh = mnl_nlmsg_next(nlh, &len)) {
       if (nlh->nlmsg_type != NLMSG_ERROR) continue;
       const auto* err = static_cast<const nlmsgerr*>(mnl_nlmsg_get_payload(nlh));
@@ -222,6 +236,9 @@ Status Kernel::Apply(const Transaction& tx) {
       if (seq == last || seq == kBegin || seq == last + 1) done = true;
     }
   }
+  // The socket outlives this call in a duplicate: its release after a
+  // commit that deleted objects waits for their destruction.
+  if (keep) *keep = UniqueFd(fcntl(mnl_socket_get_fd(s.get()), F_DUPFD_CLOEXEC, 0));
   if (first.ok()) return first;
   std::string what_failed = first.msg();
   if (first_op) {
@@ -243,6 +260,104 @@ Status Kernel::Apply(const Transaction& tx) {
 
 Result<TableState> Kernel::Dump(Family family, const std::string& table) {
   return RetryInterruptedNftDump<TableState>([&] { return DumpOnce(family, table); });
+}
+
+namespace {
+
+// One request of `family` and its answer read to the end, every message
+// decoded into `state` (only `table`'s objects kept). An absent table, chain
+// or set is the kernel's ENOENT.
+Status Ask(Family family, const std::string& table, uint16_t type, uint16_t flags, const std::string& what,
+           const std::function<void(nlmsghdr*)>& payload, TableState* state, bool rule_exprs = true) {
+  WEFT_ASSIGN_OR_RETURN(Socket s, Open());
+  WEFT_RETURN_IF_ERROR(Send(s.get(), Request(type, family, NLM_F_REQUEST | flags, 1, payload), what));
+  state->family = family;
+  return ReadDump(s.get(), what, [&](const nlmsghdr* nlh) -> Status {
+    TableState one;
+    WEFT_RETURN_IF_ERROR(DecodeMessage(nlh, &one, rule_exprs));
+    if (one.table.name != table) return Status::Ok();
+    state->table.name = table;
+    for (auto& c : one.chains) state->chains.push_back(std::move(c));
+    for (auto& r : one.rules) state->rules.push_back(std::move(r));
+    for (auto& [set, elems] : one.elements)
+      for (auto& e : elems) state->elements[set].push_back(std::move(e));
+    return Status::Ok();
+  });
+}
+
+SetPtr NamedSet(const std::string& table, const std::string& set) {
+  SetPtr q(nftnl_set_alloc());
+  nftnl_set_set_str(q.get(), NFTNL_SET_TABLE, table.c_str());
+  nftnl_set_set_str(q.get(), NFTNL_SET_NAME, set.c_str());
+  return q;
+}
+
+}  // namespace
+
+Result<bool> Kernel::TableExists(Family family, const std::string& table) {
+  TablePtr t(nftnl_table_alloc());
+  nftnl_table_set_str(t.get(), NFTNL_TABLE_NAME, table.c_str());
+  TableState state;
+  Status st = Ask(family, table, NFT_MSG_GETTABLE, NLM_F_ACK, "get table " + FamilyName(family) + " " + table,
+                  [&](nlmsghdr* n) { nftnl_table_nlmsg_build_payload(n, t.get()); }, &state);
+  if (!st.ok() && st.sys_errno() == ENOENT) return false;
+  if (!st.ok()) return st;
+  return !state.table.name.empty();
+}
+
+Result<std::vector<Chain>> Kernel::Chains(Family family, const std::string& table) {
+  return RetryInterruptedNftDump<std::vector<Chain>>([&]() -> Result<std::vector<Chain>> {
+    ChainPtr c(nftnl_chain_alloc());
+    nftnl_chain_set_str(c.get(), NFTNL_CHAIN_TABLE, table.c_str());
+    TableState state;
+    WEFT_RETURN_IF_ERROR(Ask(family, table, NFT_MSG_GETCHAIN, NLM_F_DUMP,
+                             "list chains " + FamilyName(family) + " " + table,
+                             [&](nlmsghdr* n) { nftnl_chain_nlmsg_build_payload(n, c.get()); }, &state));
+    return std::move(state.chains);
+  });
+}
+
+Result<std::vector<Rule>> Kernel::RuleHeads(Family family, const std::string& table, const std::string& chain) {
+  return RetryInterruptedNftDump<std::vector<Rule>>([&]() -> Result<std::vector<Rule>> {
+    RulePtr r(nftnl_rule_alloc());
+    nftnl_rule_set_str(r.get(), NFTNL_RULE_TABLE, table.c_str());
+    if (!chain.empty()) nftnl_rule_set_str(r.get(), NFTNL_RULE_CHAIN, chain.c_str());
+    TableState state;
+    WEFT_RETURN_IF_ERROR(Ask(family, table, NFT_MSG_GETRULE, NLM_F_DUMP,
+                             "list rules " + FamilyName(family) + " " + table + (chain.empty() ? "" : " " + chain),
+                             [&](nlmsghdr* n) { nftnl_rule_nlmsg_build_payload(n, r.get()); }, &state,
+                             /*rule_exprs=*/false));
+    std::vector<Rule> out;
+    for (auto& rule : state.rules)
+      if (chain.empty() || rule.chain == chain) out.push_back(std::move(rule));
+    return out;
+  });
+}
+
+Result<std::vector<Element>> Kernel::SetElements(Family family, const std::string& table, const std::string& set) {
+  return RetryInterruptedNftDump<std::vector<Element>>([&]() -> Result<std::vector<Element>> {
+    SetPtr q = NamedSet(table, set);
+    TableState state;
+    WEFT_RETURN_IF_ERROR(Ask(family, table, NFT_MSG_GETSETELEM, NLM_F_DUMP,
+                             "list set " + FamilyName(family) + " " + table + " " + set,
+                             [&](nlmsghdr* n) { nftnl_set_elems_nlmsg_build_payload(n, q.get()); }, &state));
+    return std::move(state.elements[set]);
+  });
+}
+
+Result<bool> Kernel::HasElement(Family family, const std::string& table, const std::string& set,
+                                const std::string& key) {
+  SetPtr q = NamedSet(table, set);
+  nftnl_set_elem* e = nftnl_set_elem_alloc();
+  nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, key.data(), static_cast<uint32_t>(key.size()));
+  nftnl_set_elem_add(q.get(), e);
+  TableState state;
+  Status st = Ask(family, table, NFT_MSG_GETSETELEM, NLM_F_ACK,
+                  "get an element of set " + FamilyName(family) + " " + table + " " + set,
+                  [&](nlmsghdr* n) { nftnl_set_elems_nlmsg_build_payload(n, q.get()); }, &state);
+  if (!st.ok() && st.sys_errno() == ENOENT) return false;
+  if (!st.ok()) return st;
+  return !state.elements[set].empty();
 }
 
 Result<std::vector<NamedCounter>> Kernel::Counters(Family family, const std::string& table) {

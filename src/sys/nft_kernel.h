@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "base/unique_fd.h"
 #include "sys/nft_types.h"
 
 namespace weft::sys::nft {
@@ -25,10 +26,31 @@ namespace weft::sys::nft {
 class Kernel : public Backend {
  public:
   Status Apply(const Transaction& tx) override;
+  // With `keep`, a duplicate of the socket is left there instead of the
+  // socket closed: closing an nfnetlink socket right after a commit that
+  // deleted objects waits for their destruction (an RCU grace period,
+  // ~10 ms); a caller with other slow kernel work closes it after that.
+  Status Apply(const Transaction& tx, UniqueFd* keep);
   Result<TableState> Dump(Family family, const std::string& table) override;
   // Only the table's named counters (a metrics scrape: no sets, elements
   // or rules read); NotFound when the table does not exist.
   Result<std::vector<NamedCounter>> Counters(Family family, const std::string& table);
+
+  // Narrow reads, one request each (the plugin's checks). Absent is the
+  // kernel's ENOENT (NotFound) unless said otherwise.
+  // Whether the table exists (absent: false).
+  Result<bool> TableExists(Family family, const std::string& table);
+  // The table's chains, hooks and all.
+  Result<std::vector<Chain>> Chains(Family family, const std::string& table);
+  // The rules of the table (only `chain`'s when it is not empty) without
+  // their expressions: chain, handle and comment, so a rule of any table
+  // reads.
+  Result<std::vector<Rule>> RuleHeads(Family family, const std::string& table, const std::string& chain = "");
+  // Every element of one set.
+  Result<std::vector<Element>> SetElements(Family family, const std::string& table, const std::string& set);
+  // Whether a plain (non-interval) set holds exactly `key`: one request, no
+  // dump (absent table, set or element: false).
+  Result<bool> HasElement(Family family, const std::string& table, const std::string& set, const std::string& key);
 };
 
 }  // namespace weft::sys::nft

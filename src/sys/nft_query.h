@@ -1,43 +1,24 @@
 #pragma once
-// Read-only nftables queries over raw nfnetlink (the shared stack of
-// sys/nfnetlink.h, as nft_set.h and conntrack.h use it). The plugin
-// uses this to check, in tens of microseconds, whether a ruleset it owns is
-// already in place, so it only pays for `nft -f` when something is missing.
+// Read-only nftables queries, through the typed layer's narrow reads
+// (sys/nft_kernel.h: libnftnl, one request each). The plugin uses them to
+// check, in tens of microseconds, whether a ruleset it owns is already in
+// place, so it only installs what is missing. The family enum here is the
+// layer's too (nft::Family).
 
-#include <cerrno>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
+#include "sys/nft_family.h"
 
 namespace weft::sys {
-
-enum class NftFamily { kIp = 2, kIp6 = 10, kInet = 1, kBridge = 7, kNetdev = 5 };
 
 struct NftRuleInfo {
   std::string chain;
   uint64_t handle = 0;
   std::string comment;
 };
-
-// The kernel interrupts an nftables dump (NLM_F_DUMP_INTR, seen as EINTR)
-// when another process commits a ruleset meanwhile, as concurrent plugins
-// and weftd do. A dump only reads, so this layer reads it again, up to
-// kNftDumpAttempts times in all; only a dump interrupted every time is an
-// error (EINTR, and the attempts named). Every dump below goes through
-// RetryInterruptedNftDump: callers never repeat one.
-inline constexpr int kNftDumpAttempts = 5;
-
-template <typename T>
-Result<T> RetryInterruptedNftDump(const std::function<Result<T>()>& dump) {
-  Result<T> r = dump();
-  for (int i = 1; i < kNftDumpAttempts && !r.ok() && r.status().sys_errno() == EINTR; ++i) r = dump();
-  if (!r.ok() && r.status().sys_errno() == EINTR)
-    return r.status().WithPrefix("interrupted by concurrent changes " + std::to_string(kNftDumpAttempts) + " times");
-  return r;
-}
 
 // The rules of `table` (only `chain`'s when it is not empty), in chain order,
 // with their handles and comments. A missing table or chain yields an empty

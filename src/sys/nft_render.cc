@@ -563,8 +563,23 @@ std::string SetText(const Set& s, const std::vector<Element>* elems) {
   std::string t = "\t" + SetKeyword(s) + s.name + " {\n";
   for (const auto& l : SetLines(s)) t += "\t\t" + l + "\n";
   if (elems && !elems->empty()) {
+    // nft's lines of elements: by the key's type, five numbers (ports,
+    // protocols, marks, integers), two IPv4 addresses, or one of anything
+    // else (IPv6 addresses, names, concatenations) to a line.
+    const auto fields = ConcatFields(s.key_type);
+    size_t per_line = 1;
+    if (fields.size() == 1) {
+      const DataType k = fields[0];
+      if (k == kTypeInetService || k == kTypeInetProto || k == kTypeMark || k == kTypeInteger) per_line = 5;
+      if (k == kTypeIpv4) per_line = 2;
+    }
     std::string list;
-    for (const auto& e : ElementTexts(s, *elems)) list += (list.empty() ? "" : ", ") + e;
+    size_t n = 0;
+    for (const auto& e : ElementTexts(s, *elems)) {
+      if (n > 0) list += n % per_line == 0 ? ",\n\t\t\t     " : ", ";
+      list += e;
+      ++n;
+    }
     t += "\t\telements = { " + list + " }\n";
   }
   return t + "\t}\n";

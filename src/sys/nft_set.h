@@ -17,6 +17,7 @@
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "sys/nft_query.h"
+#include "sys/nft_types.h"
 
 namespace weft::sys {
 
@@ -104,6 +105,9 @@ struct NftChange {
 // after that work, and the wait has passed by then.
 Status NftApply(NftFamily family, const std::string& table, const std::vector<NftChange>& changes,
                 UniqueFd* keep = nullptr);
+// The typed transaction (sys/nft_types.h) NftApply sends for `changes`:
+// runs of element changes to one set become one op.
+nft::Transaction NftTransaction(NftFamily family, const std::string& table, const std::vector<NftChange>& changes);
 
 // Whether `table` exists.
 Result<bool> NftTableExists(NftFamily family, const std::string& table);

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "base/status.h"
-#include "sys/nft_query.h"
+#include "sys/nft_family.h"
 
 namespace weft::sys::nft {
 

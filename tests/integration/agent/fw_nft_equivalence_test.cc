@@ -1,0 +1,135 @@
+// The plugin's firewall tables built by the nftables layer against the text
+// path each replaced (fw_text.h, a fixture): applied in two network
+// namespaces the test creates, `nft -f` of the old script in one and the
+// layer's transaction in the other, the kernel holds the same table, object
+// for object (sets with nft's metadata, elements, rules expression for
+// expression) and as `nft list table` prints it; and a node that ran the old
+// path takes the new one over in one transaction.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <tuple>
+
+#include "fw/masquerade.h"
+#include "fw_text.h"
+#include "sys/netns.h"
+#include "sys/nft_kernel.h"
+#include "sys/nft_render.h"
+#include "testutil/netns_fixture.h"
+
+namespace weft::fw {
+namespace {
+
+using sys::nft::Family;
+using sys::nft::Kernel;
+using sys::nft::TableState;
+using weft::testing::TestNetns;
+
+class FwNftEquivalenceTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = weft::testing::TempDir("fwequiv"); }
+  void TearDown() override { weft::testing::RemoveTree(dir_); }
+
+  Status Apply(const TestNetns& ns, const sys::nft::Transaction& tx) {
+    auto h = sys::Netns::Open(ns.path());
+    if (!h.ok()) return h.status();
+    return sys::RunInNetns(*h, [&] { return Kernel().Apply(tx); });
+  }
+  void ApplyText(const TestNetns& ns, const std::string& script) {
+    const std::string path = dir_ + "/script.nft";
+    std::ofstream(path) << script;
+    std::string out;
+    ASSERT_EQ(ns.Exec({"nft", "-f", path}, &out), 0) << out << "\n" << script;
+  }
+  Result<TableState> Dump(const TestNetns& ns, Family f, const std::string& table) {
+    auto h = sys::Netns::Open(ns.path());
+    if (!h.ok()) return h.status();
+    Result<TableState> r = sys::nft::OpError("not run", EINVAL);
+    Status st = sys::RunInNetns(*h, [&] {
+      r = Kernel().Dump(f, table);
+      return Status::Ok();
+    });
+    if (!st.ok()) return st;
+    return r;
+  }
+  std::string List(const TestNetns& ns, const std::string& family, const std::string& table) {
+    std::string out;
+    EXPECT_EQ(ns.Exec({"nft", "list", "table", family, table}, &out), 0) << out;
+    return out;
+  }
+  // Handles and element order are the kernel's.
+  static TableState Normal(TableState t) {
+    for (auto& r : t.rules) r.handle = 0;
+    for (auto& [set, elems] : t.elements)
+      std::sort(elems.begin(), elems.end(), [](const auto& a, const auto& b) {
+        return std::tie(a.key, a.flags) < std::tie(b.key, b.flags);
+      });
+    return t;
+  }
+  // The two tables agree object for object and as nft lists them.
+  void ExpectSame(const TestNetns& text, const TestNetns& layer, Family f, const std::string& family,
+                  const std::string& table) {
+    const std::string listed = List(layer, family, table);
+    EXPECT_EQ(List(text, family, table), listed);
+    auto a = Dump(text, f, table), b = Dump(layer, f, table);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    const TableState na = Normal(*a), nb = Normal(*b);
+    EXPECT_EQ(na.sets, nb.sets);
+    EXPECT_EQ(na.elements, nb.elements);
+    EXPECT_EQ(na.chains, nb.chains);
+    EXPECT_EQ(na.counters, nb.counters);
+    ASSERT_EQ(na.rules.size(), nb.rules.size());
+    for (size_t i = 0; i < na.rules.size(); ++i)
+      EXPECT_EQ(na.rules[i], nb.rules[i]) << "rule " << i << ": " << sys::nft::RenderRule(f, na.rules[i]) << " vs "
+                                          << sys::nft::RenderRule(f, nb.rules[i]);
+    // The layer's rendering of what it read is nft's listing.
+    EXPECT_EQ(sys::nft::RenderTable(*b), listed);
+  }
+  std::string dir_;
+};
+
+MasqueradeSpec Spec(bool dual) {
+  MasqueradeSpec s;
+  s.network = "weft";
+  s.pod_ranges = {*IpPrefix::Parse("10.244.2.0/24")};
+  s.no_masq = {*IpPrefix::Parse("10.244.0.0/16"), *IpPrefix::Parse("192.168.0.0/16"),
+               *IpPrefix::Parse("255.255.255.0/24")};  // a range to the family's last address
+  if (dual) {
+    s.pod_ranges.push_back(*IpPrefix::Parse("fd00:10:244:2::/64"));
+    s.no_masq.push_back(*IpPrefix::Parse("fd00:10:244::/48"));
+    s.no_masq.push_back(*IpPrefix::Parse("fd00:10:96::/112"));
+  }
+  return s;
+}
+
+TEST_F(FwNftEquivalenceTest, MasqueradeTheLayerBuildsTheTableTheTextPathBuilt) {
+  for (bool dual : {false, true}) {
+    SCOPED_TRACE(dual ? "dual stack" : "IPv4");
+    TestNetns text("fwmasqtext"), layer("fwmasqlayer");
+    ApplyText(text, weft::testing::MasqueradeText(Spec(dual)));
+    ASSERT_TRUE(Apply(layer, NftMasqueradeTransaction(Spec(dual))).ok());
+    ExpectSame(text, layer, Family::kInet, "inet", NftTableName("weft"));
+  }
+}
+
+TEST_F(FwNftEquivalenceTest, MasqueradeTakesTheTextPathsTableOverAndRemovesIt) {
+  TestNetns ns("fwmasqup");
+  auto old = Spec(false);
+  old.pod_ranges = {*IpPrefix::Parse("10.244.9.0/24")};
+  ApplyText(ns, weft::testing::MasqueradeText(old));
+  ASSERT_TRUE(Apply(ns, NftMasqueradeTransaction(Spec(true))).ok());
+  TestNetns fresh("fwmasqfresh");
+  ASSERT_TRUE(Apply(fresh, NftMasqueradeTransaction(Spec(true))).ok());
+  EXPECT_EQ(List(ns, "inet", NftTableName("weft")), List(fresh, "inet", NftTableName("weft")));
+  ASSERT_TRUE(Apply(ns, NftMasqueradeRemoval(Spec(true))).ok());
+  auto gone = Dump(ns, Family::kInet, NftTableName("weft"));
+  EXPECT_EQ(gone.status().sys_errno(), ENOENT) << gone.status().ToString();
+  EXPECT_TRUE(Apply(ns, NftMasqueradeRemoval(Spec(true))).ok());  // none there: no error
+}
+
+}  // namespace
+}  // namespace weft::fw

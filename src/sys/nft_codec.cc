@@ -13,6 +13,7 @@
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -38,16 +39,22 @@ Status Malformed(const std::string& what) {
 }
 
 // One message: header, then `payload(nlh)`.
-// Built in one scratch buffer per thread, never cleared: libnftnl writes
-// every byte of the message it reports (header, attributes, padding), and
-// a buffer made and zeroed per message cost the plugin page faults and a
-// 64 KiB memset each.
+// Built in one scratch buffer per thread, zeroed once and then only where a
+// message was written: a buffer made and zeroed whole per message cost the
+// plugin page faults and a 64 KiB memset each. Zero matters: libmnl 1.0.4
+// leaves attribute padding as it finds it, and libnftnl writes objref's
+// name without its NUL (the kernel's own dumps carry one), so stale bytes
+// in the padding would become part of the name wherever a request is read
+// back (AsDumped, the fake); under ASan the heap is never zero, and
+// nft_layer_test saw "dropped" come back as "dropped\xe60".
 template <typename F>
 std::string Build(uint16_t type, Family family, uint16_t flags, uint32_t seq, F payload) {
-  thread_local std::unique_ptr<char[]> scratch(new char[kMsgBuf]);
+  thread_local std::unique_ptr<char[]> scratch(new char[kMsgBuf]());
   nlmsghdr* nlh = nftnl_nlmsg_build_hdr(scratch.get(), type, static_cast<uint16_t>(family), flags, seq);
   payload(nlh);
-  return std::string(scratch.get(), nlh->nlmsg_len);
+  std::string out(scratch.get(), nlh->nlmsg_len);
+  std::memset(scratch.get(), 0, std::min<size_t>(NLMSG_ALIGN(out.size()), kMsgBuf));
+  return out;
 }
 
 // Only a jump or goto carries a chain (libnftnl mis-parses any other
@@ -702,10 +709,78 @@ Status DecodeAligned(const nlmsghdr* nlh, TableState* into, bool rule_exprs) {
 }
 }  // namespace
 
+namespace {
+// Calls `f` for each attribute in [first, end).
+template <typename F>
+void ForEachAttr(const void* first, const void* end, F f) {
+  const char* stop = static_cast<const char*>(end);
+  for (auto* a = static_cast<const nlattr*>(first);
+       mnl_attr_ok(a, static_cast<int>(stop - reinterpret_cast<const char*>(a))); a = mnl_attr_next(a))
+    f(a);
+}
+
+const char* PayloadEnd(const nlattr* a) {
+  return static_cast<const char*>(mnl_attr_get_payload(a)) + mnl_attr_get_payload_len(a);
+}
+
+void CopyAttr(nlmsghdr* out, const nlattr* a) {
+  mnl_attr_put(out, a->nla_type, mnl_attr_get_payload_len(a), mnl_attr_get_payload(a));
+}
+
+// One expression of a rule, with objref's names ending in NUL.
+void CopyExpr(nlmsghdr* out, const nlattr* elem) {
+  std::string name;
+  ForEachAttr(mnl_attr_get_payload(elem), PayloadEnd(elem), [&](const nlattr* a) {
+    if (mnl_attr_get_type(a) == NFTA_EXPR_NAME)
+      name.assign(static_cast<const char*>(mnl_attr_get_payload(a)), strnlen(static_cast<const char*>(mnl_attr_get_payload(a)), mnl_attr_get_payload_len(a)));
+  });
+  nlattr* nest = mnl_attr_nest_start(out, mnl_attr_get_type(elem));
+  ForEachAttr(mnl_attr_get_payload(elem), PayloadEnd(elem), [&](const nlattr* a) {
+    if (name != "objref" || mnl_attr_get_type(a) != NFTA_EXPR_DATA) return CopyAttr(out, a);
+    nlattr* data = mnl_attr_nest_start(out, NFTA_EXPR_DATA);
+    ForEachAttr(mnl_attr_get_payload(a), PayloadEnd(a), [&](const nlattr* d) {
+      const uint16_t t = mnl_attr_get_type(d);
+      if (t != NFTA_OBJREF_IMM_NAME && t != NFTA_OBJREF_SET_NAME) return CopyAttr(out, d);
+      const auto* p = static_cast<const char*>(mnl_attr_get_payload(d));
+      mnl_attr_put_strz(out, t, std::string(p, strnlen(p, mnl_attr_get_payload_len(d))).c_str());
+    });
+    mnl_attr_nest_end(out, data);
+  });
+  mnl_attr_nest_end(out, nest);
+}
+
+// A rule as the kernel dumps it: libnftnl writes objref's names without
+// their NUL (mnl_attr_put_str; the kernel takes the length) and reads them
+// back up to the first NUL, while the kernel's dump carries one
+// (nla_put_string), so a request read as a dump would take whatever follows
+// the name as part of it.
+std::string RuleAsDumped(const std::string& msg) {
+  const auto* in = reinterpret_cast<const nlmsghdr*>(msg.data());
+  // Each expression is more than 4 bytes, and grows by at most 4 (a NUL
+  // where the name filled its padding).
+  std::string buf(2 * msg.size(), '\0');
+  auto* out = reinterpret_cast<nlmsghdr*>(buf.data());
+  const size_t head = NLMSG_LENGTH(sizeof(nfgenmsg));
+  std::memcpy(out, in, head);
+  out->nlmsg_len = static_cast<uint32_t>(NLMSG_ALIGN(head));
+  const char* payload_end = msg.data() + in->nlmsg_len;
+  ForEachAttr(mnl_nlmsg_get_payload_offset(in, sizeof(nfgenmsg)), payload_end, [&](const nlattr* a) {
+    if (mnl_attr_get_type(a) != NFTA_RULE_EXPRESSIONS) return CopyAttr(out, a);
+    nlattr* exprs = mnl_attr_nest_start(out, NFTA_RULE_EXPRESSIONS);
+    ForEachAttr(mnl_attr_get_payload(a), PayloadEnd(a), [&](const nlattr* e) { CopyExpr(out, e); });
+    mnl_attr_nest_end(out, exprs);
+  });
+  buf.resize(out->nlmsg_len);
+  return buf;
+}
+}  // namespace
+
 std::string AsDumped(std::string msg) {
   if (msg.size() < NLMSG_LENGTH(sizeof(nfgenmsg))) return msg;
   auto* nlh = reinterpret_cast<nlmsghdr*>(msg.data());
-  if (nlh->nlmsg_len > msg.size() || NFNL_MSG_TYPE(nlh->nlmsg_type) != NFT_MSG_NEWSETELEM) return msg;
+  if (nlh->nlmsg_len > msg.size()) return msg;
+  if (NFNL_MSG_TYPE(nlh->nlmsg_type) == NFT_MSG_NEWRULE) return RuleAsDumped(msg);
+  if (NFNL_MSG_TYPE(nlh->nlmsg_type) != NFT_MSG_NEWSETELEM) return msg;
   char* tail = static_cast<char*>(mnl_nlmsg_get_payload_tail(nlh));
   for (auto* a = static_cast<nlattr*>(mnl_nlmsg_get_payload_offset(nlh, sizeof(nfgenmsg)));
        mnl_attr_ok(a, static_cast<int>(tail - reinterpret_cast<char*>(a))); a = mnl_attr_next(a)) {

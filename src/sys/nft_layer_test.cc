@@ -70,6 +70,7 @@ Transaction Everything() {
   Transaction tx(Family::kInet, "wtest");
   tx.Add(Table{"wtest"});
   tx.Add(NamedCounter{"dropped", 0, 0});
+  tx.Add(NamedCounter{"seen", 0, 0});  // a name that fills its attribute: no padding to end it
   for (const Set& s : {Peers4(), Ranges(), PodsOn(), Vmap(), Timed(), Natmap()}) tx.Add(s);
   tx.Add(Chain{"vxlan", std::nullopt});
   tx.Add(Chain{"other", std::nullopt});
@@ -99,6 +100,7 @@ Transaction Everything() {
                                                       Immediate{NFT_REG_1, V4("10.1.0.1")}, Immediate{NFT_REG_2, Be16(80)},
                                                       Nat{NFT_NAT_DNAT, false, NFPROTO_IPV4, NFT_REG_1, NFT_REG_2, 0}}});
   tx.Add(Rule{"nat", {Nat{0, true, 0, 0, 0, NF_NAT_RANGE_PROTO_RANDOM_FULLY}}});
+  tx.Add(Rule{"other", {CounterRef{"seen"}, Verdict{NF_ACCEPT, ""}}});
   tx.Add(Elements{"peers4", {Element{V4("192.0.2.1")}, Element{V4("192.0.2.2")}}});
   tx.Add(Elements{"ranges", {Element{V4("10.0.0.0")}, Element{V4("10.0.1.0"), "", "", std::nullopt, NFT_SET_ELEM_INTERVAL_END}}});
   tx.Add(Elements{"pods4-on", {Element{V4("10.2.0.0") + Ifname("up0"), V4("10.2.0.255") + Ifname("up0")}}});
@@ -221,7 +223,7 @@ TEST(NftRender, RulesReadAsNftListsThem) {
   std::vector<std::string> rules;
   for (const Op& op : tx.ops())
     if (const auto* r = std::get_if<Rule>(&op.object)) rules.push_back(RenderRule(Family::kInet, *r));
-  ASSERT_EQ(rules.size(), 8u);
+  ASSERT_EQ(rules.size(), 9u);
   EXPECT_EQ(rules[0], "udp dport 8472 jump vxlan comment \"weft-overlay:abc\"");
   EXPECT_EQ(rules[1], "ip saddr != @peers4 counter name \"dropped\" drop");
   EXPECT_EQ(rules[2], "ip saddr . iifname @pods4-on counter packets 0 bytes 0 return");
@@ -230,6 +232,7 @@ TEST(NftRender, RulesReadAsNftListsThem) {
   EXPECT_EQ(rules[5], "limit rate 10/minute log prefix \"weft: \" group 3 snaplen 128 queue-threshold 1 drop");
   EXPECT_EQ(rules[6], "ip saddr 10.0.0.1 numgen inc mod 2 0 dnat ip to 10.1.0.1:80");
   EXPECT_EQ(rules[7], "masquerade fully-random");
+  EXPECT_EQ(rules[8], "counter name \"seen\" accept");
   // In an ip table there is no nfproto dependency to leave out.
   Rule r{"c", {Payload{NFT_PAYLOAD_NETWORK_HEADER, 16, 4, NFT_REG_1}, Cmp{NFT_CMP_NEQ, V4("10.0.0.2"), NFT_REG_1}}};
   EXPECT_EQ(RenderRule(Family::kIp, r), "ip daddr != 10.0.0.2");

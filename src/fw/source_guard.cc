@@ -4,110 +4,166 @@
 #include <cerrno>
 #include <cstring>
 
+#include <netinet/in.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+
 #include "base/strings.h"
-#include "fw/tool.h"
 #include "sys/files.h"
+#include "sys/nft_build.h"
+#include "sys/nft_kernel.h"
+#include "sys/nft_render.h"
+#include "sys/nft_udata.h"
 
 namespace weft::fw {
 
 namespace {
 
+namespace nft = sys::nft;
+
 std::string TableRef(GuardMode mode) { return std::string("netdev ") + GuardTable(mode); }
 
-// The objects each table holds (added when missing, never flushed).
-std::string Objects(GuardMode mode) {
-  std::string s;
-  s += "  counter spoofed4 {}\n";
-  s += "  counter spoofed6 {}\n";
-  if (mode == GuardMode::kBridge) {
-    s += "  counter spoofed-mac {}\n";
-    s += "  set mac { type ifname . ether_addr; }\n";
-    s += "  set addr4 { type ifname . ipv4_addr; }\n";
-    s += "  set addr6 { type ifname . ipv6_addr; }\n";
-    // A neighbour advertisement's target address (ICMPv6 bytes 8-23): the
-    // same keys as addr6, typed as the raw payload the rule reads.
-    s += "  set nd6 { typeof iifname . @th,64,128; }\n";
-  }
-  s += "  limit drop-log { rate " + std::to_string(kGuardDropLogRate) + "/second burst 100 packets; }\n";
-  s += "  set allow4 { type ifname . ipv4_addr; flags interval; }\n";
-  s += "  set allow6 { type ifname . ipv6_addr; flags interval; }\n";
-  // The ports that have elements in allow4/allow6: a DEL asks this set
-  // (one lookup) instead of dumping both allow sets.
-  s += "  set optouts { type ifname; }\n";
-  return s;
+// The pieces of the shared chains' rules, as nft 1.0.6 encodes the text
+// they were written in before 0.4.0 (agent_guard_nft_equivalence_test
+// compares the two tables object for object).
+using Exprs = std::vector<nft::Expr>;
+Exprs operator+(Exprs a, const Exprs& b) { return nft::Then(std::move(a), b); }
+
+// `meta protocol <ethertype>`: what an IPv4, IPv6 or ARP field needs in netdev.
+Exprs Protocol(uint16_t ethertype) {
+  return {nft::Meta{NFT_META_PROTOCOL, NFT_REG_1}, nft::Cmp{NFT_CMP_EQ, nft::Be16(ethertype), NFT_REG_1}};
+}
+Exprs Ip4() { return Protocol(0x0800); }
+Exprs Ip6() { return Protocol(0x86dd); }
+Exprs Arp() { return Protocol(0x0806); }
+// `meta iiftype ether`: what an ether field needs in netdev.
+Exprs IifEther() {
+  const uint16_t ether = 1;  // ARPHRD_ETHER, host order
+  return {nft::Meta{NFT_META_IIFTYPE, NFT_REG_1},
+          nft::Cmp{NFT_CMP_EQ, std::string(reinterpret_cast<const char*>(&ether), 2), NFT_REG_1}};
+}
+Exprs Icmp6() { return Ip6() + nft::MatchL4proto(IPPROTO_ICMPV6); }
+
+nft::Payload Load(uint32_t base, uint32_t offset, uint32_t len, uint32_t reg = NFT_REG_1) {
+  return nft::Payload{base, offset, len, reg};
+}
+constexpr uint32_t kNh = NFT_PAYLOAD_NETWORK_HEADER, kTh = NFT_PAYLOAD_TRANSPORT_HEADER, kLl = NFT_PAYLOAD_LL_HEADER;
+nft::Cmp Eq(std::string data) { return nft::Cmp{NFT_CMP_EQ, std::move(data), NFT_REG_1}; }
+std::string V6(const char* a) { return nft::AddrBytes(a); }
+
+// `iifname . <field> [!=] @set`: the port and a field, one key.
+Exprs PortAnd(const nft::Payload& field, const std::string& set, bool invert = false) {
+  nft::Payload second = field;
+  second.dreg = NFT_REG32_04;  // after the 16 bytes of the name
+  return {nft::Meta{NFT_META_IIFNAME, NFT_REG32_00}, second,
+          nft::Lookup{.set = set, .sreg = NFT_REG32_00, .invert = invert}};
 }
 
-// The shared chains, name -> rules in order; `pod` comes first and its
-// first rule carries the marker. A port's own chain (PortRules) accepts
-// the pod's own addresses and sends everything else here.
-std::vector<std::pair<std::string, std::vector<std::string>>> PolicyChains(GuardMode mode) {
+nft::Verdict Accept() { return {NF_ACCEPT, ""}; }
+nft::Verdict Goto(const std::string& chain) { return {NFT_GOTO, chain}; }
+
+// `icmpv6 type { nd-router-advert, nd-redirect }`: the anonymous set and
+// the rule's match of it.
+constexpr char kNotRouterSet[] = "__set_not_router";
+nft::Set NotRouterSet() {
+  return nft::Set{.name = kNotRouterSet,
+                  .flags = NFT_SET_ANONYMOUS | NFT_SET_CONSTANT,
+                  .key_type = nft::kTypeIcmp6Type,
+                  .key_len = 1,
+                  .userdata = nft::TypeofSetUserdata(nft::ByteOrder::kBig, nft::TypeofIcmpv6Type())};
+}
+nft::Elements NotRouterElements() {
+  return nft::Elements{kNotRouterSet, {nft::Element{nft::U8(134)}, nft::Element{nft::U8(137)}}};  // RA, redirect
+}
+Exprs NotRouter() { return Icmp6() + Exprs{Load(kTh, 0, 1), nft::Lookup{.set = kNotRouterSet}}; }
+
+// `ip6 saddr fe80::/10 accept`, `ip6 saddr :: ip6 daddr ff02::/16 accept`:
+// link-local sources stay on the link (NDP); duplicate address detection
+// and MLD come before an address exists.
+Exprs LinkLocal() {
+  return Ip6() + Exprs{Load(kNh, 8, 16), nft::Bitwise{NFT_REG_1, NFT_REG_1, 16, V6("ffc0::"), std::string(16, '\0')},
+                       Eq(V6("fe80::")), Accept()};
+}
+Exprs Unspecified() {
+  return Ip6() + Exprs{Load(kNh, 8, 16), Eq(std::string(16, '\0')), Load(kNh, 24, 2), Eq(nft::Be16(0xff02)), Accept()};
+}
+
+struct SharedChain {
+  std::string name;
+  std::vector<Exprs> rules;
+};
+
+// The shared chains in order; `pod` comes first and its first rule carries
+// the marker. A port's own chain (PortRules) accepts the pod's own
+// addresses and sends everything else here.
+std::vector<SharedChain> PolicyChains(GuardMode mode) {
   if (mode == GuardMode::kRouted) {
-    return {
-        {"pod",
-         {
-             // A routed port is point-to-point: what a pod claims in ARP
-             // reaches no other pod (each pod address is routed to its own
-             // port), and the node answers for the gateway by proxy ARP.
-             "meta protocol arp accept",
-             // A pod is no router for its node: on a node that accepts
-             // router advertisements on new interfaces (accept_ra=2), one
-             // from a pod would give the node a default route via the pod.
-             // (From the pod's own global address the port's chain accepts
-             // it, and the kernel ignores it: RAs and redirects come from
-             // link-local sources.)
-             "icmpv6 type { nd-router-advert, nd-redirect } goto drop6",
-             // Link-local sources stay on the link (NDP), but the node's
-             // own gateway address (fe80::1 on every routed port) is not
-             // the pod's; duplicate address detection and MLD come before
-             // an address exists.
-             "ip6 saddr fe80::1 goto drop6",
-             "ip6 saddr fe80::/10 accept",
-             "ip6 saddr :: ip6 daddr ff02::/16 accept",
-             "iifname . ip saddr @allow4 accept",
-             "iifname . ip6 saddr @allow6 accept",
-             "meta protocol ip goto drop4",
-             "meta protocol ip6 goto drop6",
-         }},
-    };
+    return {{"pod",
+             {
+                 // A routed port is point-to-point: what a pod claims in ARP
+                 // reaches no other pod (each pod address is routed to its
+                 // own port), and the node answers for the gateway by proxy ARP.
+                 Arp() + Exprs{Accept()},
+                 // A pod is no router for its node: on a node that accepts
+                 // router advertisements on new interfaces (accept_ra=2),
+                 // one from a pod would give the node a default route via
+                 // the pod. (From the pod's own global address the port's
+                 // chain accepts it, and the kernel ignores it: RAs and
+                 // redirects come from link-local sources.)
+                 NotRouter() + Exprs{Goto("drop6")},
+                 // Link-local sources stay on the link, but the node's own
+                 // gateway address (fe80::1 on every routed port) is not the pod's.
+                 Ip6() + Exprs{Load(kNh, 8, 16), Eq(V6("fe80::1")), Goto("drop6")},
+                 LinkLocal(),
+                 Unspecified(),
+                 Ip4() + PortAnd(Load(kNh, 12, 4), "allow4") + Exprs{Accept()},
+                 Ip6() + PortAnd(Load(kNh, 8, 16), "allow6") + Exprs{Accept()},
+                 Ip4() + Exprs{Goto("drop4")},
+                 Ip6() + Exprs{Goto("drop6")},
+             }}};
   }
   return {
       {"pod",
        {
-           "iifname . ether saddr != @mac goto drop-mac",
-           "ether type arp goto pod-arp",
-           "ether type ip goto pod-ip4",
-           "ether type ip6 goto pod-ip6",
+           IifEther() + PortAnd(Load(kLl, 6, 6), "mac", true) + Exprs{Goto("drop-mac")},
+           IifEther() + Exprs{Load(kLl, 12, 2), Eq(nft::Be16(0x0806)), Goto("pod-arp")},
+           IifEther() + Exprs{Load(kLl, 12, 2), Eq(nft::Be16(0x0800)), Goto("pod-ip4")},
+           IifEther() + Exprs{Load(kLl, 12, 2), Eq(nft::Be16(0x86dd)), Goto("pod-ip6")},
            // VLAN tags, other protocols: a pod speaks IPv4, IPv6 and ARP.
-           "goto drop-mac",
+           {Goto("drop-mac")},
        }},
       {"pod-arp",
        {
            // The sender's hardware and protocol addresses are what a
            // neighbour cache learns: both must be the pod's (an ARP probe
            // claims no address).
-           "iifname . arp saddr ether != @mac goto drop4",
-           "arp saddr ip 0.0.0.0 accept",
-           "iifname . arp saddr ip @addr4 accept",
-           "goto drop4",
+           Arp() + PortAnd(Load(kNh, 8, 6), "mac", true) + Exprs{Goto("drop4")},
+           Arp() + Exprs{Load(kNh, 14, 4), Eq(std::string(4, '\0')), Accept()},
+           Arp() + PortAnd(Load(kNh, 14, 4), "addr4") + Exprs{Accept()},
+           {Goto("drop4")},
        }},
       {"pod-ip4",
        {
-           "iifname . ip saddr @addr4 accept",
-           "iifname . ip saddr @allow4 accept",
-           "goto drop4",
+           Ip4() + PortAnd(Load(kNh, 12, 4), "addr4") + Exprs{Accept()},
+           Ip4() + PortAnd(Load(kNh, 12, 4), "allow4") + Exprs{Accept()},
+           {Goto("drop4")},
        }},
       {"pod-ip6",
        {
            // A pod is no router for its neighbours.
-           "icmpv6 type { nd-router-advert, nd-redirect } goto drop6",
-           // It advertises only its own addresses (link-local ones are
-           // not bound: see docs/security.md).
-           "icmpv6 type nd-neighbor-advert @th,64,16 & 0xffc0 != 0xfe80 iifname . @th,64,128 != @nd6 goto drop6",
-           "ip6 saddr fe80::/10 accept",
-           "ip6 saddr :: ip6 daddr ff02::/16 accept",
-           "iifname . ip6 saddr @addr6 accept",
-           "iifname . ip6 saddr @allow6 accept",
-           "goto drop6",
+           NotRouter() + Exprs{Goto("drop6")},
+           // It advertises only its own addresses (link-local ones are not
+           // bound: see docs/security.md): `icmpv6 type nd-neighbor-advert
+           // @th,64,16 & 0xffc0 != 0xfe80 iifname . @th,64,128 != @nd6`.
+           Icmp6() + Exprs{Load(kTh, 0, 1), Eq(nft::U8(136)), Load(kTh, 8, 2),
+                           nft::Bitwise{NFT_REG_1, NFT_REG_1, 2, nft::Be16(0xffc0), nft::Be16(0)},
+                           nft::Cmp{NFT_CMP_NEQ, nft::Be16(0xfe80), NFT_REG_1}} +
+               PortAnd(Load(kTh, 8, 16), "nd6", true) + Exprs{Goto("drop6")},
+           LinkLocal(),
+           Unspecified(),
+           Ip6() + PortAnd(Load(kNh, 8, 16), "addr6") + Exprs{Accept()},
+           Ip6() + PortAnd(Load(kNh, 8, 16), "allow6") + Exprs{Accept()},
+           {Goto("drop6")},
        }},
   };
 }
@@ -117,29 +173,80 @@ std::vector<std::pair<std::string, std::vector<std::string>>> PolicyChains(Guard
 // kGuardDropLogRate a second for the table (the named limit "drop-log"),
 // then counted and dropped. Over the rate it is dropped unrecorded: the
 // drop never depends on the log.
-std::vector<std::pair<std::string, std::vector<std::string>>> Chains(GuardMode mode) {
+std::vector<SharedChain> Chains(GuardMode mode) {
   auto chains = PolicyChains(mode);
   std::vector<std::pair<std::string, std::string>> drops = {{"drop4", "spoofed4"}, {"drop6", "spoofed6"}};
   if (mode == GuardMode::kBridge) drops.push_back({"drop-mac", "spoofed-mac"});
   for (const auto& [chain, counter] : drops)
     chains.push_back({chain,
-                      {"limit name \"drop-log\" log prefix \"weft-guard " + counter + "\" group " +
-                           std::to_string(kGuardDropLogGroup),
-                       "counter name \"" + counter + "\" drop"}});
+                      {{nft::LimitRef{"drop-log"}, nft::Log{.prefix = "weft-guard " + counter, .group = kGuardDropLogGroup}},
+                       {nft::CounterRef{counter}, nft::Verdict{NF_DROP, ""}}}});
   return chains;
 }
 
+// A set keyed by the port and one more field.
+nft::Set PortSet(const std::string& name, nft::DataType second, uint32_t flags = 0) {
+  const uint32_t len = (nft::DataTypeLen(second) + 3) / 4 * 4;
+  nft::Set s{.name = name, .flags = flags, .key_type = nft::ConcatType({nft::kTypeIfname, second}),
+             .key_len = 16 + len, .userdata = nft::ConcatSetUserdata({})};
+  if (flags & NFT_SET_INTERVAL) s.fields = {16, nft::DataTypeLen(second)};
+  return s;
+}
+
+// The table's objects (added when missing, never flushed).
+void AddObjects(GuardMode mode, nft::Transaction* tx) {
+  tx->Add(nft::NamedCounter{"spoofed4"}).Add(nft::NamedCounter{"spoofed6"});
+  if (mode == GuardMode::kBridge) {
+    tx->Add(nft::NamedCounter{"spoofed-mac"});
+    tx->Add(PortSet("mac", nft::kTypeEther)).Add(PortSet("addr4", nft::kTypeIpv4)).Add(PortSet("addr6", nft::kTypeIpv6));
+    // A neighbour advertisement's target address (ICMPv6 bytes 8-23): the
+    // same keys as addr6, typed as the raw payload the rule reads
+    // (`typeof iifname . @th,64,128`).
+    tx->Add(nft::Set{.name = "nd6", .key_type = nft::ConcatType({nft::kTypeIfname, nft::kTypeInteger}), .key_len = 32,
+                     .userdata = nft::ConcatSetUserdata({nft::TypeofMeta(NFT_META_IIFNAME),
+                                                         nft::TypeofRaw(3, 64, 128)})});
+  }
+  tx->Add(nft::NamedLimit{.name = "drop-log", .rate = kGuardDropLogRate, .unit = 1, .burst = 100,
+                          .type = NFT_LIMIT_PKTS});
+  tx->Add(PortSet("allow4", nft::kTypeIpv4, NFT_SET_INTERVAL | NFT_SET_CONCAT));
+  tx->Add(PortSet("allow6", nft::kTypeIpv6, NFT_SET_INTERVAL | NFT_SET_CONCAT));
+  // The ports that have elements in allow4/allow6: a DEL asks this set
+  // (one lookup) instead of dumping both allow sets.
+  tx->Add(nft::Set{.name = kOptOutSet, .key_type = nft::kTypeIfname, .key_len = 16,
+                   .userdata = nft::SetUserdata(nft::ByteOrder::kHost)});
+}
+
+// The guard's transaction with `marker` as the first rule's comment.
+nft::Transaction Guard(GuardMode mode, const std::string& marker) {
+  nft::Transaction tx(GuardFamily(mode), GuardTable(mode));
+  tx.Add(nft::Table{GuardTable(mode)});
+  AddObjects(mode, &tx);
+  const auto chains = Chains(mode);
+  // Chains first (a goto needs its target); then every shared chain is
+  // emptied and refilled. The ports' chains are not touched.
+  for (const auto& c : chains) tx.Add(nft::Chain{c.name, std::nullopt});
+  for (const auto& c : chains) tx.Flush(nft::Chain{c.name, std::nullopt});
+  for (const auto& c : chains) {
+    for (size_t i = 0; i < c.rules.size(); ++i) {
+      const bool not_router = std::any_of(c.rules[i].begin(), c.rules[i].end(), [](const nft::Expr& x) {
+        const auto* l = std::get_if<nft::Lookup>(&x);
+        return l && l->set == kNotRouterSet;
+      });
+      if (not_router) tx.Add(NotRouterSet()).Add(NotRouterElements());
+      tx.Add(nft::Rule{.chain = c.name, .exprs = c.rules[i], .comment = c.name == "pod" && i == 0 ? marker : ""});
+    }
+  }
+  return tx;
+}
+
+// What the marker hashes: the whole transaction, the ports' rules' shape
+// included (a change to them changes the marker).
 std::string RulesText(GuardMode mode) {
   std::string s = "port chains: ingress priority " + std::to_string(kGuardPortPriority) + "\n";
-  for (const auto& [chain, rules] : Chains(mode)) {
-    s += chain + ":\n";
-    for (const auto& r : rules) s += r + "\n";
-  }
-  // The port chains' rules are part of the ruleset: a change to them
-  // changes the marker.
+  s += nft::RenderTransaction(Guard(mode, ""));
   const IpAddress v4 = *IpAddress::Parse("192.0.2.1"), v6 = *IpAddress::Parse("2001:db8::1");
   for (const auto& r : PortRules(mode, v4, v6)) s += sys::DescribeNftRule(r) + "\n";
-  return Objects(mode) + s;
+  return s;
 }
 
 // Key fields, each padded to 4 bytes as nftables lays out concatenations.
@@ -219,24 +326,7 @@ std::vector<sys::NftRule> PortRules(GuardMode mode, const std::optional<IpAddres
   return rules;
 }
 
-std::string RenderGuard(GuardMode mode) {
-  const std::string t = TableRef(mode);
-  std::string s = "add table " + t + "\n";
-  s += "table " + t + " {\n" + Objects(mode) + "}\n";
-  const auto chains = Chains(mode);
-  // Chains first (a goto needs its target); then every shared chain is
-  // emptied and refilled. The ports' chains are not touched.
-  for (const auto& [chain, rules] : chains) s += "add chain " + t + " " + chain + "\n";
-  for (const auto& [chain, rules] : chains) s += "flush chain " + t + " " + chain + "\n";
-  for (const auto& [chain, rules] : chains) {
-    for (size_t i = 0; i < rules.size(); ++i) {
-      s += "add rule " + t + " " + chain + " " + rules[i];
-      if (chain == "pod" && i == 0) s += " comment \"" + GuardMarker(mode) + "\"";
-      s += "\n";
-    }
-  }
-  return s;
-}
+sys::nft::Transaction GuardTransaction(GuardMode mode) { return Guard(mode, GuardMarker(mode)); }
 
 Status EnsureGuard(GuardMode mode, const std::string& lock_dir, bool* applied) {
   if (applied) *applied = false;
@@ -249,8 +339,7 @@ Status EnsureGuard(GuardMode mode, const std::string& lock_dir, bool* applied) {
   WEFT_ASSIGN_OR_RETURN(auto lock, sys::FileLock::Acquire(lock_dir + "/firewall.lock"));
   WEFT_ASSIGN_OR_RETURN(ok, in_place());  // another process may have won
   if (ok) return Status::Ok();
-  WEFT_ASSIGN_OR_RETURN(auto r, RunTool("nft", {"-f", "-"}, RenderGuard(mode)));
-  if (r.exit_code != 0) return ToolError("nft: install source guard " + TableRef(mode), r);
+  WEFT_RETURN_IF_ERROR(nft::Kernel().Apply(GuardTransaction(mode)).Prefix("install source guard " + TableRef(mode)));
   if (applied) *applied = true;
   return Status::Ok();
 }

@@ -11,8 +11,8 @@
 // a match, and send everything else to the table's shared chain `pod`.
 // Legitimate traffic from a pod evaluates one rule (IPv4) or two (IPv6);
 // only a port's own packets cross its chain, so the per-packet cost does not
-// grow with the number of pods. The shared chains (rendered here, applied
-// once per node by `nft -f`) judge the rest:
+// grow with the number of pods. The shared chains (built here, applied
+// once per node as one nftables transaction) judge the rest:
 //
 //   routed: ARP passes (a routed port is point-to-point); router
 //           advertisements and redirects are dropped; link-local sources,
@@ -39,10 +39,11 @@
 // opt-out for pods that legitimately send other sources (a VPN or router
 // pod), empty unless someone fills them (SetAllowedSources).
 //
-// The shared rules are rendered here (pure, unit-tested); EnsureGuard checks
-// their marker comment with one netlink read and, when it is not in place,
-// applies them with one `nft -f` that creates what is missing and replaces
-// only the shared chains: the ports' chains and the sets survive an upgrade.
+// The shared rules are built here as typed objects (GuardTransaction: pure,
+// unit-tested); EnsureGuard checks their marker comment with one netlink
+// read and, when it is not in place, applies them in one transaction
+// (sys/nft_kernel.h) that creates what is missing and replaces only the
+// shared chains: the ports' chains and the sets survive an upgrade.
 
 #include <cstdint>
 #include <functional>
@@ -52,6 +53,7 @@
 
 #include "base/ip.h"
 #include "base/status.h"
+#include "sys/nft_types.h"
 #include "sys/nft_query.h"
 #include "sys/nft_set.h"
 
@@ -79,9 +81,9 @@ const char* GuardTable(GuardMode mode);
 // The comment of the shared chain's first rule; it encodes a hash of the
 // whole ruleset, the ports' rules' shape included.
 std::string GuardMarker(GuardMode mode);
-// A complete `nft -f` script: adds the table, its counters and sets when
+// One transaction: adds the table, its counters, limit and sets when
 // missing (keeping their elements), and replaces the shared chains' rules.
-std::string RenderGuard(GuardMode mode);
+sys::nft::Transaction GuardTransaction(GuardMode mode);
 
 // The rules of a port's own chain: accept the pod's addresses (bridge mode:
 // not ICMPv6), send the rest to `pod`. A bridge port's MAC is enforced by
@@ -92,7 +94,7 @@ std::vector<sys::NftRule> PortRules(GuardMode mode, const std::optional<IpAddres
 
 // Installs the mode's shared chains unless their marker is in place.
 // `lock_dir` holds firewall.lock, which serialises the rare rebuilds between
-// processes. `applied` (optional) tells whether this call ran `nft -f`:
+// processes. `applied` (optional) tells whether this call applied it:
 // the table may have been created anew, without the chains of existing
 // pods (the caller binds them again: BindPorts).
 Status EnsureGuard(GuardMode mode, const std::string& lock_dir, bool* applied = nullptr);

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include "sys/nft_build.h"
+#include "sys/nft_fake.h"
+#include "sys/nft_render.h"
+
 namespace weft::fw {
 namespace {
 
@@ -11,8 +15,11 @@ std::string Bytes(std::initializer_list<int> b) {
   return s;
 }
 
+// The guard's transaction as the nft script that does the same.
+std::string Script(GuardMode mode) { return sys::nft::RenderTransaction(GuardTransaction(mode)); }
+
 TEST(SourceGuard, RoutedSharedChainsJudgeWhatThePortChainDoesNotAccept) {
-  const std::string s = RenderGuard(GuardMode::kRouted);
+  const std::string s = Script(GuardMode::kRouted);
   EXPECT_EQ(s.find("add table netdev weft-guard\n"), 0u) << s;
   // Created when missing, never deleted: the ports' chains and the opt-out
   // elements survive; no shared chain has a hook (only the ports' do).
@@ -31,7 +38,7 @@ TEST(SourceGuard, RoutedSharedChainsJudgeWhatThePortChainDoesNotAccept) {
   // Whatever is left of IPv4 and IPv6 is dropped through the logged chains.
   EXPECT_LT(s.find("iifname . ip saddr @allow4 accept"), s.find("meta protocol ip goto drop4")) << s;
   EXPECT_NE(s.find("add rule netdev weft-guard drop6 counter name \"spoofed6\" drop"), std::string::npos) << s;
-  // The chains are emptied before they are refilled, in the same script.
+  // The chains are emptied before they are refilled, in the same transaction.
   EXPECT_LT(s.find("flush chain netdev weft-guard pod"), s.find("add rule netdev weft-guard pod"));
   EXPECT_EQ(s.find("@mac"), std::string::npos);
 }
@@ -58,22 +65,44 @@ TEST(SourceGuard, BridgePortChainLeavesIcmpv6AndForeignMacsToTheSharedChain) {
   EXPECT_EQ(sys::DescribeNftRule(rules[2]), "goto pod");
   // What reaches the shared chain from a foreign MAC is dropped first (the
   // bridge drops the rest: the port is locked to the pod's MAC).
-  EXPECT_NE(RenderGuard(GuardMode::kBridge).find("add rule netdev weft-guard-bridge pod iifname . ether saddr != @mac "
+  EXPECT_NE(Script(GuardMode::kBridge).find("add rule netdev weft-guard-bridge pod iifname . ether saddr != @mac "
                                                  "goto drop-mac comment"),
             std::string::npos);
 }
 
 TEST(SourceGuard, BridgeBindsEachPortByElements) {
-  const std::string s = RenderGuard(GuardMode::kBridge);
+  const std::string s = Script(GuardMode::kBridge);
   EXPECT_EQ(s.find("add table netdev weft-guard-bridge\n"), 0u) << s;
-  for (const char* want : {"set mac { type ifname . ether_addr; }", "set addr4 { type ifname . ipv4_addr; }",
-                           "set nd6 { typeof iifname . @th,64,128; }",
+  for (const char* want : {"add set netdev weft-guard-bridge mac { type ifname . ether_addr; }",
+                           "add set netdev weft-guard-bridge addr4 { type ifname . ipv4_addr; }",
+                           "add set netdev weft-guard-bridge nd6 { typeof iifname . @th,64,128; }",
+                           "add limit netdev weft-guard-bridge drop-log { rate 1000/second burst 100 packets; }",
                            "add rule netdev weft-guard-bridge pod iifname . ether saddr != @mac",
                            "add rule netdev weft-guard-bridge pod-arp iifname . arp saddr ip @addr4 accept",
                            "add rule netdev weft-guard-bridge pod-ip6 icmpv6 type nd-neighbor-advert"})
     EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
   EXPECT_NE(GuardMarker(GuardMode::kBridge), GuardMarker(GuardMode::kRouted));
   EXPECT_EQ(GuardMarker(GuardMode::kBridge), GuardMarker(GuardMode::kBridge));
+}
+
+TEST(SourceGuard, ReappliedTheTransactionLeavesOneAnonymousSetAndTheElements) {
+  for (GuardMode mode : {GuardMode::kRouted, GuardMode::kBridge}) {
+    sys::nft::Fake fake;
+    ASSERT_TRUE(fake.Apply(GuardTransaction(mode)).ok());
+    sys::nft::Transaction optout(GuardFamily(mode), GuardTable(mode));
+    optout.Add(sys::nft::Elements{"optouts", {sys::nft::Element{sys::nft::IfnameBytes("wft0123456789ab")}}});
+    ASSERT_TRUE(fake.Apply(optout).ok());
+    auto once = fake.Dump(GuardFamily(mode), GuardTable(mode));
+    ASSERT_TRUE(once.ok());
+    ASSERT_TRUE(fake.Apply(GuardTransaction(mode)).ok());
+    auto twice = fake.Dump(GuardFamily(mode), GuardTable(mode));
+    ASSERT_TRUE(twice.ok());
+    for (auto* t : {&*once, &*twice})
+      for (auto& r : t->rules) r.handle = 0;
+    EXPECT_EQ(*once, *twice);  // the shared chains' anonymous set went with its rule and came back as __set0
+    EXPECT_EQ(twice->elements["__set0"].size(), 2u);
+    EXPECT_EQ(twice->elements["optouts"].size(), 1u);
+  }
 }
 
 TEST(SourceGuard, BindingKeysAreTheSetsLayout) {

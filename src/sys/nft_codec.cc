@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 
 #include "sys/nft_nftnl.h"
@@ -63,7 +64,12 @@ bool TakesChain(const Verdict& v) { return (v.code == NFT_JUMP || v.code == NFT_
 
 void SetData(nftnl_expr* e, uint16_t attr, const std::string& d) { nftnl_expr_set(e, attr, d.data(), d.size()); }
 
-nftnl_expr* EncodeExpr(const Expr& x) {
+// The anonymous sets a transaction adds, by its name for them: their id
+// in the batch (what the rule and the elements refer to).
+using AnonIds = std::map<std::string, uint32_t>;
+constexpr char kAnonName[] = "__set%d";
+
+nftnl_expr* EncodeExpr(const Expr& x, const AnonIds& anon) {
   nftnl_expr* e = nullptr;
   if (const auto* m = std::get_if<Meta>(&x)) {
     e = nftnl_expr_alloc("meta");
@@ -94,7 +100,12 @@ nftnl_expr* EncodeExpr(const Expr& x) {
     SetData(e, NFTNL_EXPR_BITWISE_XOR, b->xor_);
   } else if (const auto* l = std::get_if<Lookup>(&x)) {
     e = nftnl_expr_alloc("lookup");
-    nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, l->set.c_str());
+    if (auto id = anon.find(l->set); id != anon.end()) {
+      nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, kAnonName);
+      nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SET_ID, id->second);
+    } else {
+      nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, l->set.c_str());
+    }
     nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, l->sreg);
     if (l->dreg) nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_DREG, *l->dreg);
     if (l->invert) nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_FLAGS, NFT_LOOKUP_F_INV);
@@ -114,6 +125,10 @@ nftnl_expr* EncodeExpr(const Expr& x) {
   } else if (const auto* r = std::get_if<CounterRef>(&x)) {
     e = nftnl_expr_alloc("objref");
     nftnl_expr_set_u32(e, NFTNL_EXPR_OBJREF_IMM_TYPE, NFT_OBJECT_COUNTER);
+    nftnl_expr_set_str(e, NFTNL_EXPR_OBJREF_IMM_NAME, r->name.c_str());
+  } else if (const auto* r = std::get_if<LimitRef>(&x)) {
+    e = nftnl_expr_alloc("objref");
+    nftnl_expr_set_u32(e, NFTNL_EXPR_OBJREF_IMM_TYPE, NFT_OBJECT_LIMIT);
     nftnl_expr_set_str(e, NFTNL_EXPR_OBJREF_IMM_NAME, r->name.c_str());
   } else if (const auto* g = std::get_if<Log>(&x)) {
     e = nftnl_expr_alloc("log");
@@ -219,8 +234,9 @@ std::optional<Expr> DecodeExpr(const nftnl_expr* e) {
     return c;
   }
   if (name == "objref") {
-    if (U32(e, NFTNL_EXPR_OBJREF_IMM_TYPE) != NFT_OBJECT_COUNTER) return std::nullopt;
-    return CounterRef{Str(e, NFTNL_EXPR_OBJREF_IMM_NAME)};
+    if (U32(e, NFTNL_EXPR_OBJREF_IMM_TYPE) == NFT_OBJECT_COUNTER) return CounterRef{Str(e, NFTNL_EXPR_OBJREF_IMM_NAME)};
+    if (U32(e, NFTNL_EXPR_OBJREF_IMM_TYPE) == NFT_OBJECT_LIMIT) return LimitRef{Str(e, NFTNL_EXPR_OBJREF_IMM_NAME)};
+    return std::nullopt;
   }
   if (name == "log") {
     Log g{Str(e, NFTNL_EXPR_LOG_PREFIX), std::nullopt, 0, 0};
@@ -303,13 +319,13 @@ ChainPtr MakeChain(const std::string& table, const Chain& c) {
   return ch;
 }
 
-Result<RulePtr> MakeRule(const std::string& table, const Rule& r, bool with_exprs) {
+Result<RulePtr> MakeRule(const std::string& table, const Rule& r, bool with_exprs, const AnonIds& anon) {
   RulePtr rule(nftnl_rule_alloc());
   nftnl_rule_set_str(rule.get(), NFTNL_RULE_TABLE, table.c_str());
   if (!r.chain.empty()) nftnl_rule_set_str(rule.get(), NFTNL_RULE_CHAIN, r.chain.c_str());
   if (r.handle) nftnl_rule_set_u64(rule.get(), NFTNL_RULE_HANDLE, r.handle);
   if (!with_exprs) return rule;
-  for (const Expr& x : r.exprs) nftnl_rule_add_expr(rule.get(), EncodeExpr(x));
+  for (const Expr& x : r.exprs) nftnl_rule_add_expr(rule.get(), EncodeExpr(x, anon));
   if (!r.comment.empty()) {
     UdataPtr ud(nftnl_udata_buf_alloc(NFT_USERDATA_MAXLEN));
     if (!nftnl_udata_put_strz(ud.get(), NFTNL_UDATA_RULE_COMMENT, r.comment.c_str()))
@@ -324,7 +340,8 @@ Result<RulePtr> MakeRule(const std::string& table, const Rule& r, bool with_expr
 SetPtr MakeSet(const std::string& table, const Set& s, bool full, uint32_t id = 0) {
   SetPtr set(nftnl_set_alloc());
   nftnl_set_set_str(set.get(), NFTNL_SET_TABLE, table.c_str());
-  nftnl_set_set_str(set.get(), NFTNL_SET_NAME, s.name.c_str());
+  const bool anonymous = full && (s.flags & NFT_SET_ANONYMOUS);
+  nftnl_set_set_str(set.get(), NFTNL_SET_NAME, anonymous ? kAnonName : s.name.c_str());
   if (!full) return set;
   nftnl_set_set_u32(set.get(), NFTNL_SET_ID, id);
   nftnl_set_set_u32(set.get(), NFTNL_SET_FLAGS, s.flags);
@@ -375,7 +392,7 @@ Status CheckExpr(const Expr& x) {
 }
 
 // The messages of one op.
-Status EncodeOp(const Transaction& tx, const Op& op, uint32_t* seq, std::vector<std::string>* out) {
+Status EncodeOp(const Transaction& tx, const Op& op, uint32_t* seq, AnonIds* anon, std::vector<std::string>* out) {
   const Family fam = tx.family();
   const std::string& table = tx.table();
   const Verb v = op.verb;
@@ -415,7 +432,7 @@ Status EncodeOp(const Transaction& tx, const Op& op, uint32_t* seq, std::vector<
     for (const Expr& x : r->exprs) WEFT_RETURN_IF_ERROR(CheckExpr(x));
     const bool add = v == Verb::kAdd || v == Verb::kCreate;
     if (!add && !r->handle) return Bad("delete of a rule without its handle");
-    WEFT_ASSIGN_OR_RETURN(RulePtr rule, MakeRule(table, *r, add));
+    WEFT_ASSIGN_OR_RETURN(RulePtr rule, MakeRule(table, *r, add, *anon));
     out->push_back(Build(TypeOf(v, {NFT_MSG_NEWRULE, NFT_MSG_DELRULE, kMsgDestroyRule}), fam, Flags(v, true), (*seq)++,
                          [&](nlmsghdr* n) { nftnl_rule_nlmsg_build_payload(n, rule.get()); }));
     return Status::Ok();
@@ -429,6 +446,12 @@ Status EncodeOp(const Transaction& tx, const Op& op, uint32_t* seq, std::vector<
       return Status::Ok();
     }
     const bool add = v == Verb::kAdd || v == Verb::kCreate;
+    if (s->flags & NFT_SET_ANONYMOUS) {
+      if (!add) return Bad("delete of an anonymous set (it goes with its rule)");
+      if (!IsAnonymousSetName(s->name)) return Bad("an anonymous set whose name does not start with __set");
+      if (!(s->flags & NFT_SET_CONSTANT)) return Bad("an anonymous set that is not constant");
+      (*anon)[s->name] = *seq;
+    }
     SetPtr set = MakeSet(table, *s, add, *seq);
     out->push_back(Build(TypeOf(v, {NFT_MSG_NEWSET, NFT_MSG_DELSET, kMsgDestroySet}), fam, Flags(v), (*seq)++,
                          [&](nlmsghdr* n) { nftnl_set_nlmsg_build_payload(n, set.get()); }));
@@ -442,6 +465,10 @@ Status EncodeOp(const Transaction& tx, const Op& op, uint32_t* seq, std::vector<
     }
     for (size_t at = 0; at < es->elems.size(); at += kElemsPerMsg) {
       SetPtr set = MakeSet(table, Set{es->set}, false);
+      if (auto id = anon->find(es->set); id != anon->end()) {
+        nftnl_set_set_str(set.get(), NFTNL_SET_NAME, kAnonName);
+        nftnl_set_set_u32(set.get(), NFTNL_SET_ID, id->second);
+      }
       for (size_t i = at; i < es->elems.size() && i < at + kElemsPerMsg; ++i) AddElem(set.get(), es->elems[i]);
       out->push_back(Build(TypeOf(v, {NFT_MSG_NEWSETELEM, NFT_MSG_DELSETELEM, kMsgDestroySetElem}), fam, Flags(v),
                            (*seq)++, [&](nlmsghdr* n) { nftnl_set_elems_nlmsg_build_payload(n, set.get()); }));
@@ -457,6 +484,24 @@ Status EncodeOp(const Transaction& tx, const Op& op, uint32_t* seq, std::vector<
     if (v == Verb::kAdd || v == Verb::kCreate) {
       nftnl_obj_set_u64(o.get(), NFTNL_OBJ_CTR_PKTS, k->packets);
       nftnl_obj_set_u64(o.get(), NFTNL_OBJ_CTR_BYTES, k->bytes);
+    }
+    out->push_back(Build(TypeOf(v, {NFT_MSG_NEWOBJ, NFT_MSG_DELOBJ, kMsgDestroyObj}), fam, Flags(v), (*seq)++,
+                         [&](nlmsghdr* n) { nftnl_obj_nlmsg_build_payload(n, o.get()); }));
+    return Status::Ok();
+  }
+  if (const auto* l = std::get_if<NamedLimit>(&op.object)) {
+    if (v == Verb::kFlush) return Bad("flush of a limit");
+    ObjPtr o(nftnl_obj_alloc());
+    nftnl_obj_set_str(o.get(), NFTNL_OBJ_TABLE, table.c_str());
+    nftnl_obj_set_str(o.get(), NFTNL_OBJ_NAME, l->name.c_str());
+    nftnl_obj_set_u32(o.get(), NFTNL_OBJ_TYPE, NFT_OBJECT_LIMIT);
+    if (v == Verb::kAdd || v == Verb::kCreate) {
+      if (l->rate == 0 || l->unit == 0) return Bad("a limit without a rate");
+      nftnl_obj_set_u64(o.get(), NFTNL_OBJ_LIMIT_RATE, l->rate);
+      nftnl_obj_set_u64(o.get(), NFTNL_OBJ_LIMIT_UNIT, l->unit);
+      nftnl_obj_set_u32(o.get(), NFTNL_OBJ_LIMIT_BURST, l->burst);
+      nftnl_obj_set_u32(o.get(), NFTNL_OBJ_LIMIT_TYPE, l->type);
+      nftnl_obj_set_u32(o.get(), NFTNL_OBJ_LIMIT_FLAGS, l->invert ? NFT_LIMIT_F_INV : 0);
     }
     out->push_back(Build(TypeOf(v, {NFT_MSG_NEWOBJ, NFT_MSG_DELOBJ, kMsgDestroyObj}), fam, Flags(v), (*seq)++,
                          [&](nlmsghdr* n) { nftnl_obj_nlmsg_build_payload(n, o.get()); }));
@@ -506,9 +551,10 @@ void Adopt(TableState* into, uint32_t family, const char* table) {
 Result<std::vector<Message>> EncodeOps(const Transaction& tx, uint32_t first_seq) {
   std::vector<Message> msgs;
   uint32_t seq = first_seq;
+  AnonIds anon;
   for (size_t i = 0; i < tx.ops().size(); ++i) {
     std::vector<std::string> bytes;
-    Status st = EncodeOp(tx, tx.ops()[i], &seq, &bytes);
+    Status st = EncodeOp(tx, tx.ops()[i], &seq, &anon, &bytes);
     if (!st.ok()) return st.WithMsg(st.msg() + " (" + DescribeOp(tx, i) + ")");
     for (auto& b : bytes) msgs.push_back({std::move(b), i});
   }
@@ -674,13 +720,21 @@ Status DecodeElements(const nlmsghdr* nlh, TableState* into) {
   return Status::Ok();
 }
 
-// a named counter (other objects are not Weft's)
-Status DecodeCounter(const nlmsghdr* nlh, TableState* into) {
+// a named counter or limit (other objects are not Weft's)
+Status DecodeObject(const nlmsghdr* nlh, TableState* into) {
   ObjPtr o(nftnl_obj_alloc());
   if (nftnl_obj_nlmsg_parse(nlh, o.get()) < 0 || !nftnl_obj_is_set(o.get(), NFTNL_OBJ_NAME)) return Malformed("object");
-  if (!nftnl_obj_is_set(o.get(), NFTNL_OBJ_TYPE) || nftnl_obj_get_u32(o.get(), NFTNL_OBJ_TYPE) != NFT_OBJECT_COUNTER)
-    return Status::Ok();  // not a counter: not Weft's
+  const uint32_t type = nftnl_obj_is_set(o.get(), NFTNL_OBJ_TYPE) ? nftnl_obj_get_u32(o.get(), NFTNL_OBJ_TYPE) : 0;
+  if (type != NFT_OBJECT_COUNTER && type != NFT_OBJECT_LIMIT) return Status::Ok();  // not Weft's
   Adopt(into, nftnl_obj_get_u32(o.get(), NFTNL_OBJ_FAMILY), nftnl_obj_get_str(o.get(), NFTNL_OBJ_TABLE));
+  if (type == NFT_OBJECT_LIMIT) {
+    auto u32 = [&](uint16_t a) { return nftnl_obj_is_set(o.get(), a) ? nftnl_obj_get_u32(o.get(), a) : 0u; };
+    auto u64 = [&](uint16_t a) { return nftnl_obj_is_set(o.get(), a) ? nftnl_obj_get_u64(o.get(), a) : uint64_t{0}; };
+    into->limits.push_back({nftnl_obj_get_str(o.get(), NFTNL_OBJ_NAME), u64(NFTNL_OBJ_LIMIT_RATE),
+                            u64(NFTNL_OBJ_LIMIT_UNIT), u32(NFTNL_OBJ_LIMIT_BURST), u32(NFTNL_OBJ_LIMIT_TYPE),
+                            (u32(NFTNL_OBJ_LIMIT_FLAGS) & NFT_LIMIT_F_INV) != 0});
+    return Status::Ok();
+  }
   NamedCounter k{nftnl_obj_get_str(o.get(), NFTNL_OBJ_NAME), 0, 0};
   if (nftnl_obj_is_set(o.get(), NFTNL_OBJ_CTR_PKTS)) k.packets = nftnl_obj_get_u64(o.get(), NFTNL_OBJ_CTR_PKTS);
   if (nftnl_obj_is_set(o.get(), NFTNL_OBJ_CTR_BYTES)) k.bytes = nftnl_obj_get_u64(o.get(), NFTNL_OBJ_CTR_BYTES);
@@ -702,7 +756,7 @@ Status DecodeAligned(const nlmsghdr* nlh, TableState* into, bool rule_exprs) {
     case NFT_MSG_NEWSETELEM:
       return DecodeElements(nlh, into);
     case NFT_MSG_NEWOBJ:
-      return DecodeCounter(nlh, into);
+      return DecodeObject(nlh, into);
     default:
       return Status::Ok();
   }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <map>
 
 #include "sys/nft_render.h"
 
@@ -45,6 +46,7 @@ class Applier {
     if (const auto* x = std::get_if<Set>(&op.object)) return OnSet(op.verb, *x);
     if (const auto* x = std::get_if<Elements>(&op.object)) return OnElements(op.verb, *x);
     if (const auto* x = std::get_if<NamedCounter>(&op.object)) return OnCounter(op.verb, *x);
+    if (const auto* x = std::get_if<NamedLimit>(&op.object)) return OnLimit(op.verb, *x);
     return EINVAL;
   }
 
@@ -55,17 +57,18 @@ class Applier {
       case Verb::kCreate:
         if (*exists_) return v == Verb::kCreate ? EEXIST : 0;
         *exists_ = true;
-        *t_ = TableState{t_->family, x, {}, {}, {}, {}, {}};
+        *t_ = TableState{t_->family, x, {}, {}, {}, {}, {}, {}};
         return 0;
       case Verb::kDelete:
       case Verb::kDestroy:
         if (!*exists_) return v == Verb::kDelete ? ENOENT : 0;
         *exists_ = false;
-        *t_ = TableState{t_->family, {}, {}, {}, {}, {}, {}};
+        *t_ = TableState{t_->family, {}, {}, {}, {}, {}, {}, {}};
         return 0;
       case Verb::kFlush:
         if (!*exists_) return ENOENT;
         t_->rules.clear();
+        ReleaseAnonymous();
         return 0;
     }
     return EINVAL;
@@ -107,10 +110,12 @@ class Applier {
         if (ChainInUse(x.name)) return EBUSY;
         std::erase_if(t_->rules, [&](const Rule& r) { return r.chain == x.name; });
         std::erase_if(t_->chains, [&](const Chain& ch) { return ch.name == x.name; });
+        ReleaseAnonymous();
         return 0;
       case Verb::kFlush:
         if (!c) return ENOENT;
         std::erase_if(t_->rules, [&](const Rule& r) { return r.chain == x.name; });
+        ReleaseAnonymous();
         return 0;
     }
     return EINVAL;
@@ -128,6 +133,8 @@ class Applier {
         if (!FindNamed(t_->sets, l->set)) return ENOENT;
       } else if (const auto* k = std::get_if<CounterRef>(&e)) {
         if (!FindNamed(t_->counters, k->name)) return ENOENT;
+      } else if (const auto* k = std::get_if<LimitRef>(&e)) {
+        if (!FindNamed(t_->limits, k->name)) return ENOENT;
       }
     }
     return 0;
@@ -138,8 +145,10 @@ class Applier {
     switch (v) {
       case Verb::kAdd:
       case Verb::kCreate: {
-        if (int err = CheckRefs(x)) return err;
         Rule r = CanonicalRule(x);  // as the kernel reports its registers
+        for (Expr& e : r.exprs)
+          if (auto* l = std::get_if<Lookup>(&e)) l->set = Resolve(l->set);
+        if (int err = CheckRefs(r)) return err;
         r.handle = ++*handle_;
         t_->rules.push_back(std::move(r));
         return 0;
@@ -150,6 +159,7 @@ class Applier {
                                [&](const Rule& r) { return r.chain == x.chain && r.handle == x.handle; });
         if (it == t_->rules.end()) return v == Verb::kDelete ? ENOENT : 0;
         t_->rules.erase(it);
+        ReleaseAnonymous();
         return 0;
       }
       case Verb::kFlush:
@@ -165,7 +175,37 @@ class Applier {
     return false;
   }
 
+  // The kernel's name for a set a transaction named: an anonymous set it
+  // added gets the lowest "__set<N>" free in the table.
+  std::string Resolve(const std::string& name) const {
+    auto it = anon_.find(name);
+    return it == anon_.end() ? name : it->second;
+  }
+
+  // An anonymous set goes with the last rule that looks it up.
+  void ReleaseAnonymous() {
+    std::erase_if(t_->sets, [&](const Set& s) {
+      if (!(s.flags & NFT_SET_ANONYMOUS) || SetInUse(s.name)) return false;
+      t_->elements.erase(s.name);
+      return true;
+    });
+  }
+
+  int AddAnonymous(const Set& x) {
+    if (!IsAnonymousSetName(x.name) || !(x.flags & NFT_SET_CONSTANT) || x.key_len == 0 || x.key_len > 64) return EINVAL;
+    for (uint32_t n = 0;; ++n) {
+      std::string name = "__set" + std::to_string(n);
+      if (FindNamed(t_->sets, name)) continue;
+      Set s = x;
+      s.name = name;
+      anon_[x.name] = name;
+      t_->sets.push_back(std::move(s));
+      return 0;
+    }
+  }
+
   int OnSet(Verb v, const Set& x) {
+    if (x.flags & NFT_SET_ANONYMOUS) return v == Verb::kAdd || v == Verb::kCreate ? AddAnonymous(x) : EINVAL;
     Set* s = FindNamed(t_->sets, x.name);
     switch (v) {
       case Verb::kAdd:
@@ -212,11 +252,14 @@ class Applier {
     return 0;
   }
 
-  int OnElements(Verb v, const Elements& x) {
+  int OnElements(Verb v, const Elements& in) {
+    Elements x{Resolve(in.set), {}};
     const Set* s = FindNamed(t_->sets, x.set);
     if (!s) return ENOENT;
+    // A constant set's elements come in the transaction that adds it.
+    if ((s->flags & NFT_SET_CONSTANT) && !anon_.count(in.set)) return EBUSY;
     auto& list = t_->elements[x.set];
-    for (const Element& e : x.elems) {
+    for (const Element& e : in.elems) {
       auto it = std::find_if(list.begin(), list.end(), [&](const Element& y) { return SameElement(y, e); });
       switch (v) {
         case Verb::kAdd:
@@ -267,9 +310,33 @@ class Applier {
     return EINVAL;
   }
 
+  int OnLimit(Verb v, const NamedLimit& x) {
+    NamedLimit* l = FindNamed(t_->limits, x.name);
+    switch (v) {
+      case Verb::kAdd:
+      case Verb::kCreate:
+        if (l) return v == Verb::kCreate ? EEXIST : 0;
+        if (x.rate == 0 || x.unit == 0) return EINVAL;
+        t_->limits.push_back(x);
+        return 0;
+      case Verb::kDelete:
+      case Verb::kDestroy:
+        if (!l) return v == Verb::kDelete ? ENOENT : 0;
+        for (const auto& r : t_->rules)
+          for (const auto& e : r.exprs)
+            if (const auto* ref = std::get_if<LimitRef>(&e); ref && ref->name == x.name) return EBUSY;
+        std::erase_if(t_->limits, [&](const NamedLimit& y) { return y.name == x.name; });
+        return 0;
+      case Verb::kFlush:
+        return EINVAL;
+    }
+    return EINVAL;
+  }
+
   TableState* t_;
   bool* exists_;
   uint64_t* handle_;
+  std::map<std::string, std::string> anon_;  // the transaction's names of its anonymous sets
 };
 
 }  // namespace
@@ -280,7 +347,7 @@ Status Fake::Apply(const Transaction& tx) {
   auto it = tables_.find(key);
   bool exists = it != tables_.end();
   // A copy: committed only when every op succeeds, as the kernel's batch.
-  TableState state = exists ? it->second : TableState{tx.family(), {}, {}, {}, {}, {}, {}};
+  TableState state = exists ? it->second : TableState{tx.family(), {}, {}, {}, {}, {}, {}, {}};
   uint64_t handle = handles_[key];
   Applier a(&state, &exists, &handle);
   for (size_t i = 0; i < tx.ops().size(); ++i) {

@@ -126,11 +126,11 @@ Result<TableState> DumpOnce(Family family, const std::string& table, Part part =
     state.table.name = table;
     for (auto& c : one.chains) state.chains.push_back(std::move(c));
     for (auto& r : one.rules) state.rules.push_back(std::move(r));
-    for (auto& set : one.sets)
-      if (!(set.flags & NFT_SET_ANONYMOUS)) state.sets.push_back(std::move(set));
+    for (auto& set : one.sets) state.sets.push_back(std::move(set));
     for (auto& [set, elems] : one.elements)
       for (auto& e : elems) state.elements[set].push_back(std::move(e));
     for (auto& k : one.counters) state.counters.push_back(std::move(k));
+    for (auto& l : one.limits) state.limits.push_back(std::move(l));
     return Status::Ok();
   };
 
@@ -149,8 +149,9 @@ Result<TableState> DumpOnce(Family family, const std::string& table, Part part =
   if (state.table.name.empty()) return OpError("get table " + name, ENOENT);
   ObjPtr o(nftnl_obj_alloc());
   nftnl_obj_set_str(o.get(), NFTNL_OBJ_TABLE, tname.c_str());
-  nftnl_obj_set_u32(o.get(), NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
-  WEFT_RETURN_IF_ERROR(ask(NFT_MSG_GETOBJ, NLM_F_DUMP, "list counters " + name,
+  // A metrics scrape asks for the counters only; a dump, for every object.
+  if (part == Part::kCounters) nftnl_obj_set_u32(o.get(), NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
+  WEFT_RETURN_IF_ERROR(ask(NFT_MSG_GETOBJ, NLM_F_DUMP, "list objects " + name,
                            [&](nlmsghdr* n) { nftnl_obj_nlmsg_build_payload(n, o.get()); }));
   if (part == Part::kCounters) return state;
   SetPtr sets(nftnl_set_alloc());

@@ -71,6 +71,7 @@ Transaction Everything() {
   tx.Add(Table{"wtest"});
   tx.Add(NamedCounter{"dropped", 0, 0});
   tx.Add(NamedCounter{"seen", 0, 0});  // a name that fills its attribute: no padding to end it
+  tx.Add(NamedLimit{"log-rate", 10, 60, 7, NFT_LIMIT_PKTS, false});
   for (const Set& s : {Peers4(), Ranges(), PodsOn(), Vmap(), Timed(), Natmap()}) tx.Add(s);
   tx.Add(Chain{"vxlan", std::nullopt});
   tx.Add(Chain{"other", std::nullopt});
@@ -100,7 +101,7 @@ Transaction Everything() {
                                                       Immediate{NFT_REG_1, V4("10.1.0.1")}, Immediate{NFT_REG_2, Be16(80)},
                                                       Nat{NFT_NAT_DNAT, false, NFPROTO_IPV4, NFT_REG_1, NFT_REG_2, 0}}});
   tx.Add(Rule{"nat", {Nat{0, true, 0, 0, 0, NF_NAT_RANGE_PROTO_RANDOM_FULLY}}});
-  tx.Add(Rule{"other", {CounterRef{"seen"}, Verdict{NF_ACCEPT, ""}}});
+  tx.Add(Rule{"other", {LimitRef{"log-rate"}, CounterRef{"seen"}, Verdict{NF_ACCEPT, ""}}});
   tx.Add(Elements{"peers4", {Element{V4("192.0.2.1")}, Element{V4("192.0.2.2")}}});
   tx.Add(Elements{"ranges", {Element{V4("10.0.0.0")}, Element{V4("10.0.1.0"), "", "", std::nullopt, NFT_SET_ELEM_INTERVAL_END}}});
   tx.Add(Elements{"pods4-on", {Element{V4("10.2.0.0") + Ifname("up0"), V4("10.2.0.255") + Ifname("up0")}}});
@@ -120,6 +121,7 @@ TableState Expected(const Transaction& tx) {
     if (const auto* r = std::get_if<Rule>(&op.object)) t.rules.push_back(*r);
     if (const auto* s = std::get_if<Set>(&op.object)) t.sets.push_back(*s);
     if (const auto* k = std::get_if<NamedCounter>(&op.object)) t.counters.push_back(*k);
+    if (const auto* l = std::get_if<NamedLimit>(&op.object)) t.limits.push_back(*l);
     if (const auto* e = std::get_if<Elements>(&op.object))
       for (const auto& el : e->elems) t.elements[e->set].push_back(el);
   }
@@ -152,6 +154,42 @@ TEST(NftCodec, EveryObjectSurvivesEncodeAndDecodeThroughLibnftnl) {
   EXPECT_EQ(got.sets, want.sets);
   EXPECT_EQ(got.elements, want.elements);
   EXPECT_EQ(got.counters, want.counters);
+  EXPECT_EQ(got.limits, want.limits);
+}
+
+// An anonymous set goes as nft sends it: "__set%d", with the batch id its
+// elements and the rule's lookup name (the kernel resolves them).
+TEST(NftCodec, AnAnonymousSetIsSentAsNftSendsIt) {
+  Transaction tx(Family::kNetdev, "wtest");
+  tx.Add(Chain{"c", std::nullopt});
+  tx.Add(Set{"__set_ports", NFT_SET_ANONYMOUS | NFT_SET_CONSTANT, kTypeInetService, 2});
+  tx.Add(Elements{"__set_ports", {Element{Be16(22)}, Element{Be16(80)}}});
+  tx.Add(Rule{"c", {Payload{NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG_1}, Lookup{"__set_ports", NFT_REG_1},
+                    Verdict{NF_ACCEPT, ""}}});
+  auto msgs = EncodeOps(tx, 1);
+  ASSERT_TRUE(msgs.ok()) << msgs.status().ToString();
+  TableState got;
+  for (const Message& m : *msgs) {
+    const std::string dumped = AsDumped(m.bytes);
+    ASSERT_TRUE(DecodeMessage(reinterpret_cast<const nlmsghdr*>(dumped.data()), &got).ok());
+  }
+  ASSERT_EQ(got.sets.size(), 1u);
+  EXPECT_EQ(got.sets[0].name, "__set%d");
+  EXPECT_EQ(got.elements["__set%d"].size(), 2u);
+  ASSERT_EQ(got.rules.size(), 1u);
+  EXPECT_EQ(std::get<Lookup>(got.rules[0].exprs[1]).set, "__set%d");
+  // Only constant sets with a name of their kind, and never deleted on their own.
+  Transaction bad(Family::kNetdev, "wtest");
+  bad.Add(Set{"ports", NFT_SET_ANONYMOUS | NFT_SET_CONSTANT, kTypeInetService, 2});
+  EXPECT_TRUE(EncodeOps(bad, 1).status().IsInvalidArgument());
+  Transaction del(Family::kNetdev, "wtest");
+  del.Delete(Set{"__set0", NFT_SET_ANONYMOUS | NFT_SET_CONSTANT, kTypeInetService, 2});
+  EXPECT_TRUE(EncodeOps(del, 1).status().IsInvalidArgument());
+  // A table renders its anonymous sets where the rules look them up, as
+  // the transaction does.
+  EXPECT_NE(RenderTransaction(tx).find("add rule netdev wtest c @th,16,16 { 22, 80 } accept"), std::string::npos)
+      << RenderTransaction(tx);
+  EXPECT_EQ(RenderTransaction(tx).find("__set"), std::string::npos) << RenderTransaction(tx);
 }
 
 TEST(NftCodec, ManyElementsAreSplitIntoMessagesOfOneOp) {
@@ -232,7 +270,7 @@ TEST(NftRender, RulesReadAsNftListsThem) {
   EXPECT_EQ(rules[5], "limit rate 10/minute log prefix \"weft: \" group 3 snaplen 128 queue-threshold 1 drop");
   EXPECT_EQ(rules[6], "ip saddr 10.0.0.1 numgen inc mod 2 0 dnat ip to 10.1.0.1:80");
   EXPECT_EQ(rules[7], "masquerade fully-random");
-  EXPECT_EQ(rules[8], "counter name \"seen\" accept");
+  EXPECT_EQ(rules[8], "limit name \"log-rate\" counter name \"seen\" accept");
   // In an ip table there is no nfproto dependency to leave out.
   Rule r{"c", {Payload{NFT_PAYLOAD_NETWORK_HEADER, 16, 4, NFT_REG_1}, Cmp{NFT_CMP_NEQ, V4("10.0.0.2"), NFT_REG_1}}};
   EXPECT_EQ(RenderRule(Family::kIp, r), "ip daddr != 10.0.0.2");
@@ -381,6 +419,53 @@ TEST_F(NftFakeTest, ExistenceSemanticsMatchTheKernel) {
   other.Add(Chain{"c", std::nullopt});
   EXPECT_EQ(fake_.Apply(other).sys_errno(), ENOENT);
   EXPECT_TRUE(fake_.Dump(Family::kIp, "wtest").status().IsNotFound());
+}
+
+// The kernel's naming of anonymous sets, and their life: the lowest
+// "__set<N>" free, gone with the last rule that looks them up, their
+// elements fixed once the transaction that made them is committed.
+TEST(NftFakeAnonymous, NamedAsTheKernelNamesThemAndGoneWithTheirRule) {
+  Fake fake;
+  auto anon = [](const std::string& name, uint16_t port) {
+    return std::vector<Object>{Set{name, NFT_SET_ANONYMOUS | NFT_SET_CONSTANT, kTypeInetService, 2},
+                               Elements{name, {Element{Be16(port)}}}};
+  };
+  auto rule = [](const std::string& chain, const std::string& set) {
+    return Rule{chain, {Payload{NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG_1}, Lookup{set, NFT_REG_1}, Verdict{NF_DROP, ""}}};
+  };
+  Transaction tx(Family::kInet, "wtest");
+  tx.Add(Table{"wtest"}).Add(Chain{"a", std::nullopt}).Add(Chain{"b", std::nullopt});
+  for (auto& o : anon("__set_x", 22)) tx.Add(o);
+  tx.Add(rule("a", "__set_x"));
+  for (auto& o : anon("__set_y", 80)) tx.Add(o);
+  tx.Add(rule("b", "__set_y"));
+  ASSERT_TRUE(fake.Apply(tx).ok());
+  auto t = fake.Dump(Family::kInet, "wtest");
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->sets.size(), 2u);
+  EXPECT_EQ(t->sets[0].name, "__set0");
+  EXPECT_EQ(t->sets[1].name, "__set1");
+  EXPECT_EQ(std::get<Lookup>(t->rules[1].exprs[1]).set, "__set1");
+  EXPECT_EQ(t->elements["__set1"], std::vector<Element>{Element{Be16(80)}});
+  EXPECT_NE(RenderTable(*t).find("@th,16,16 { 80 } drop"), std::string::npos) << RenderTable(*t);
+  // Chain a refilled: its set goes with the old rule, the new one takes __set0.
+  Transaction refill(Family::kInet, "wtest");
+  refill.Flush(Chain{"a", std::nullopt});
+  for (auto& o : anon("__set_z", 443)) refill.Add(o);
+  refill.Add(rule("a", "__set_z"));
+  ASSERT_TRUE(fake.Apply(refill).ok());
+  t = fake.Dump(Family::kInet, "wtest");
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->sets.size(), 2u);
+  EXPECT_EQ(t->elements["__set0"], std::vector<Element>{Element{Be16(443)}});
+  // A committed anonymous set takes no more elements.
+  Transaction more(Family::kInet, "wtest");
+  more.Add(Elements{"__set1", {Element{Be16(81)}}});
+  EXPECT_EQ(fake.Apply(more).sys_errno(), EBUSY);
+  Transaction gone(Family::kInet, "wtest");
+  gone.Flush(Table{"wtest"});
+  ASSERT_TRUE(fake.Apply(gone).ok());
+  EXPECT_TRUE(fake.Dump(Family::kInet, "wtest")->sets.empty());
 }
 
 TEST_F(NftFakeTest, IdempotentAddsDestroysAndFlushes) {

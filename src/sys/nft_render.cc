@@ -15,7 +15,9 @@
 namespace weft::sys::nft {
 namespace {
 
-enum class Kind { kRaw, kIpv4, kIpv6, kEther, kIfname, kPort, kProto, kNfproto, kEthertype, kHex, kDecimal, kCtState, kIfType };
+enum class Kind {
+  kRaw, kIpv4, kIpv6, kEther, kIfname, kPort, kProto, kNfproto, kEthertype, kHex, kDecimal, kCtState, kIfType, kIcmp6Type
+};
 
 // A value loaded into a register: its nft words and how its bytes read.
 struct Field {
@@ -24,6 +26,7 @@ struct Field {
   bool dependency = false;  // meta nfproto / l4proto: nft leaves it out before the payload it guards
   std::string mask;         // a bitwise AND applied to it
   std::string imm;          // an immediate's bytes
+  uint32_t full = 0;        // an address loaded in part (its first bytes): the address's length
 };
 
 std::string HexBytes(const std::string& b) {
@@ -88,6 +91,19 @@ std::string Format(Kind k, const std::string& b) {
     case Kind::kIfname: return "\"" + std::string(b.c_str()) + "\"";
     case Kind::kPort: return std::to_string(BigEndian(b.substr(0, 2)));
     case Kind::kProto: return b.empty() ? "" : ProtoName(static_cast<unsigned char>(b[0]));
+    case Kind::kIcmp6Type: {
+      if (b.size() != 1) return HexBytes(b);
+      switch (static_cast<unsigned char>(b[0])) {
+        case 128: return "echo-request";
+        case 129: return "echo-reply";
+        case 133: return "nd-router-solicit";
+        case 134: return "nd-router-advert";
+        case 135: return "nd-neighbor-solicit";
+        case 136: return "nd-neighbor-advert";
+        case 137: return "nd-redirect";
+        default: return std::to_string(static_cast<unsigned char>(b[0]));
+      }
+    }
     case Kind::kNfproto:
       if (b.size() == 1 && b[0] == NFPROTO_IPV4) return "ipv4";
       if (b.size() == 1 && b[0] == NFPROTO_IPV6) return "ipv6";
@@ -157,7 +173,7 @@ Field CtField(const Ct& c) {
 
 // What nft knows of the packet from the rule so far (its dependencies).
 struct Context {
-  int nfproto = -1;   // NFPROTO_IPV4 / IPV6
+  int nfproto = -1;   // NFPROTO_IPV4 / IPV6 / ARP
   int l4proto = -1;   // IPPROTO_*
 };
 
@@ -173,11 +189,24 @@ Field PayloadField(const Payload& p, const Context& cx, bool* named) {
   if (p.base == NFT_PAYLOAD_NETWORK_HEADER && cx.nfproto == NFPROTO_IPV4) {
     if (p.offset == 12 && p.len == 4) return {"ip saddr", Kind::kIpv4};
     if (p.offset == 16 && p.len == 4) return {"ip daddr", Kind::kIpv4};
+    if ((p.offset == 12 || p.offset == 16) && p.len < 4)
+      return {p.offset == 12 ? "ip saddr" : "ip daddr", Kind::kIpv4, false, "", "", 4};
     if (p.offset == 9 && p.len == 1) return {"ip protocol", Kind::kProto};
   }
+  if (p.base == NFT_PAYLOAD_NETWORK_HEADER && cx.nfproto == NFPROTO_ARP) {
+    if (p.offset == 8 && p.len == 6) return {"arp saddr ether", Kind::kEther};
+    if (p.offset == 14 && p.len == 4) return {"arp saddr ip", Kind::kIpv4};
+    if (p.offset == 18 && p.len == 6) return {"arp daddr ether", Kind::kEther};
+    if (p.offset == 24 && p.len == 4) return {"arp daddr ip", Kind::kIpv4};
+  }
+  if (p.base == NFT_PAYLOAD_TRANSPORT_HEADER && cx.l4proto == IPPROTO_ICMPV6 && p.offset == 0 && p.len == 1)
+    return {"icmpv6 type", Kind::kIcmp6Type};
   if (p.base == NFT_PAYLOAD_NETWORK_HEADER && cx.nfproto == NFPROTO_IPV6) {
     if (p.offset == 8 && p.len == 16) return {"ip6 saddr", Kind::kIpv6};
     if (p.offset == 24 && p.len == 16) return {"ip6 daddr", Kind::kIpv6};
+    // A prefix that ends on a byte: nft loads only its bytes.
+    if ((p.offset == 8 || p.offset == 24) && p.len < 16)
+      return {p.offset == 8 ? "ip6 saddr" : "ip6 daddr", Kind::kIpv6, false, "", "", 16};
     if (p.offset == 6 && p.len == 1) return {"ip6 nexthdr", Kind::kProto};
   }
   if (p.base == NFT_PAYLOAD_TRANSPORT_HEADER && (cx.l4proto == IPPROTO_TCP || cx.l4proto == IPPROTO_UDP) &&
@@ -238,9 +267,28 @@ std::string UnitName(uint64_t unit) {
   }
 }
 
+// "rate [over] 10/minute [burst 7 packets]", as nft writes a limit.
+std::string LimitText(const Limit& l) {
+  std::string s = std::string("rate ") + (l.invert ? "over " : "");
+  if (l.type == NFT_LIMIT_PKT_BYTES) {
+    s += std::to_string(l.rate) + " bytes/" + UnitName(l.unit);
+    if (l.burst) s += " burst " + std::to_string(l.burst) + " bytes";
+  } else {
+    s += std::to_string(l.rate) + "/" + UnitName(l.unit);
+    if (l.burst != 5 && l.burst != 0) s += " burst " + std::to_string(l.burst) + " packets";
+  }
+  return s;
+}
+Limit AsLimit(const NamedLimit& l) { return Limit{l.rate, l.unit, l.burst, l.type, l.invert}; }
+
+// The anonymous sets of a table or transaction, by name: their elements as
+// nft writes them in a rule (`{ 134, 137 }`).
+using InlineSets = std::map<std::string, std::string>;
+
 class RuleRenderer {
  public:
-  explicit RuleRenderer(Family f) {
+  explicit RuleRenderer(Family f, const InlineSets* inline_sets = nullptr)
+      : l3_known_(f != Family::kNetdev && f != Family::kBridge), inline_(inline_sets) {
     if (f == Family::kIp) cx_.nfproto = NFPROTO_IPV4;
     if (f == Family::kIp6) cx_.nfproto = NFPROTO_IPV6;
   }
@@ -273,7 +321,13 @@ class RuleRenderer {
     dependency_.clear();
   }
 
-  void On(const Meta& m) { Load(m.dreg, MetaField(m.key)); }
+  void On(const Meta& m) {
+    Field f = MetaField(m.key);
+    // In a family without a network protocol of its own (netdev, bridge),
+    // nft adds `meta protocol` before a field of IPv4, IPv6 or ARP.
+    if (m.key == NFT_META_PROTOCOL && !l3_known_) f.dependency = true;
+    Load(m.dreg, std::move(f));
+  }
   void On(const Ct& c) { Load(c.dreg, CtField(c)); }
   void On(const Payload& p) {
     bool named = false;
@@ -304,7 +358,11 @@ class RuleRenderer {
       return;
     }
     std::string value = Format(f.kind, c.data);
-    if (!f.mask.empty()) {
+    if (f.full && c.data.size() < f.full && f.mask.empty()) {
+      std::string padded = c.data;
+      padded.resize(f.full, '\0');
+      value = Format(f.kind, padded) + "/" + std::to_string(c.data.size() * 8);
+    } else if (!f.mask.empty()) {
       const int plen = PrefixLen(f.mask);
       if ((f.kind == Kind::kIpv4 || f.kind == Kind::kIpv6) && plen >= 0) {
         value += "/" + std::to_string(plen);
@@ -318,7 +376,15 @@ class RuleRenderer {
       // meta nfproto / l4proto: context for what follows, printed only
       // when nothing follows that needs it.
       if (f.kind == Kind::kNfproto && !c.data.empty()) cx_.nfproto = static_cast<unsigned char>(c.data[0]);
-      if (f.kind == Kind::kProto && !c.data.empty()) cx_.l4proto = static_cast<unsigned char>(c.data[0]);
+      if (f.kind == Kind::kEthertype && c.data.size() == 2) {
+        const unsigned type = (static_cast<unsigned char>(c.data[0]) << 8) | static_cast<unsigned char>(c.data[1]);
+        cx_.nfproto = type == 0x0800 ? NFPROTO_IPV4 : type == 0x86dd ? NFPROTO_IPV6 : type == 0x0806 ? NFPROTO_ARP : -1;
+      }
+      if (f.kind == Kind::kProto && !c.data.empty()) {
+        cx_.l4proto = static_cast<unsigned char>(c.data[0]);
+        // ICMPv6 is IPv6's own: nft leaves out the IPv6 dependency too.
+        if (cx_.l4proto == IPPROTO_ICMPV6 && cx_.nfproto == NFPROTO_IPV6) dependency_.clear();
+      }
       FlushDependency();
       dependency_ = text;
       return;
@@ -334,12 +400,15 @@ class RuleRenderer {
       if (r >= l.sreg || order_.size() == 1) regs.push_back(r);
     if (regs.empty()) regs.push_back(l.sreg);
     for (uint32_t r : regs) keys += (keys.empty() ? "" : " . ") + Take(r).text;
+    std::string set = "@" + l.set;
+    if (inline_)
+      if (auto it = inline_->find(l.set); it != inline_->end()) set = it->second;
     if (!l.dreg) {
-      Emit(keys + (l.invert ? " != @" : " @") + l.set);
+      Emit(keys + (l.invert ? " != " : " ") + set);
     } else if (*l.dreg == NFT_REG_VERDICT) {
-      Emit(keys + " vmap @" + l.set);
+      Emit(keys + " vmap " + set);
     } else {
-      Load(*l.dreg, {keys + " map @" + l.set, Kind::kRaw});
+      Load(*l.dreg, {keys + " map " + set, Kind::kRaw});
     }
   }
   void On(const Verdict& v) { Emit(VerdictText(v)); }
@@ -347,6 +416,7 @@ class RuleRenderer {
     Emit("counter packets " + std::to_string(c.packets) + " bytes " + std::to_string(c.bytes));
   }
   void On(const CounterRef& c) { Emit("counter name " + Quote(c.name)); }
+  void On(const LimitRef& l) { Emit("limit name " + Quote(l.name)); }
   void On(const Log& g) {
     std::string s = "log";
     if (!g.prefix.empty()) s += " prefix " + Quote(g.prefix);
@@ -357,17 +427,7 @@ class RuleRenderer {
     }
     Emit(s);
   }
-  void On(const Limit& l) {
-    std::string s = std::string("limit rate ") + (l.invert ? "over " : "");
-    if (l.type == NFT_LIMIT_PKT_BYTES) {
-      s += std::to_string(l.rate) + " bytes/" + UnitName(l.unit);
-      if (l.burst) s += " burst " + std::to_string(l.burst) + " bytes";
-    } else {
-      s += std::to_string(l.rate) + "/" + UnitName(l.unit);
-      if (l.burst != 5 && l.burst != 0) s += " burst " + std::to_string(l.burst) + " packets";
-    }
-    Emit(s);
-  }
+  void On(const Limit& l) { Emit("limit " + LimitText(l)); }
   void On(const Nat& n) {
     if (n.masq) {
       std::string s = "masquerade";
@@ -398,6 +458,8 @@ class RuleRenderer {
   std::vector<uint32_t> order_;
   std::string dependency_;
   std::vector<std::string> out_;
+  bool l3_known_;  // the family has its network protocol (ip, ip6, inet)
+  const InlineSets* inline_;
 };
 
 std::string HookName(Family f, uint32_t num) {
@@ -449,6 +511,7 @@ std::string TypeName(DataType t) {
     case kTypeInetService: return "inet_service";
     case kTypeMark: return "mark";
     case kTypeIfname: return "ifname";
+    case kTypeIcmp6Type: return "icmpv6_type";
   }
   return "type" + std::to_string(static_cast<uint32_t>(t));
 }
@@ -468,6 +531,7 @@ Kind KindOf(DataType t) {
     case kTypeInetService: return Kind::kPort;
     case kTypeInetProto: return Kind::kProto;
     case kTypeMark: return Kind::kHex;
+    case kTypeIcmp6Type: return Kind::kIcmp6Type;
     default: return Kind::kRaw;
   }
 }
@@ -585,6 +649,13 @@ std::string SetText(const Set& s, const std::vector<Element>* elems) {
   return t + "\t}\n";
 }
 
+// An anonymous set as a rule shows it: "{ 22, 80 }".
+std::string InlineText(const Set& s, const std::vector<Element>& elems) {
+  std::string list;
+  for (const auto& e : ElementTexts(s, elems)) list += (list.empty() ? "" : ", ") + e;
+  return "{ " + list + " }";
+}
+
 const Set* Find(const std::vector<Set>& sets, const std::string& name) {
   for (const auto& s : sets)
     if (s.name == name) return &s;
@@ -635,15 +706,22 @@ std::string RenderTable(const TableState& t) {
   for (const auto& c : t.counters)
     blocks.push_back("\tcounter " + c.name + " {\n\t\tpackets " + std::to_string(c.packets) + " bytes " +
                      std::to_string(c.bytes) + "\n\t}\n");
+  for (const auto& l : t.limits) blocks.push_back("\tlimit " + l.name + " {\n\t\t" + LimitText(AsLimit(l)) + "\n\t}\n");
+  InlineSets inline_sets;
   for (const auto& s : t.sets) {
     auto it = t.elements.find(s.name);
-    blocks.push_back(SetText(s, it == t.elements.end() ? nullptr : &it->second));
+    const std::vector<Element>* elems = it == t.elements.end() ? nullptr : &it->second;
+    if (s.flags & NFT_SET_ANONYMOUS) {
+      inline_sets[s.name] = InlineText(s, elems ? *elems : std::vector<Element>{});
+      continue;
+    }
+    blocks.push_back(SetText(s, elems));
   }
   for (const auto& c : t.chains) {
     std::string b = "\tchain " + c.name + " {\n";
     if (c.hook) b += "\t\t" + HookText(t.family, *c.hook) + "\n";
     for (const auto& r : t.rules)
-      if (r.chain == c.name) b += "\t\t" + RenderRule(t.family, r) + "\n";
+      if (r.chain == c.name) b += "\t\t" + RuleRenderer(t.family, &inline_sets).Render(r) + "\n";
     blocks.push_back(b + "\t}\n");
   }
   std::string s = "table " + FamilyName(t.family) + " " + t.table.name + " {\n";
@@ -682,14 +760,37 @@ std::string RenderOp(Family family, const std::string& table, const Op& op, cons
     return v + " element " + t + " " + es->set + " { " + list + " }";
   }
   if (const auto* k = std::get_if<NamedCounter>(&op.object)) return v + " counter " + t + " " + k->name;
+  if (const auto* l = std::get_if<NamedLimit>(&op.object)) {
+    if (!add) return v + " limit " + t + " " + l->name;
+    return v + " limit " + t + " " + l->name + " { " + LimitText(AsLimit(*l)) + "; }";
+  }
   return v + " ?";
 }
 
 std::string RenderTransaction(const Transaction& tx) {
+  // An anonymous set is written where its rule looks it up, as nft reads it.
+  std::map<std::string, Set> anon;
+  std::map<std::string, std::vector<Element>> anon_elems;
+  for (const Op& op : tx.ops()) {
+    if (const auto* set = std::get_if<Set>(&op.object); set && (set->flags & NFT_SET_ANONYMOUS)) anon[set->name] = *set;
+    if (const auto* es = std::get_if<Elements>(&op.object); es && anon.count(es->set))
+      anon_elems[es->set].insert(anon_elems[es->set].end(), es->elems.begin(), es->elems.end());
+  }
+  InlineSets inline_sets;
+  for (const auto& [name, set] : anon) inline_sets[name] = InlineText(set, anon_elems[name]);
   std::vector<Set> known;
   std::string s;
   for (const Op& op : tx.ops()) {
-    if (const auto* set = std::get_if<Set>(&op.object)) known.push_back(*set);
+    if (const auto* set = std::get_if<Set>(&op.object)) {
+      known.push_back(*set);
+      if (anon.count(set->name)) continue;
+    }
+    if (const auto* es = std::get_if<Elements>(&op.object); es && anon.count(es->set)) continue;
+    if (const auto* r = std::get_if<Rule>(&op.object); r && op.verb == Verb::kAdd) {
+      s += "add rule " + FamilyName(tx.family()) + " " + tx.table() + " " + r->chain + " " +
+           RuleRenderer(tx.family(), &inline_sets).Render(*r) + "\n";
+      continue;
+    }
     s += RenderOp(tx.family(), tx.table(), op, known) + "\n";
   }
   return s;

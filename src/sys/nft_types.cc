@@ -29,6 +29,7 @@ uint32_t DataTypeLen(DataType t) {
     case kTypeInetProto: return 1;
     case kTypeInetService: return 2;
     case kTypeMark: return 4;
+    case kTypeIcmp6Type: return 1;
     case kTypeIfname: return 16;
     default: return 0;
   }
@@ -39,6 +40,8 @@ uint32_t CanonicalRegister(uint32_t reg) {
   if (reg >= kReg32_00 && (reg - kReg32_00) % kPer == 0) return 1 + (reg - kReg32_00) / kPer;
   return reg;
 }
+
+bool IsAnonymousSetName(const std::string& set) { return set.rfind("__set", 0) == 0; }
 
 Rule CanonicalRule(Rule r) {
   auto c = [](uint32_t& reg) { reg = CanonicalRegister(reg); };

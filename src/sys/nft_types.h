@@ -38,6 +38,7 @@ enum DataType : uint32_t {
   kTypeInetProto = 12,
   kTypeInetService = 13,
   kTypeMark = 19,
+  kTypeIcmp6Type = 29,
   kTypeIfname = 41,
 };
 uint32_t ConcatType(const std::vector<DataType>& fields);
@@ -109,6 +110,11 @@ struct CounterRef {
   std::string name;
   bool operator==(const CounterRef&) const = default;
 };
+// `limit name "x"`: a reference to a named limit of the table.
+struct LimitRef {
+  std::string name;
+  bool operator==(const LimitRef&) const = default;
+};
 // `log`: with group, to NFLOG group `group` (snaplen, qthreshold apply).
 struct Log {
   std::string prefix;
@@ -146,12 +152,15 @@ struct Limit {
 };
 
 using Expr = std::variant<Meta, Payload, Ct, Cmp, Bitwise, Lookup, Immediate, Verdict, Counter, CounterRef, Log, Nat,
-                          Numgen, Limit>;
+                          Numgen, Limit, LimitRef>;
 
 // The register the kernel reports for `reg`: a 4-byte register that starts
 // a 16-byte one is that one (NFT_REG32_00 is NFT_REG_1, NFT_REG32_04 is
 // NFT_REG_2, ...), as a dump reads it back.
 uint32_t CanonicalRegister(uint32_t reg);
+
+// Whether `set` is an anonymous set's name (a transaction's or the kernel's).
+bool IsAnonymousSetName(const std::string& set);
 
 struct Table {
   std::string name;
@@ -186,6 +195,14 @@ struct Rule {
 Rule CanonicalRule(Rule r);
 
 // NFT_SET_* flags.
+//
+// An anonymous set (NFT_SET_ANONYMOUS | NFT_SET_CONSTANT: `{ a, b }` in a
+// rule) lives as long as the rule that looks it up. A transaction names it
+// with a name of its own that starts with "__set" (a Lookup and the
+// Elements op refer to it by that name); it is sent as nft sends it,
+// "__set%d" with an id the rule and elements refer to, and the kernel names
+// it "__set<N>" (the lowest N free in the table), which is what a dump reads
+// back.
 struct Set {
   std::string name;
   uint32_t flags = 0;  // NFT_SET_INTERVAL, NFT_SET_TIMEOUT, NFT_SET_MAP, NFT_SET_CONCAT, ...
@@ -225,7 +242,18 @@ struct NamedCounter {
   bool operator==(const NamedCounter&) const = default;
 };
 
-using Object = std::variant<Table, Chain, Rule, Set, Elements, NamedCounter>;
+// A named limit object (`limit x { rate 10/second burst 5 packets; }`), what
+// LimitRef names: one token bucket shared by every rule that refers to it.
+struct NamedLimit {
+  std::string name;
+  uint64_t rate = 0, unit = 1;  // unit in seconds
+  uint32_t burst = 0;
+  uint32_t type = 0;  // NFT_LIMIT_PKTS / NFT_LIMIT_PKT_BYTES
+  bool invert = false;
+  bool operator==(const NamedLimit&) const = default;
+};
+
+using Object = std::variant<Table, Chain, Rule, Set, Elements, NamedCounter, NamedLimit>;
 
 // What a transaction does with an object, as nft's commands:
 //   kAdd     add: created when missing, an existing one kept (a chain's
@@ -269,7 +297,8 @@ class Transaction {
 };
 
 // A table as a dump reads it: its objects in the kernel's order (rules by
-// chain in chain order, elements by set).
+// chain in chain order, elements by set). Anonymous sets are among the sets,
+// with their elements.
 struct TableState {
   Family family = Family::kInet;
   Table table;
@@ -278,6 +307,7 @@ struct TableState {
   std::vector<Set> sets;
   std::map<std::string, std::vector<Element>> elements;
   std::vector<NamedCounter> counters;
+  std::vector<NamedLimit> limits;
   bool operator==(const TableState&) const = default;
 };
 

@@ -12,10 +12,11 @@ namespace {
 // expression.c and payload.c): the expression's type, then its data.
 enum : uint8_t { kTypeofExpr = 0, kTypeofData = 1 };
 enum : uint8_t { kPayloadDesc = 0, kPayloadTmpl = 1, kPayloadBase = 2, kPayloadOffset = 3, kPayloadLen = 4 };
-// nft's expression types (EXPR_PAYLOAD, EXPR_CONCAT).
-constexpr uint32_t kExprPayload = 7, kExprConcat = 13;
+enum : uint8_t { kMetaKey = 0 };
+// nft's expression types (EXPR_PAYLOAD, EXPR_META, EXPR_CONCAT).
+constexpr uint32_t kExprPayload = 7, kExprMeta = 9, kExprConcat = 13;
 // nft's proto_desc ids of the protocols named below.
-constexpr uint32_t kDescIp = 12, kDescIp6 = 13;
+constexpr uint32_t kDescIp = 12, kDescIp6 = 13, kDescIcmp6 = 14;
 
 struct BufFree {
   void operator()(nftnl_udata_buf* b) const { nftnl_udata_buf_free(b); }
@@ -26,8 +27,18 @@ std::string Bytes(const Buf& b) {
   return std::string(static_cast<const char*>(nftnl_udata_buf_data(b.get())), nftnl_udata_buf_len(b.get()));
 }
 
+// One field's expression and data, in the nest `index` (a concatenation's
+// field number, or NFTNL_UDATA_SET_KEY_TYPEOF for a key of one field).
 void PutField(nftnl_udata_buf* b, uint8_t index, const TypeofField& f) {
   nftnl_udata* field = nftnl_udata_nest_start(b, index);
+  if (f.meta) {
+    nftnl_udata_put_u32(b, kTypeofExpr, kExprMeta);
+    nftnl_udata* data = nftnl_udata_nest_start(b, kTypeofData);
+    nftnl_udata_put_u32(b, kMetaKey, f.meta_key);
+    nftnl_udata_nest_end(b, data);
+    nftnl_udata_nest_end(b, field);
+    return;
+  }
   nftnl_udata_put_u32(b, kTypeofExpr, kExprPayload);
   nftnl_udata* data = nftnl_udata_nest_start(b, kTypeofData);
   nftnl_udata_put_u32(b, kPayloadDesc, f.desc);
@@ -59,9 +70,16 @@ std::optional<uint32_t> U32(const nftnl_udata* a) {
 
 std::optional<TypeofField> ParseField(const nftnl_udata* nest) {
   Attrs f;
-  if (!ParseNest(nest, &f) || U32(f.a[kTypeofExpr]) != kExprPayload || !f.a[kTypeofData]) return std::nullopt;
+  if (!ParseNest(nest, &f) || !f.a[kTypeofData]) return std::nullopt;
+  const auto expr = U32(f.a[kTypeofExpr]);
+  if (expr != kExprPayload && expr != kExprMeta) return std::nullopt;
   Attrs d;
   if (!ParseNest(f.a[kTypeofData], &d)) return std::nullopt;
+  if (expr == kExprMeta) {
+    auto key = U32(d.a[kMetaKey]);
+    if (!key) return std::nullopt;
+    return TypeofMeta(*key);
+  }
   auto desc = U32(d.a[kPayloadDesc]), tmpl = U32(d.a[kPayloadTmpl]);
   if (!desc || !tmpl) return std::nullopt;
   TypeofField out{*desc, *tmpl};
@@ -79,9 +97,11 @@ std::optional<TypeofField> ParseField(const nftnl_udata* nest) {
 
 TypeofField TypeofIpSaddr() { return {kDescIp, 11}; }
 TypeofField TypeofIp6Saddr() { return {kDescIp6, 8}; }
+TypeofField TypeofIcmpv6Type() { return {kDescIcmp6, 1}; }
 TypeofField TypeofRaw(uint32_t base, uint32_t offset_bits, uint32_t len_bits) {
   return {0, 0, base, offset_bits, len_bits};
 }
+TypeofField TypeofMeta(uint32_t key) { return {0, 0, 0, 0, 0, true, key}; }
 
 std::string SetUserdata(ByteOrder key) {
   Buf b(nftnl_udata_buf_alloc(NFT_USERDATA_MAXLEN));
@@ -98,6 +118,13 @@ std::string ConcatSetUserdata(const std::vector<TypeofField>& fields) {
   for (size_t i = 0; i < fields.size(); ++i) PutField(b.get(), static_cast<uint8_t>(i), fields[i]);
   nftnl_udata_nest_end(b.get(), data);
   nftnl_udata_nest_end(b.get(), key);
+  return Bytes(b);
+}
+
+std::string TypeofSetUserdata(ByteOrder key, const TypeofField& field) {
+  Buf b(nftnl_udata_buf_alloc(NFT_USERDATA_MAXLEN));
+  nftnl_udata_put_u32(b.get(), NFTNL_UDATA_SET_KEYBYTEORDER, static_cast<uint32_t>(key));
+  PutField(b.get(), NFTNL_UDATA_SET_KEY_TYPEOF, field);
   return Bytes(b);
 }
 
@@ -124,7 +151,9 @@ std::optional<std::vector<TypeofField>> TypeofFields(const std::string& userdata
 }
 
 std::string TypeofFieldText(const TypeofField& f) {
+  if (f.meta) return f.meta_key == NFT_META_IIFNAME ? "iifname" : f.meta_key == NFT_META_OIFNAME ? "oifname" : "";
   if (f == TypeofIpSaddr()) return "ip saddr";
+  if (f == TypeofIcmpv6Type()) return "icmpv6 type";
   if (f == TypeofIp6Saddr()) return "ip6 saddr";
   if (f == TypeofField{kDescIp, 12}) return "ip daddr";
   if (f == TypeofField{kDescIp6, 9}) return "ip6 daddr";

@@ -21,14 +21,19 @@ enum class ByteOrder : uint32_t { kInvalid = 0, kHost = 1, kBig = 2 };
 // protocol nft knows (desc, tmpl: its proto_desc id and template index,
 // e.g. ip saddr = 12, 11), or a raw one (desc 0: base 1 @ll, 2 @nh, 3 @th,
 // offset and length in bits).
+// Or a meta key (meta set: `iifname`, NFT_META_IIFNAME).
 struct TypeofField {
   uint32_t desc = 0, tmpl = 0;
   uint32_t base = 0, offset_bits = 0, len_bits = 0;
+  bool meta = false;
+  uint32_t meta_key = 0;  // NFT_META_*
   bool operator==(const TypeofField&) const = default;
 };
 TypeofField TypeofIpSaddr();
 TypeofField TypeofIp6Saddr();
+TypeofField TypeofIcmpv6Type();
 TypeofField TypeofRaw(uint32_t base, uint32_t offset_bits, uint32_t len_bits);
+TypeofField TypeofMeta(uint32_t key);
 
 // What nft writes for `type t` (one field): the key's byte order.
 std::string SetUserdata(ByteOrder key);
@@ -36,13 +41,16 @@ std::string SetUserdata(ByteOrder key);
 // the key is a concatenation) or `typeof f1 . f2` (fields given); the key's
 // byte order is kInvalid for any concatenation.
 std::string ConcatSetUserdata(const std::vector<TypeofField>& fields);
+// For a one-field key nft knows by its expression (an anonymous set of
+// `icmpv6 type { ... }`): the byte order, then the field.
+std::string TypeofSetUserdata(ByteOrder key, const TypeofField& field);
 
 // What a dump's userdata says of the key: the typeof fields of a
 // concatenation when it names them (nullopt otherwise: a `type` set, or
 // metadata this parser does not know).
 std::optional<std::vector<TypeofField>> TypeofFields(const std::string& userdata);
 
-// A field in nft's words: "ip saddr", "@th,336,32" ("" when unknown).
+// A field in nft's words: "ip saddr", "@th,336,32", "iifname" ("" when unknown).
 std::string TypeofFieldText(const TypeofField& f);
 
 }  // namespace weft::sys::nft

@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "fw/masquerade.h"
+#include "fw/source_guard.h"
 #include "fw_text.h"
 #include "sys/netns.h"
 #include "sys/nft_kernel.h"
@@ -82,6 +83,7 @@ class FwNftEquivalenceTest : public ::testing::Test {
     EXPECT_EQ(na.elements, nb.elements);
     EXPECT_EQ(na.chains, nb.chains);
     EXPECT_EQ(na.counters, nb.counters);
+    EXPECT_EQ(na.limits, nb.limits);
     ASSERT_EQ(na.rules.size(), nb.rules.size());
     for (size_t i = 0; i < na.rules.size(); ++i)
       EXPECT_EQ(na.rules[i], nb.rules[i]) << "rule " << i << ": " << sys::nft::RenderRule(f, na.rules[i]) << " vs "
@@ -129,6 +131,46 @@ TEST_F(FwNftEquivalenceTest, MasqueradeTakesTheTextPathsTableOverAndRemovesIt) {
   auto gone = Dump(ns, Family::kInet, NftTableName("weft"));
   EXPECT_EQ(gone.status().sys_errno(), ENOENT) << gone.status().ToString();
   EXPECT_TRUE(Apply(ns, NftMasqueradeRemoval(Spec(true))).ok());  // none there: no error
+}
+
+TEST_F(FwNftEquivalenceTest, SourceGuardTheLayerBuildsTheTablesTheTextPathBuilt) {
+  for (GuardMode mode : {GuardMode::kRouted, GuardMode::kBridge}) {
+    SCOPED_TRACE(GuardTable(mode));
+    TestNetns text("fwguardtext"), layer("fwguardlayer");
+    ApplyText(text, weft::testing::GuardText(mode, GuardMarker(mode)));
+    ASSERT_TRUE(Apply(layer, GuardTransaction(mode)).ok());
+    ExpectSame(text, layer, Family::kNetdev, "netdev", GuardTable(mode));
+    // The anonymous set of `icmpv6 type { nd-router-advert, nd-redirect }`
+    // is in both, with its two elements.
+    auto t = Dump(layer, Family::kNetdev, GuardTable(mode));
+    ASSERT_TRUE(t.ok());
+    EXPECT_EQ(t->elements["__set0"].size(), 2u);
+  }
+}
+
+TEST_F(FwNftEquivalenceTest, SourceGuardTakesTheTextPathsTableOverKeepingItsElements) {
+  for (GuardMode mode : {GuardMode::kRouted, GuardMode::kBridge}) {
+    SCOPED_TRACE(GuardTable(mode));
+    const std::string t = GuardTable(mode);
+    const std::string optout = "add element netdev " + t + " allow4 { \"wft0123456789ab\" . 10.9.0.0/16 }\n";
+    // A node of the text path, with an operator's opt-out and the marker
+    // of an older ruleset: the transaction replaces the shared chains
+    // (their anonymous set with them), keeps the elements, and a second
+    // application changes nothing.
+    TestNetns up("fwguardup"), fresh("fwguardfresh");
+    ApplyText(up, weft::testing::GuardText(mode, "weft-guard:0123456789abcdef") + optout);
+    ASSERT_TRUE(Apply(up, GuardTransaction(mode)).ok());
+    ASSERT_TRUE(Apply(up, GuardTransaction(mode)).ok());
+    ASSERT_TRUE(Apply(fresh, GuardTransaction(mode)).ok());
+    ApplyText(fresh, optout);
+    EXPECT_EQ(List(up, "netdev", t), List(fresh, "netdev", t));
+    auto a = Dump(up, Family::kNetdev, t);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->elements["allow4"].size(), 1u);
+    EXPECT_EQ(std::count_if(a->sets.begin(), a->sets.end(),
+                            [](const auto& s) { return sys::nft::IsAnonymousSetName(s.name); }),
+              1);
+  }
 }
 
 }  // namespace

@@ -1,15 +1,18 @@
 #pragma once
 // A test fixture, not product code: the firewall tables as the plugin wrote
-// them up to commit 8542670, `nft -f` scripts built as text
-// (src/fw/masquerade.cc's RenderNftMasquerade there), kept so
-// fw_nft_equivalence_test can prove the typed transactions that replaced
-// them build the same tables, and that a node upgraded from the text path
-// takes the new ones over.
+// them as `nft -f` scripts built as text, kept so fw_nft_equivalence_test
+// can prove the typed transactions that replaced them build the same
+// tables, and that a node upgraded from the text path takes the new ones
+// over: masquerade up to commit 8542670 (src/fw/masquerade.cc's
+// RenderNftMasquerade there), the source guard's shared chains up to
+// commit 77567e9 (src/fw/source_guard.cc's RenderGuard there; the marker
+// comment is a parameter, since the marker hashes the rules' rendering).
 
 #include <string>
 #include <vector>
 
 #include "fw/masquerade.h"
+#include "fw/source_guard.h"
 
 namespace weft::testing {
 
@@ -51,6 +54,140 @@ inline std::string MasqueradeText(const fw::MasqueradeSpec& spec) {
   s += "    type nat hook postrouting priority srcnat; policy accept;\n";
   s += rules;
   s += "  }\n}\n";
+  return s;
+}
+
+// The objects each table holds (added when missing, never flushed).
+inline std::string GuardObjects(fw::GuardMode mode) {
+  std::string s;
+  s += "  counter spoofed4 {}\n";
+  s += "  counter spoofed6 {}\n";
+  if (mode == fw::GuardMode::kBridge) {
+    s += "  counter spoofed-mac {}\n";
+    s += "  set mac { type ifname . ether_addr; }\n";
+    s += "  set addr4 { type ifname . ipv4_addr; }\n";
+    s += "  set addr6 { type ifname . ipv6_addr; }\n";
+    // A neighbour advertisement's target address (ICMPv6 bytes 8-23): the
+    // same keys as addr6, typed as the raw payload the rule reads.
+    s += "  set nd6 { typeof iifname . @th,64,128; }\n";
+  }
+  s += "  limit drop-log { rate " + std::to_string(fw::kGuardDropLogRate) + "/second burst 100 packets; }\n";
+  s += "  set allow4 { type ifname . ipv4_addr; flags interval; }\n";
+  s += "  set allow6 { type ifname . ipv6_addr; flags interval; }\n";
+  // The ports that have elements in allow4/allow6: a DEL asks this set
+  // (one lookup) instead of dumping both allow sets.
+  s += "  set optouts { type ifname; }\n";
+  return s;
+}
+
+// The shared chains, name -> rules in order; `pod` comes first and its
+// first rule carries the marker. A port's own chain (PortRules) accepts
+// the pod's own addresses and sends everything else here.
+inline std::vector<std::pair<std::string, std::vector<std::string>>> GuardPolicyChains(fw::GuardMode mode) {
+  if (mode == fw::GuardMode::kRouted) {
+    return {
+        {"pod",
+         {
+             // A routed port is point-to-point: what a pod claims in ARP
+             // reaches no other pod (each pod address is routed to its own
+             // port), and the node answers for the gateway by proxy ARP.
+             "meta protocol arp accept",
+             // A pod is no router for its node: on a node that accepts
+             // router advertisements on new interfaces (accept_ra=2), one
+             // from a pod would give the node a default route via the pod.
+             // (From the pod's own global address the port's chain accepts
+             // it, and the kernel ignores it: RAs and redirects come from
+             // link-local sources.)
+             "icmpv6 type { nd-router-advert, nd-redirect } goto drop6",
+             // Link-local sources stay on the link (NDP), but the node's
+             // own gateway address (fe80::1 on every routed port) is not
+             // the pod's; duplicate address detection and MLD come before
+             // an address exists.
+             "ip6 saddr fe80::1 goto drop6",
+             "ip6 saddr fe80::/10 accept",
+             "ip6 saddr :: ip6 daddr ff02::/16 accept",
+             "iifname . ip saddr @allow4 accept",
+             "iifname . ip6 saddr @allow6 accept",
+             "meta protocol ip goto drop4",
+             "meta protocol ip6 goto drop6",
+         }},
+    };
+  }
+  return {
+      {"pod",
+       {
+           "iifname . ether saddr != @mac goto drop-mac",
+           "ether type arp goto pod-arp",
+           "ether type ip goto pod-ip4",
+           "ether type ip6 goto pod-ip6",
+           // VLAN tags, other protocols: a pod speaks IPv4, IPv6 and ARP.
+           "goto drop-mac",
+       }},
+      {"pod-arp",
+       {
+           // The sender's hardware and protocol addresses are what a
+           // neighbour cache learns: both must be the pod's (an ARP probe
+           // claims no address).
+           "iifname . arp saddr ether != @mac goto drop4",
+           "arp saddr ip 0.0.0.0 accept",
+           "iifname . arp saddr ip @addr4 accept",
+           "goto drop4",
+       }},
+      {"pod-ip4",
+       {
+           "iifname . ip saddr @addr4 accept",
+           "iifname . ip saddr @allow4 accept",
+           "goto drop4",
+       }},
+      {"pod-ip6",
+       {
+           // A pod is no router for its neighbours.
+           "icmpv6 type { nd-router-advert, nd-redirect } goto drop6",
+           // It advertises only its own addresses (link-local ones are
+           // not bound: see docs/security.md).
+           "icmpv6 type nd-neighbor-advert @th,64,16 & 0xffc0 != 0xfe80 iifname . @th,64,128 != @nd6 goto drop6",
+           "ip6 saddr fe80::/10 accept",
+           "ip6 saddr :: ip6 daddr ff02::/16 accept",
+           "iifname . ip6 saddr @addr6 accept",
+           "iifname . ip6 saddr @allow6 accept",
+           "goto drop6",
+       }},
+  };
+}
+
+// The drop chains every drop of the table goes to: the packet is sent to
+// NFLOG group fw::kGuardDropLogGroup (weftd's drop records), at most
+// fw::kGuardDropLogRate a second for the table (the named limit "drop-log"),
+// then counted and dropped. Over the rate it is dropped unrecorded: the
+// drop never depends on the log.
+inline std::vector<std::pair<std::string, std::vector<std::string>>> GuardChains(fw::GuardMode mode) {
+  auto chains = GuardPolicyChains(mode);
+  std::vector<std::pair<std::string, std::string>> drops = {{"drop4", "spoofed4"}, {"drop6", "spoofed6"}};
+  if (mode == fw::GuardMode::kBridge) drops.push_back({"drop-mac", "spoofed-mac"});
+  for (const auto& [chain, counter] : drops)
+    chains.push_back({chain,
+                      {"limit name \"drop-log\" log prefix \"weft-guard " + counter + "\" group " +
+                           std::to_string(fw::kGuardDropLogGroup),
+                       "counter name \"" + counter + "\" drop"}});
+  return chains;
+}
+
+
+// RenderGuard as it was, with `marker` as the first rule's comment.
+inline std::string GuardText(fw::GuardMode mode, const std::string& marker) {
+  const std::string t = std::string("netdev ") + fw::GuardTable(mode);
+  std::string s = "add table " + t + "\n";
+  s += "table " + t + " {\n" + GuardObjects(mode) + "}\n";
+  const auto chains = GuardChains(mode);
+  for (const auto& [chain, rules] : chains) s += "add chain " + t + " " + chain + "\n";
+  for (const auto& [chain, rules] : chains) s += "flush chain " + t + " " + chain + "\n";
+  for (const auto& [chain, rules] : chains) {
+    for (size_t i = 0; i < rules.size(); ++i) {
+      s += "add rule " + t + " " + chain + " " + rules[i];
+      if (chain == "pod" && i == 0) s += " comment \"" + marker + "\"";
+      s += "\n";
+    }
+  }
   return s;
 }
 

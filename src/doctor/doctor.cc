@@ -185,7 +185,7 @@ void DiagnoseNetpol(const NetpolView& v, std::vector<Finding>* out) {
 
 std::map<std::string, std::vector<std::string>> HostPortView(const std::string& table,
                                                              const std::vector<fw::HostPortRule>& rules) {
-  auto v = ScriptChainComments(fw::RenderNftHostPorts(table, rules));
+  auto v = TransactionChainComments(fw::NftHostPortTransaction(table, rules));
   for (const auto& e : fw::NftHostPortElements(rules)) v["map " + e.set].push_back(fw::NftElementText(e));
   std::vector<sys::NftElement> src;
   for (const auto& p : fw::NftHostPortSources(rules)) {
@@ -204,40 +204,6 @@ std::map<std::string, std::vector<std::string>> TransactionChainComments(const s
     if (const auto* r = std::get_if<sys::nft::Rule>(&op.object))
       if (!r->comment.empty()) out[r->chain].push_back(r->comment);
   }
-  return out;
-}
-
-std::map<std::string, std::vector<std::string>> ScriptChainComments(const std::string& script) {
-  std::map<std::string, std::vector<std::string>> out;
-  std::string chain;
-  size_t pos = 0;
-  while (pos < script.size()) {
-    size_t end = script.find('\n', pos);
-    if (end == std::string::npos) end = script.size();
-    std::string_view line(script.data() + pos, end - pos);
-    pos = end + 1;
-    size_t b = line.find_first_not_of(' ');
-    if (b == std::string_view::npos) continue;
-    line.remove_prefix(b);
-    if (line.rfind("chain ", 0) == 0) {
-      chain = std::string(line.substr(6, line.find(' ', 6) - 6));
-      out[chain];
-      continue;
-    }
-    if (line == "}") {
-      chain.clear();
-      continue;
-    }
-    if (chain.empty()) continue;
-    size_t c = line.find(" comment \"");
-    if (c == std::string_view::npos) continue;
-    size_t from = c + 10;
-    size_t to = line.find('"', from);
-    if (to == std::string_view::npos) continue;
-    out[chain].emplace_back(line.substr(from, to - from));
-  }
-  // A chain without rules carries nothing to compare.
-  for (auto it = out.begin(); it != out.end();) it = it->second.empty() ? out.erase(it) : std::next(it);
   return out;
 }
 

@@ -43,11 +43,8 @@ struct RulesetView {
   std::map<std::string, std::vector<std::string>> have;
 };
 
-// The comments of the rules of each chain in an `nft -f` script as the fw
-// renderers write it ("  chain NAME {" ... `comment "X"` ... "  }").
-std::map<std::string, std::vector<std::string>> ScriptChainComments(const std::string& script);
-// The same of a transaction (sys/nft_types.h): each chain it adds, with the
-// comments of the rules it adds to it, in order.
+// The comments of the rules of each chain a transaction (sys/nft_types.h)
+// adds, in order.
 std::map<std::string, std::vector<std::string>> TransactionChainComments(const sys::nft::Transaction& tx);
 
 // The hostPort table as `rules` want it, in RulesetView's terms: each
@@ -77,6 +74,7 @@ struct NetpolView {
 };
 
 inline constexpr char kNetpolTable[] = "inet weft-netpol";
+inline constexpr char kNetpolTableName[] = "weft-netpol";  // its name alone
 
 // A piece of an attachment's per-pod kernel state that is missing
 // (plugin/pod_state.h: a host route, proxy ARP, IPv6 off), as

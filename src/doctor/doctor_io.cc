@@ -26,7 +26,9 @@
 #include "sys/exec.h"
 #include "sys/files.h"
 #include "sys/netns.h"
+#include "sys/nft_kernel.h"
 #include "sys/nft_query.h"
+#include "sys/nft_render.h"
 #include "sys/nft_set.h"
 
 namespace weft::doctor {
@@ -154,16 +156,19 @@ Result<RulesetView> ReadRuleset(const std::string& what, const std::string& tabl
   return v;
 }
 
-// The kernel's table inet weft-netpol as nft lists it; nullopt when there is
-// none.
-Result<std::optional<NftTable>> ReadKernelNetpol(int netns_fd = -1) {
-  WEFT_ASSIGN_OR_RETURN(auto tables, fw::RunTool("nft", {"list", "tables", "inet"}, "", netns_fd));
-  if (tables.exit_code != 0) return fw::ToolError("nft list tables inet", tables);
-  if (tables.out.find(std::string("table ") + kNetpolTable + "\n") == std::string::npos)
-    return std::optional<NftTable>();
-  WEFT_ASSIGN_OR_RETURN(auto list, fw::RunTool("nft", {"list", "table", "inet", "weft-netpol"}, "", netns_fd));
-  if (list.exit_code != 0) return fw::ToolError(std::string("nft list table ") + kNetpolTable, list);
-  WEFT_ASSIGN_OR_RETURN(auto t, ParseNftTable(list.out));
+// The kernel's table inet weft-netpol as the nftables layer dumps it
+// (sys/nft_kernel.h) and renders it in nft's listing; nullopt when there is
+// none. `ns`: the namespace to read in (the caller's when null).
+Result<std::optional<NftTable>> ReadKernelNetpol(const sys::Netns* ns = nullptr) {
+  Result<sys::nft::TableState> dump = sys::nft::OpError("not read", EINVAL);
+  auto read = [&] {
+    dump = sys::nft::Kernel().Dump(sys::nft::Family::kInet, kNetpolTableName);
+    return Status::Ok();
+  };
+  WEFT_RETURN_IF_ERROR(ns ? sys::RunInNetns(*ns, read) : read());
+  if (!dump.ok() && dump.status().IsNotFound()) return std::optional<NftTable>();
+  if (!dump.ok()) return Status(dump.status()).Prefix(std::string("read table ") + kNetpolTable);
+  WEFT_ASSIGN_OR_RETURN(auto t, ParseNftTable(sys::nft::RenderTable(*dump)));
   return std::optional<NftTable>(std::move(t));
 }
 
@@ -173,7 +178,7 @@ Result<NftTable> CanonicalNetpol(const std::string& script) {
   WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::NewPrivate());
   WEFT_ASSIGN_OR_RETURN(auto load, fw::RunTool("nft", {"-f", "-"}, script, ns.fd()));
   if (load.exit_code != 0) return fw::ToolError("nft -f (weftd's ruleset, in a private namespace)", load);
-  WEFT_ASSIGN_OR_RETURN(auto t, ReadKernelNetpol(ns.fd()));
+  WEFT_ASSIGN_OR_RETURN(auto t, ReadKernelNetpol(&ns));
   if (!t) return Status::Error(Reason::kFailed, Domain::kFirewall,
                                std::string("weftd's ruleset creates no table ") + kNetpolTable);
   return std::move(*t);
@@ -365,8 +370,8 @@ Status ReadHostPortRuleset(const Options& o, bool have_db, Snapshot* s) {
   // The chains the table can have: those of a one-mapping rendering.
   fw::HostPortRule sample{"", 1, "tcp", *IpPrefix::Parse("192.0.2.1/24"), 1};
   WEFT_ASSIGN_OR_RETURN(auto view, ReadRuleset("hostPort ruleset (table inet " + table + ")", table,
-                                               ScriptChainComments(fw::RenderNftHostPorts(table, rules)),
-                                               ScriptChainComments(fw::RenderNftHostPorts(table, {sample}))));
+                                               TransactionChainComments(fw::NftHostPortTransaction(table, rules)),
+                                               TransactionChainComments(fw::NftHostPortTransaction(table, {sample}))));
   view.want = HostPortView(table, rules);
   WEFT_RETURN_IF_ERROR(ReadHostPortElements(table, &view));
   s->rulesets.push_back(std::move(view));

@@ -218,8 +218,8 @@ TEST(Doctor, ChainCommentsReadTheRenderers) {
   fw::MasqueradeSpec m2{"weft", {P("10.244.2.0/24")}, {P("10.244.0.0/16")}};
   EXPECT_NE(TransactionChainComments(fw::NftMasqueradeTransaction(m2)), c);
   // An empty hostPort set renders no table at all.
-  EXPECT_TRUE(ScriptChainComments(fw::RenderNftHostPorts("t", {})).empty());
-  EXPECT_FALSE(ScriptChainComments(fw::RenderNftHostPorts("t", {{"", 1, "tcp", P("10.0.0.2/24"), 1}})).empty());
+  EXPECT_TRUE(TransactionChainComments(fw::NftHostPortTransaction("t", {})).empty());
+  EXPECT_FALSE(TransactionChainComments(fw::NftHostPortTransaction("t", {{"", 1, "tcp", P("10.0.0.2/24"), 1}})).empty());
 }
 
 // Peers: node n1 (this one, 10.244.1.0/24) and n2 (10.244.2.0/24) over

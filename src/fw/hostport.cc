@@ -1,5 +1,11 @@
 #include "fw/hostport.h"
 
+#include <netinet/in.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_conntrack_common.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/rtnetlink.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <map>
@@ -9,8 +15,11 @@
 #include "base/strings.h"
 #include "fw/tool.h"
 #include "sys/files.h"
+#include "sys/nft_build.h"
+#include "sys/nft_kernel.h"
 #include "sys/nft_query.h"
 #include "sys/nft_set.h"
+#include "sys/nft_udata.h"
 
 namespace weft::fw {
 
@@ -87,13 +96,6 @@ std::string HexWords(const std::string& bytes) {
     s += d[static_cast<uint8_t>(bytes[i]) & 15];
   }
   return s;
-}
-
-// nft syntax of one map element, for the `nft -f` script.
-std::string ElementScript(const HostPortRule& r) {
-  std::string k = r.host_ip.empty() ? "" : r.host_ip + " . ";
-  k += r.protocol + " . " + std::to_string(r.host_port);
-  return k + " : " + r.container.addr().ToString() + " . " + std::to_string(r.container_port);
 }
 
 std::string MapOf(const HostPortRule& r) {
@@ -198,46 +200,125 @@ std::string NftElementText(const sys::NftElement& e) {
   return s;
 }
 
-std::string RenderNftHostPorts(const std::string& table, const std::vector<HostPortRule>& rules) {
-  std::string s = "table inet " + table + "\ndelete table inet " + table + "\n";
-  if (Canonical(rules).empty()) return s;
-  const std::string base = std::string(" comment \"") + kNftHostPortBase + "\"";
-  const std::string mark = " meta mark set meta mark | " + std::string(kMarkHex) + base;
-  s += "table inet " + table + " {\n";
-  for (const char* f : {"4", "6"}) {
-    const std::string addr = f == std::string("4") ? "ipv4_addr" : "ipv6_addr";
-    const std::string to = " : " + addr + " . inet_service; }\n";
-    s += std::string("  map hp") + f + " { type inet_proto . inet_service" + to;
-    s += std::string("  map hp") + f + "a { type " + addr + " . inet_proto . inet_service" + to;
-    s += std::string("  set hp") + f + "-src { type " + addr + "; flags interval; }\n";
+namespace {
+namespace nft = sys::nft;
+using Exprs = std::vector<nft::Expr>;
+Exprs operator+(Exprs a, const Exprs& b) { return nft::Then(std::move(a), b); }
+
+constexpr uint32_t kNh = NFT_PAYLOAD_NETWORK_HEADER, kTh = NFT_PAYLOAD_TRANSPORT_HEADER;
+
+// `[ip daddr .] meta l4proto . th dport`: a map's key into the registers
+// from NFT_REG32_00 (each field at the next 4-byte register).
+Exprs MapKey(bool v6, bool host_ip) {
+  Exprs k;
+  uint32_t reg = NFT_REG32_00;
+  if (host_ip) {
+    k.push_back(nft::Payload{kNh, v6 ? 24u : 16u, v6 ? 16u : 4u, reg});
+    reg += v6 ? 4 : 1;
   }
-  s += "  chain prerouting {\n    type nat hook prerouting priority dstnat; policy accept;\n";
-  s += "    fib daddr type local jump hostports" + base + "\n  }\n";
-  s += "  chain output {\n    type nat hook output priority -100; policy accept;\n";
-  s += "    fib daddr type local jump hostports" + base + "\n  }\n";
+  k.push_back(nft::Meta{NFT_META_L4PROTO, reg});
+  k.push_back(nft::Payload{kTh, 2, 2, reg + 1});
+  return k;
+}
+
+std::string MapName(bool v6, bool host_ip) { return std::string(v6 ? "hp6" : "hp4") + (host_ip ? "a" : ""); }
+
+// `ip saddr @hp4-src <key> @hp4 meta mark set meta mark | 0x2000`
+Exprs MarkRule(bool v6, bool host_ip) {
+  return nft::MatchNfproto(v6 ? NFPROTO_IPV6 : NFPROTO_IPV4) +
+         Exprs{nft::Payload{kNh, v6 ? 8u : 12u, v6 ? 16u : 4u, NFT_REG_1},
+               nft::Lookup{.set = std::string(v6 ? "hp6" : "hp4") + "-src", .sreg = NFT_REG_1}} +
+         MapKey(v6, host_ip) +
+         Exprs{nft::Lookup{.set = MapName(v6, host_ip), .sreg = NFT_REG32_00}, nft::Meta{NFT_META_MARK, NFT_REG_1},
+               nft::Bitwise{NFT_REG_1, NFT_REG_1, 4, nft::Host32(~kHostPortMasqMark), nft::Host32(kHostPortMasqMark)},
+               nft::MetaSet{NFT_META_MARK, NFT_REG_1}};
+}
+
+// `dnat ip to <key> map @hp4`: the map's data is the pod's address, then
+// its port in the next register.
+Exprs DnatRule(bool v6, bool host_ip) {
+  return nft::MatchNfproto(v6 ? NFPROTO_IPV6 : NFPROTO_IPV4) + MapKey(v6, host_ip) +
+         Exprs{nft::Lookup{.set = MapName(v6, host_ip), .sreg = NFT_REG32_00, .dreg = NFT_REG_1},
+               nft::Nat{.type = NFT_NAT_DNAT, .family = v6 ? uint32_t{NFPROTO_IPV6} : uint32_t{NFPROTO_IPV4},
+                        .reg_addr = NFT_REG_1, .reg_proto = v6 ? uint32_t{NFT_REG32_04} : uint32_t{NFT_REG32_01}}};
+}
+
+constexpr char kNotReplySet[] = "__set_not_reply";
+
+nft::Set HostPortMap(bool v6, bool host_ip) {
+  const nft::DataType addr = v6 ? nft::kTypeIpv6 : nft::kTypeIpv4;
+  std::vector<nft::DataType> key = {nft::kTypeInetProto, nft::kTypeInetService};
+  if (host_ip) key.insert(key.begin(), addr);
+  const uint32_t alen = v6 ? 16 : 4;
+  return nft::Set{.name = MapName(v6, host_ip), .flags = NFT_SET_MAP, .key_type = nft::ConcatType(key),
+                  .key_len = (host_ip ? alen : 0) + 8, .data_type = nft::ConcatType({addr, nft::kTypeInetService}),
+                  .data_len = alen + 4, .userdata = nft::ConcatMapUserdata()};
+}
+}  // namespace
+
+sys::nft::Transaction NftHostPortTransaction(const std::string& table, const std::vector<HostPortRule>& rules) {
+  nft::Transaction tx(nft::Family::kInet, table);
+  // Created if missing, then deleted and made again: one replacement in one
+  // kernel transaction, whatever was there.
+  tx.Add(nft::Table{table}).Delete(nft::Table{table});
+  if (Canonical(rules).empty()) return tx;
+  tx.Add(nft::Table{table});
+  const auto sources = NftHostPortSources(rules);
+  for (bool v6 : {false, true}) {
+    tx.Add(HostPortMap(v6, false)).Add(HostPortMap(v6, true));
+    tx.Add(nft::Set{.name = std::string(v6 ? "hp6" : "hp4") + "-src", .flags = NFT_SET_INTERVAL,
+                    .key_type = v6 ? nft::kTypeIpv6 : nft::kTypeIpv4, .key_len = v6 ? 16u : 4u,
+                    .userdata = nft::SetUserdata(nft::ByteOrder::kBig)});
+  }
+  auto hook = [](uint32_t num, int32_t prio, const char* type) {
+    return nft::Hook{.num = num, .priority = prio, .type = type, .policy = NF_ACCEPT};
+  };
+  tx.Add(nft::Chain{"prerouting", hook(NF_INET_PRE_ROUTING, -100, "nat")});
+  tx.Add(nft::Chain{"output", hook(NF_INET_LOCAL_OUT, -100, "nat")});
+  tx.Add(nft::Chain{"hostports", std::nullopt});
+  tx.Add(nft::Chain{"postrouting", hook(NF_INET_POST_ROUTING, 100, "nat")});
+  tx.Add(nft::Chain{"localhost-guard", hook(NF_INET_LOCAL_IN, 0, "filter")});
+  auto rule = [&](const std::string& chain, Exprs e) {
+    tx.Add(nft::Rule{.chain = chain, .exprs = std::move(e), .comment = kNftHostPortBase});
+  };
+  // fib daddr type local jump hostports
+  const Exprs local = {nft::Fib{NFTA_FIB_F_DADDR, NFT_FIB_RESULT_ADDRTYPE, NFT_REG_1},
+                       nft::Cmp{NFT_CMP_EQ, nft::Host32(RTN_LOCAL), NFT_REG_1}, nft::Verdict{NFT_JUMP, "hostports"}};
+  rule("prerouting", local);
+  rule("output", local);
   // The marks first: a DNAT ends the chain for the packet. A map is also a
   // set of its keys.
-  s += "  chain hostports {\n";
-  s += "    ip saddr @hp4-src meta l4proto . th dport @hp4" + mark + "\n";
-  s += "    ip saddr @hp4-src ip daddr . meta l4proto . th dport @hp4a" + mark + "\n";
-  s += "    ip6 saddr @hp6-src meta l4proto . th dport @hp6" + mark + "\n";
-  s += "    ip6 saddr @hp6-src ip6 daddr . meta l4proto . th dport @hp6a" + mark + "\n";
-  s += "    dnat ip to ip daddr . meta l4proto . th dport map @hp4a" + base + "\n";
-  s += "    meta nfproto ipv4 dnat ip to meta l4proto . th dport map @hp4" + base + "\n";
-  s += "    dnat ip6 to ip6 daddr . meta l4proto . th dport map @hp6a" + base + "\n";
-  s += "    meta nfproto ipv6 dnat ip6 to meta l4proto . th dport map @hp6" + base + "\n";
-  s += "  }\n";
-  s += "  chain postrouting {\n    type nat hook postrouting priority srcnat; policy accept;\n";
-  s += "    meta mark & " + std::string(kMarkHex) + " == " + kMarkHex + " masquerade" + base + "\n  }\n";
-  s += "  chain localhost-guard {\n    type filter hook input priority filter; policy accept;\n";
-  s += "    iifname != \"lo\" ip daddr " + std::string(kLoopback4) + " ct state != { established, related } drop" +
-       base + "\n  }\n";
-  s += "}\n";
-  for (const auto& p : NftHostPortSources(rules))
-    s += "add element inet " + table + " " + (p.is_v4() ? "hp4-src" : "hp6-src") + " { " + p.ToString() + " }\n";
-  for (const auto& r : Publishable(rules))
-    s += "add element inet " + table + " " + MapOf(r) + " { " + ElementScript(r) + " }\n";
-  return s;
+  for (bool v6 : {false, true})
+    for (bool host_ip : {false, true}) rule("hostports", MarkRule(v6, host_ip));
+  for (bool v6 : {false, true})
+    for (bool host_ip : {true, false}) rule("hostports", DnatRule(v6, host_ip));
+  // meta mark & 0x2000 == 0x2000 masquerade
+  rule("postrouting", {nft::Meta{NFT_META_MARK, NFT_REG_1},
+                       nft::Bitwise{NFT_REG_1, NFT_REG_1, 4, nft::Host32(kHostPortMasqMark), nft::Host32(0)},
+                       nft::Cmp{NFT_CMP_EQ, nft::Host32(kHostPortMasqMark), NFT_REG_1}, nft::Nat{.masq = true}});
+  // iifname != "lo" ip daddr 127.0.0.0/8 ct state != { established, related } drop
+  tx.Add(nft::Set{.name = kNotReplySet, .flags = NFT_SET_ANONYMOUS | NFT_SET_CONSTANT, .key_type = nft::kTypeCtState,
+                  .key_len = 4, .userdata = nft::TypeofSetUserdata(nft::ByteOrder::kHost, nft::TypeofCt(NFT_CT_STATE))});
+  tx.Add(nft::Elements{kNotReplySet,
+                       {nft::Element{nft::Host32(NF_CT_STATE_BIT(IP_CT_RELATED))},
+                        nft::Element{nft::Host32(NF_CT_STATE_BIT(IP_CT_ESTABLISHED))}}});
+  rule("localhost-guard",
+       Exprs{nft::Meta{NFT_META_IIFNAME, NFT_REG_1}, nft::Cmp{NFT_CMP_NEQ, nft::IfnameBytes("lo"), NFT_REG_1}} +
+           nft::MatchNfproto(NFPROTO_IPV4) +
+           Exprs{nft::Payload{kNh, 16, 1, NFT_REG_1}, nft::Cmp{NFT_CMP_EQ, nft::U8(127), NFT_REG_1},
+                 nft::Ct{NFT_CT_STATE, NFT_REG_1, std::nullopt},
+                 nft::Lookup{.set = kNotReplySet, .sreg = NFT_REG_1, .invert = true}, nft::Verdict{NF_DROP, ""}});
+  for (bool v6 : {false, true}) {
+    std::vector<IpPrefix> family;
+    for (const auto& p : sources)
+      if (p.is_v4() != v6) family.push_back(p);
+    if (!family.empty())
+      tx.Add(nft::Elements{std::string(v6 ? "hp6" : "hp4") + "-src", nft::IntervalElements(family)});
+  }
+  std::map<std::string, std::vector<nft::Element>> maps;
+  for (const auto& e : NftHostPortElements(rules)) maps[e.set].push_back(nft::Element{.key = e.key, .data = e.data});
+  for (auto& [set, elems] : maps) tx.Add(nft::Elements{set, std::move(elems)});
+  return tx;
 }
 
 bool NftHostPortBaseInPlace(const std::vector<sys::NftRuleInfo>& have) {
@@ -485,9 +566,7 @@ class NftHostPorts : public HostPortFirewall {
       case Plan::kRebuild:
         break;
     }
-    WEFT_ASSIGN_OR_RETURN(auto r, RunTool("nft", {"-f", "-"}, RenderNftHostPorts(table_, want)));
-    if (r.exit_code != 0) return ToolError("nft: build hostPort table " + table_, r);
-    return Status::Ok();
+    return sys::nft::Kernel().Apply(NftHostPortTransaction(table_, want), &keep_).Prefix("build hostPort table " + table_);
   }
 
   std::string data_dir_, table_;

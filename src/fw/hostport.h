@@ -11,8 +11,8 @@
 // node. The full desired-vs-kernel diff (Sync) is for CHECK, GC, weftd's
 // reclaim, `doctor --fix` and the fallback of an ADD or DEL whose own
 // change failed (the table missing or tampered with, a key held by stale
-// data): it builds the table whole (`nft -f`, atomic) when its base is not
-// in place, else adds and deletes elements in one batch.
+// data): it builds the table whole (one transaction, NftHostPortTransaction)
+// when its base is not in place, else adds and deletes elements in one batch.
 //
 // iptables: one chain set per database rebuilt whole with one
 // `iptables-restore` per family when its marker hash differs (Sync, also on
@@ -41,6 +41,7 @@
 #include "base/status.h"
 #include "sys/nft_query.h"
 #include "sys/nft_set.h"
+#include "sys/nft_types.h"
 
 namespace weft::fw {
 
@@ -96,9 +97,9 @@ std::vector<std::string> NftIntervals(const std::vector<sys::NftElement>& elemen
 // One map element as text, for comparisons and messages:
 // "hp4 06000000.1f900000 : 0af40205.00500000" (hex of each 4-byte word).
 std::string NftElementText(const sys::NftElement& e);
-// A complete `nft -f` script that atomically replaces the table (base and
-// elements), or deletes it when `rules` is empty.
-std::string RenderNftHostPorts(const std::string& table, const std::vector<HostPortRule>& rules);
+// One transaction that atomically replaces the table (base and elements),
+// or deletes it when `rules` is empty (absent, it is no error).
+sys::nft::Transaction NftHostPortTransaction(const std::string& table, const std::vector<HostPortRule>& rules);
 // Whether the base rules are all present (and nothing else), given the
 // table's rules as read from the kernel.
 bool NftHostPortBaseInPlace(const std::vector<sys::NftRuleInfo>& have);

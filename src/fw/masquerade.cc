@@ -68,40 +68,6 @@ std::string MasqMarker(const MasqueradeSpec& spec) {
   return "weft-masq:" + Hex(Fnv1a64(key), 16);
 }
 
-namespace {
-
-// The address after `a` (big-endian bytes; all ones wraps to "": no end).
-std::string Next(std::string a) {
-  for (size_t i = a.size(); i-- > 0;) {
-    if (static_cast<unsigned char>(a[i]) != 0xff) {
-      a[i] = static_cast<char>(static_cast<unsigned char>(a[i]) + 1);
-      return a;
-    }
-    a[i] = 0;
-  }
-  return "";
-}
-
-// An interval set's elements for `prefixes` (sorted, none inside another),
-// as nft 1.0.6 sends them: the family's first address flagged as an end
-// when no range starts there, then each range's first address and the
-// address after its last flagged as the range's end (none when the range
-// runs to the family's last address).
-std::vector<sys::nft::Element> IntervalElements(const std::vector<IpPrefix>& prefixes) {
-  std::vector<sys::nft::Element> out;
-  if (!prefixes.empty()) {
-    const std::string zero(prefixes[0].addr().ToBytes().size(), '\0');
-    if (prefixes[0].addr().ToBytes() != zero) out.push_back({.key = zero, .flags = NFT_SET_ELEM_INTERVAL_END});
-  }
-  for (const auto& p : prefixes) {
-    out.push_back({.key = p.addr().ToBytes()});
-    std::string end = Next(p.Last().ToBytes());
-    if (!end.empty()) out.push_back({.key = std::move(end), .flags = NFT_SET_ELEM_INTERVAL_END});
-  }
-  return out;
-}
-
-}  // namespace
 
 sys::nft::Transaction NftMasqueradeTransaction(const MasqueradeSpec& spec) {
   namespace nft = sys::nft;
@@ -121,7 +87,7 @@ sys::nft::Transaction NftMasqueradeTransaction(const MasqueradeSpec& spec) {
     for (const auto& [name, prefixes] : {std::pair{"pods" + f, src}, std::pair{"nomasq" + f, dst}}) {
       tx.Add(nft::Set{.name = name, .flags = NFT_SET_INTERVAL, .key_type = type, .key_len = len,
                       .userdata = nft::SetUserdata(nft::ByteOrder::kBig)});
-      tx.Add(nft::Elements{name, IntervalElements(prefixes)});
+      tx.Add(nft::Elements{name, nft::IntervalElements(prefixes)});
     }
     // ip saddr @pods4 ip daddr != @nomasq4 masquerade
     const uint32_t saddr = v6 ? 8 : 12, daddr = v6 ? 24 : 16;

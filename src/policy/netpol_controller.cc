@@ -8,7 +8,6 @@
 #include <map>
 #include <set>
 #include <string_view>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "base/list_watch.h"
@@ -18,6 +17,7 @@
 #include "sys/conntrack.h"
 #include "sys/files.h"
 #include "sys/nft_query.h"
+#include "sys/nft_kernel.h"
 #include "sys/nft_script.h"
 
 // The input hook's link-local rule names the pods' host veths as the plugin
@@ -32,7 +32,6 @@ static_assert(
 namespace weft::policy {
 namespace {
 
-using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 
@@ -66,22 +65,14 @@ class SystemNetpolKernel : public NetpolKernel {
   }
 
   Result<std::pair<uint64_t, uint64_t>> DropCounters() override {
-    // In-process too: at a full replace this ran an `nft -j` child from
-    // weftd before the table went in.
-    WEFT_ASSIGN_OR_RETURN(auto text, sys::NftQueryJson(std::string("list counters table inet ") + netpol::kTable));
+    // One netlink dump of the table's counters (sys/nft_kernel.h): up to
+    // 0.4.0 libnftables' `list counters` and its JSON, before that an
+    // `nft -j` child from weftd.
+    WEFT_ASSIGN_OR_RETURN(auto counters, sys::nft::Kernel().Counters(sys::nft::Family::kInet, netpol::kTable));
     std::pair<uint64_t, uint64_t> out{0, 0};
-    try {
-      json j = json::parse(text);
-      for (const auto& e : j.value("nftables", json::array())) {
-        if (!e.contains("counter")) continue;
-        const json& c = e["counter"];
-        std::string name = c.value("name", "");
-        uint64_t packets = c.value("packets", uint64_t{0});
-        if (name == "drop-ingress") out.first = packets;
-        if (name == "drop-egress") out.second = packets;
-      }
-    } catch (const std::exception& e) {
-      return Status::Error(Reason::kFailed, Domain::kFirewall, "nft: list counters: bad JSON", e.what());
+    for (const auto& c : counters) {
+      if (c.name == "drop-ingress") out.first = c.packets;
+      if (c.name == "drop-egress") out.second = c.packets;
     }
     return out;
   }

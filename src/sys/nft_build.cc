@@ -42,4 +42,32 @@ std::vector<Expr> Then(std::vector<Expr> a, const std::vector<Expr>& b) {
   return a;
 }
 
+namespace {
+// The address after `a` (big-endian bytes; all ones wraps to "": no end).
+std::string Next(std::string a) {
+  for (size_t i = a.size(); i-- > 0;) {
+    if (static_cast<unsigned char>(a[i]) != 0xff) {
+      a[i] = static_cast<char>(static_cast<unsigned char>(a[i]) + 1);
+      return a;
+    }
+    a[i] = 0;
+  }
+  return "";
+}
+}  // namespace
+
+std::vector<Element> IntervalElements(const std::vector<IpPrefix>& prefixes) {
+  std::vector<Element> out;
+  if (!prefixes.empty()) {
+    const std::string zero(prefixes[0].addr().ToBytes().size(), '\0');
+    if (prefixes[0].Masked().addr().ToBytes() != zero) out.push_back({.key = zero, .flags = NFT_SET_ELEM_INTERVAL_END});
+  }
+  for (const auto& p : prefixes) {
+    out.push_back({.key = p.Masked().addr().ToBytes()});
+    std::string end = Next(p.Last().ToBytes());
+    if (!end.empty()) out.push_back({.key = std::move(end), .flags = NFT_SET_ELEM_INTERVAL_END});
+  }
+  return out;
+}
+
 }  // namespace weft::sys::nft

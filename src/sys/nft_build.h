@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/ip.h"
 #include "sys/nft_types.h"
 
 namespace weft::sys::nft {
@@ -27,5 +28,13 @@ std::vector<Expr> MatchNfproto(uint8_t nfproto);
 std::vector<Expr> MatchL4proto(uint8_t proto);
 // a then b.
 std::vector<Expr> Then(std::vector<Expr> a, const std::vector<Expr>& b);
+
+// The elements of a one-field interval set holding `prefixes` (one family,
+// sorted, none inside another), as nft 1.0.6 sends them for a set it
+// creates: the family's first address flagged as an end
+// (NFT_SET_ELEM_INTERVAL_END) when no range starts there, then each
+// range's first address and the address after its last flagged as the
+// range's end (none when the range runs to the family's last address).
+std::vector<Element> IntervalElements(const std::vector<IpPrefix>& prefixes);
 
 }  // namespace weft::sys::nft

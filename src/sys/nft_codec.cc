@@ -126,6 +126,15 @@ nftnl_expr* EncodeExpr(const Expr& x, const AnonIds& anon) {
     e = nftnl_expr_alloc("objref");
     nftnl_expr_set_u32(e, NFTNL_EXPR_OBJREF_IMM_TYPE, NFT_OBJECT_COUNTER);
     nftnl_expr_set_str(e, NFTNL_EXPR_OBJREF_IMM_NAME, r->name.c_str());
+  } else if (const auto* f = std::get_if<Fib>(&x)) {
+    e = nftnl_expr_alloc("fib");
+    nftnl_expr_set_u32(e, NFTNL_EXPR_FIB_FLAGS, f->flags);
+    nftnl_expr_set_u32(e, NFTNL_EXPR_FIB_RESULT, f->result);
+    nftnl_expr_set_u32(e, NFTNL_EXPR_FIB_DREG, f->dreg);
+  } else if (const auto* m = std::get_if<MetaSet>(&x)) {
+    e = nftnl_expr_alloc("meta");
+    nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY, m->key);
+    nftnl_expr_set_u32(e, NFTNL_EXPR_META_SREG, m->sreg);
   } else if (const auto* r = std::get_if<LimitRef>(&x)) {
     e = nftnl_expr_alloc("objref");
     nftnl_expr_set_u32(e, NFTNL_EXPR_OBJREF_IMM_TYPE, NFT_OBJECT_LIMIT);
@@ -196,7 +205,10 @@ std::optional<Expr> DecodeExpr(const nftnl_expr* e) {
   const char* cname = nftnl_expr_get_str(e, NFTNL_EXPR_NAME);
   const std::string name = cname ? cname : "";
   if (name == "meta") {
-    if (!nftnl_expr_is_set(e, NFTNL_EXPR_META_DREG)) return std::nullopt;  // a meta set
+    if (!nftnl_expr_is_set(e, NFTNL_EXPR_META_DREG)) {
+      if (!nftnl_expr_is_set(e, NFTNL_EXPR_META_SREG)) return std::nullopt;
+      return MetaSet{U32(e, NFTNL_EXPR_META_KEY), U32(e, NFTNL_EXPR_META_SREG)};
+    }
     return Meta{U32(e, NFTNL_EXPR_META_KEY), U32(e, NFTNL_EXPR_META_DREG)};
   }
   if (name == "payload") {
@@ -264,6 +276,7 @@ std::optional<Expr> DecodeExpr(const nftnl_expr* e) {
     n.flags = U32(e, NFTNL_EXPR_NAT_FLAGS) & ~(NF_NAT_RANGE_MAP_IPS | NF_NAT_RANGE_PROTO_SPECIFIED);
     return n;
   }
+  if (name == "fib") return Fib{U32(e, NFTNL_EXPR_FIB_FLAGS), U32(e, NFTNL_EXPR_FIB_RESULT), U32(e, NFTNL_EXPR_FIB_DREG)};
   if (name == "numgen")
     return Numgen{U32(e, NFTNL_EXPR_NG_TYPE), U32(e, NFTNL_EXPR_NG_MODULUS), U32(e, NFTNL_EXPR_NG_OFFSET),
                   U32(e, NFTNL_EXPR_NG_DREG)};

@@ -102,6 +102,9 @@ Transaction Everything() {
                                                       Nat{NFT_NAT_DNAT, false, NFPROTO_IPV4, NFT_REG_1, NFT_REG_2, 0}}});
   tx.Add(Rule{"nat", {Nat{0, true, 0, 0, 0, NF_NAT_RANGE_PROTO_RANDOM_FULLY}}});
   tx.Add(Rule{"other", {LimitRef{"log-rate"}, CounterRef{"seen"}, Verdict{NF_ACCEPT, ""}}});
+  tx.Add(Rule{"other", {Fib{NFTA_FIB_F_DADDR, NFT_FIB_RESULT_ADDRTYPE, NFT_REG_1}, Cmp{NFT_CMP_EQ, Host32(2), NFT_REG_1},
+                        Meta{NFT_META_MARK, NFT_REG_1}, Bitwise{NFT_REG_1, NFT_REG_1, 4, Host32(~0x2000u), Host32(0x2000)},
+                        MetaSet{NFT_META_MARK, NFT_REG_1}}});
   tx.Add(Elements{"peers4", {Element{V4("192.0.2.1")}, Element{V4("192.0.2.2")}}});
   tx.Add(Elements{"ranges", {Element{V4("10.0.0.0")}, Element{V4("10.0.1.0"), "", "", std::nullopt, NFT_SET_ELEM_INTERVAL_END}}});
   tx.Add(Elements{"pods4-on", {Element{V4("10.2.0.0") + Ifname("up0"), V4("10.2.0.255") + Ifname("up0")}}});
@@ -187,7 +190,7 @@ TEST(NftCodec, AnAnonymousSetIsSentAsNftSendsIt) {
   EXPECT_TRUE(EncodeOps(del, 1).status().IsInvalidArgument());
   // A table renders its anonymous sets where the rules look them up, as
   // the transaction does.
-  EXPECT_NE(RenderTransaction(tx).find("add rule netdev wtest c @th,16,16 { 22, 80 } accept"), std::string::npos)
+  EXPECT_NE(RenderTransaction(tx).find("add rule netdev wtest c th dport { 22, 80 } accept"), std::string::npos)
       << RenderTransaction(tx);
   EXPECT_EQ(RenderTransaction(tx).find("__set"), std::string::npos) << RenderTransaction(tx);
 }
@@ -261,7 +264,7 @@ TEST(NftRender, RulesReadAsNftListsThem) {
   std::vector<std::string> rules;
   for (const Op& op : tx.ops())
     if (const auto* r = std::get_if<Rule>(&op.object)) rules.push_back(RenderRule(Family::kInet, *r));
-  ASSERT_EQ(rules.size(), 9u);
+  ASSERT_EQ(rules.size(), 10u);
   EXPECT_EQ(rules[0], "udp dport 8472 jump vxlan comment \"weft-overlay:abc\"");
   EXPECT_EQ(rules[1], "ip saddr != @peers4 counter name \"dropped\" drop");
   EXPECT_EQ(rules[2], "ip saddr . iifname @pods4-on counter packets 0 bytes 0 return");
@@ -271,6 +274,7 @@ TEST(NftRender, RulesReadAsNftListsThem) {
   EXPECT_EQ(rules[6], "ip saddr 10.0.0.1 numgen inc mod 2 0 dnat ip to 10.1.0.1:80");
   EXPECT_EQ(rules[7], "masquerade fully-random");
   EXPECT_EQ(rules[8], "limit name \"log-rate\" counter name \"seen\" accept");
+  EXPECT_EQ(rules[9], "fib daddr type local meta mark set meta mark | 0x00002000");
   // In an ip table there is no nfproto dependency to leave out.
   Rule r{"c", {Payload{NFT_PAYLOAD_NETWORK_HEADER, 16, 4, NFT_REG_1}, Cmp{NFT_CMP_NEQ, V4("10.0.0.2"), NFT_REG_1}}};
   EXPECT_EQ(RenderRule(Family::kIp, r), "ip daddr != 10.0.0.2");
@@ -447,7 +451,7 @@ TEST(NftFakeAnonymous, NamedAsTheKernelNamesThemAndGoneWithTheirRule) {
   EXPECT_EQ(t->sets[1].name, "__set1");
   EXPECT_EQ(std::get<Lookup>(t->rules[1].exprs[1]).set, "__set1");
   EXPECT_EQ(t->elements["__set1"], std::vector<Element>{Element{Be16(80)}});
-  EXPECT_NE(RenderTable(*t).find("@th,16,16 { 80 } drop"), std::string::npos) << RenderTable(*t);
+  EXPECT_NE(RenderTable(*t).find("th dport { 80 } drop"), std::string::npos) << RenderTable(*t);
   // Chain a refilled: its set goes with the old rule, the new one takes __set0.
   Transaction refill(Family::kInet, "wtest");
   refill.Flush(Chain{"a", std::nullopt});

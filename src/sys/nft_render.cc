@@ -16,7 +16,8 @@ namespace weft::sys::nft {
 namespace {
 
 enum class Kind {
-  kRaw, kIpv4, kIpv6, kEther, kIfname, kPort, kProto, kNfproto, kEthertype, kHex, kDecimal, kCtState, kIfType, kIcmp6Type
+  kRaw, kIpv4, kIpv6, kEther, kIfname, kPort, kProto, kNfproto, kEthertype, kHex, kDecimal, kCtState, kIfType, kIcmp6Type,
+  kAddrType
 };
 
 // A value loaded into a register: its nft words and how its bytes read.
@@ -25,8 +26,10 @@ struct Field {
   Kind kind = Kind::kRaw;
   bool dependency = false;  // meta nfproto / l4proto: nft leaves it out before the payload it guards
   std::string mask;         // a bitwise AND applied to it
+  std::string xor_;         // and the XOR after it
   std::string imm;          // an immediate's bytes
   uint32_t full = 0;        // an address loaded in part (its first bytes): the address's length
+  bool map = false;         // a map's data (`... map @m`): all of it, whatever registers it fills
 };
 
 std::string HexBytes(const std::string& b) {
@@ -91,6 +94,12 @@ std::string Format(Kind k, const std::string& b) {
     case Kind::kIfname: return "\"" + std::string(b.c_str()) + "\"";
     case Kind::kPort: return std::to_string(BigEndian(b.substr(0, 2)));
     case Kind::kProto: return b.empty() ? "" : ProtoName(static_cast<unsigned char>(b[0]));
+    case Kind::kAddrType: {
+      static const char* const kTypes[] = {"unspec",    "unicast", "local",       "broadcast", "anycast", "multicast",
+                                           "blackhole", "unreachable", "prohibit", "throw",     "nat",     "xresolve"};
+      const uint64_t t = HostEndian(b);
+      return t < 12 ? kTypes[t] : std::to_string(t);
+    }
     case Kind::kIcmp6Type: {
       if (b.size() != 1) return HexBytes(b);
       switch (static_cast<unsigned char>(b[0])) {
@@ -190,7 +199,7 @@ Field PayloadField(const Payload& p, const Context& cx, bool* named) {
     if (p.offset == 12 && p.len == 4) return {"ip saddr", Kind::kIpv4};
     if (p.offset == 16 && p.len == 4) return {"ip daddr", Kind::kIpv4};
     if ((p.offset == 12 || p.offset == 16) && p.len < 4)
-      return {p.offset == 12 ? "ip saddr" : "ip daddr", Kind::kIpv4, false, "", "", 4};
+      return {p.offset == 12 ? "ip saddr" : "ip daddr", Kind::kIpv4, false, "", "", "", 4};
     if (p.offset == 9 && p.len == 1) return {"ip protocol", Kind::kProto};
   }
   if (p.base == NFT_PAYLOAD_NETWORK_HEADER && cx.nfproto == NFPROTO_ARP) {
@@ -206,12 +215,18 @@ Field PayloadField(const Payload& p, const Context& cx, bool* named) {
     if (p.offset == 24 && p.len == 16) return {"ip6 daddr", Kind::kIpv6};
     // A prefix that ends on a byte: nft loads only its bytes.
     if ((p.offset == 8 || p.offset == 24) && p.len < 16)
-      return {p.offset == 8 ? "ip6 saddr" : "ip6 daddr", Kind::kIpv6, false, "", "", 16};
+      return {p.offset == 8 ? "ip6 saddr" : "ip6 daddr", Kind::kIpv6, false, "", "", "", 16};
     if (p.offset == 6 && p.len == 1) return {"ip6 nexthdr", Kind::kProto};
   }
   if (p.base == NFT_PAYLOAD_TRANSPORT_HEADER && (cx.l4proto == IPPROTO_TCP || cx.l4proto == IPPROTO_UDP) &&
       p.len == 2 && (p.offset == 0 || p.offset == 2))
     return {ProtoName(cx.l4proto) + (p.offset == 0 ? " sport" : " dport"), Kind::kPort};
+  // Ports of whatever transport protocol the packet has.
+  // (They need no dependency, so one before them stays.)
+  if (p.base == NFT_PAYLOAD_TRANSPORT_HEADER && cx.l4proto == -1 && p.len == 2 && (p.offset == 0 || p.offset == 2)) {
+    *named = false;
+    return {p.offset == 0 ? "th sport" : "th dport", Kind::kPort};
+  }
   *named = false;
   const char* base = p.base == NFT_PAYLOAD_LL_HEADER ? "ll" : p.base == NFT_PAYLOAD_NETWORK_HEADER ? "nh" : "th";
   return {"@" + std::string(base) + "," + std::to_string(p.offset * 8) + "," + std::to_string(p.len * 8), Kind::kRaw};
@@ -349,6 +364,7 @@ class RuleRenderer {
   void On(const Bitwise& b) {
     Field f = Take(b.sreg);
     f.mask = b.mask;
+    f.xor_ = b.xor_;
     Load(b.dreg, std::move(f));
   }
   void On(const Cmp& c) {
@@ -408,7 +424,9 @@ class RuleRenderer {
     } else if (*l.dreg == NFT_REG_VERDICT) {
       Emit(keys + " vmap " + set);
     } else {
-      Load(*l.dreg, {keys + " map " + set, Kind::kRaw});
+      Field f{keys + " map " + set, Kind::kRaw};
+      f.map = true;
+      Load(*l.dreg, std::move(f));
     }
   }
   void On(const Verdict& v) { Emit(VerdictText(v)); }
@@ -417,6 +435,20 @@ class RuleRenderer {
   }
   void On(const CounterRef& c) { Emit("counter name " + Quote(c.name)); }
   void On(const LimitRef& l) { Emit("limit name " + Quote(l.name)); }
+  void On(const Fib& f) {
+    std::string what = f.flags & NFTA_FIB_F_DADDR ? "daddr" : f.flags & NFTA_FIB_F_SADDR ? "saddr" : "?";
+    if (f.flags & NFTA_FIB_F_MARK) what += " . mark";
+    if (f.flags & NFTA_FIB_F_IIF) what += " . iif";
+    if (f.flags & NFTA_FIB_F_OIF) what += " . oif";
+    if (f.result == NFT_FIB_RESULT_ADDRTYPE) Load(f.dreg, {"fib " + what + " type", Kind::kAddrType});
+    else if (f.result == NFT_FIB_RESULT_OIF) Load(f.dreg, {"fib " + what + " oif", Kind::kDecimal});
+    else Load(f.dreg, {"fib " + what + " oifname", Kind::kIfname});
+  }
+  void On(const MetaSet& m) {
+    Field v = Take(m.sreg);
+    std::string key = MetaField(m.key).text;
+    Emit(key + " set " + ValueText(v));
+  }
   void On(const Log& g) {
     std::string s = "log";
     if (!g.prefix.empty()) s += " prefix " + Quote(g.prefix);
@@ -440,6 +472,11 @@ class RuleRenderer {
     const bool v6 = n.family == NFPROTO_IPV6;
     s += v6 ? " ip6" : " ip";
     s += " to";
+    if (n.reg_addr && regs_.count(n.reg_addr) && regs_[n.reg_addr].map) {
+      // `dnat ip to ip daddr . th dport map @m`: address and port from the map's data.
+      Emit(s + " " + Take(n.reg_addr).text);
+      return;
+    }
     if (n.reg_addr) {
       std::string a = Value(n.reg_addr, v6 ? Kind::kIpv6 : Kind::kIpv4);
       s += " " + (v6 && n.reg_proto ? "[" + a + "]" : a);
@@ -448,6 +485,19 @@ class RuleRenderer {
     Emit(s);
   }
   // A register's value as `k` (an immediate) or its words (a map lookup).
+  // A loaded value with the bitwise applied to it, as nft writes it:
+  // `meta mark | 0x00002000` (the bits set), `x & m`, or `(x & m) ^ v`.
+  static std::string ValueText(const Field& f) {
+    if (!f.imm.empty()) return Format(f.kind, f.imm);
+    if (f.mask.empty()) return f.text;
+    const Kind k = f.kind == Kind::kRaw ? Kind::kRaw : Kind::kHex;
+    const bool xor_zero = f.xor_.find_first_not_of('\0') == std::string::npos;
+    if (xor_zero) return f.text + " & " + Format(k, f.mask);
+    std::string inv = f.mask;
+    for (auto& c : inv) c = static_cast<char>(~c);
+    if (inv == f.xor_) return f.text + " | " + Format(k, f.xor_);
+    return "(" + f.text + " & " + Format(k, f.mask) + ") ^ " + Format(k, f.xor_);
+  }
   std::string Value(uint32_t reg, Kind k) {
     Field f = Take(reg);
     return f.imm.empty() ? f.text : Format(k, f.imm);
@@ -480,8 +530,10 @@ std::string Priority(Family f, uint32_t hook, int32_t prio) {
     std_prios = {{"filter", 0}};
   } else {
     std_prios = {{"raw", -300}, {"mangle", -150}, {"filter", 0}, {"security", 50}};
-    if (hook == NF_INET_PRE_ROUTING || hook == NF_INET_LOCAL_OUT) std_prios.push_back({"dstnat", -100});
-    if (hook == NF_INET_POST_ROUTING || hook == NF_INET_LOCAL_IN) std_prios.push_back({"srcnat", 100});
+    // nft 1.0.6 names these two only on their own hooks (an output chain at
+    // -100 lists as -100).
+    if (hook == NF_INET_PRE_ROUTING) std_prios.push_back({"dstnat", -100});
+    if (hook == NF_INET_POST_ROUTING) std_prios.push_back({"srcnat", 100});
   }
   for (const auto& s : std_prios) {
     const int64_t off = static_cast<int64_t>(prio) - s.value;
@@ -512,6 +564,7 @@ std::string TypeName(DataType t) {
     case kTypeMark: return "mark";
     case kTypeIfname: return "ifname";
     case kTypeIcmp6Type: return "icmpv6_type";
+    case kTypeCtState: return "ct_state";
   }
   return "type" + std::to_string(static_cast<uint32_t>(t));
 }
@@ -532,6 +585,7 @@ Kind KindOf(DataType t) {
     case kTypeInetProto: return Kind::kProto;
     case kTypeMark: return Kind::kHex;
     case kTypeIcmp6Type: return Kind::kIcmp6Type;
+    case kTypeCtState: return Kind::kCtState;
     default: return Kind::kRaw;
   }
 }
@@ -578,8 +632,16 @@ std::string KeyText(const Set& set, const std::string& key, const std::string& e
 std::vector<std::string> ElementTexts(const Set& set, std::vector<Element> elems) {
   std::vector<std::string> out;
   const bool halves = (set.flags & NFT_SET_INTERVAL) && !(set.flags & NFT_SET_CONCAT) && set.fields.size() <= 1;
-  // nft lists elements in key order, whatever order the kernel dumps them.
-  std::sort(elems.begin(), elems.end(), [](const Element& a, const Element& b) { return a.key < b.key; });
+  // nft lists elements in key order, whatever order the kernel dumps them;
+  // a concatenation (outside interval sets) it orders as one little-endian
+  // number, its last byte first (nft 1.0.6 lists `a . tcp . 60` before
+  // `b . tcp . 70`, whatever a and b).
+  const bool le = ConcatFields(set.key_type).size() > 1 && !(set.flags & NFT_SET_INTERVAL);
+  std::sort(elems.begin(), elems.end(), [le](const Element& a, const Element& b) {
+    if (!le) return a.key < b.key;
+    return std::lexicographical_compare(a.key.rbegin(), a.key.rend(), b.key.rbegin(), b.key.rend(),
+                                        [](char x, char y) { return static_cast<unsigned char>(x) < static_cast<unsigned char>(y); });
+  });
   if (!halves) {
     for (const auto& e : elems) out.push_back(RenderElement(set, e));
     return out;
@@ -753,10 +815,12 @@ std::string RenderOp(Family family, const std::string& table, const Op& op, cons
   if (const auto* es = std::get_if<Elements>(&op.object)) {
     const Set* set = Find(known, es->set);
     std::string list;
-    for (const auto& e : es->elems) {
-      std::string text = set ? RenderElement(*set, e) : HexBytes(e.key) + (e.key_end.empty() ? "" : "-" + HexBytes(e.key_end));
-      list += (list.empty() ? "" : ", ") + text;
-    }
+    // With its set known, as nft lists it (an interval set's halves as ranges).
+    if (set)
+      for (const auto& text : ElementTexts(*set, es->elems)) list += (list.empty() ? "" : ", ") + text;
+    else
+      for (const auto& e : es->elems)
+        list += (list.empty() ? "" : ", ") + HexBytes(e.key) + (e.key_end.empty() ? "" : "-" + HexBytes(e.key_end));
     return v + " element " + t + " " + es->set + " { " + list + " }";
   }
   if (const auto* k = std::get_if<NamedCounter>(&op.object)) return v + " counter " + t + " " + k->name;

@@ -64,21 +64,4 @@ Status NftRunScript(const std::string& script) {
   return Status::Ok();
 }
 
-Result<std::string> NftQueryJson(const std::string& command) {
-  std::lock_guard lock(LibMutex());
-  std::unique_ptr<nft_ctx, CtxFree> ctx(nft_ctx_new(NFT_CTX_DEFAULT));
-  if (!ctx) return Status::Error(Reason::kFailed, Domain::kFirewall, "libnftables: cannot create a context");
-  if (nft_ctx_buffer_output(ctx.get()) != 0 || nft_ctx_buffer_error(ctx.get()) != 0)
-    return Status::Error(Reason::kFailed, Domain::kFirewall, "libnftables: cannot buffer its output");
-  nft_ctx_output_set_flags(ctx.get(), nft_ctx_output_get_flags(ctx.get()) | NFT_CTX_OUTPUT_JSON);
-  if (nft_run_cmd_from_buffer(ctx.get(), command.c_str()) != 0) {
-    const char* err = nft_ctx_get_error_buffer(ctx.get());
-    std::string details = err ? err : "";
-    while (!details.empty() && details.back() == '\n') details.pop_back();
-    return Status::Error(Reason::kFailed, Domain::kFirewall, "nft: " + command, details);
-  }
-  const char* out = nft_ctx_get_output_buffer(ctx.get());
-  return std::string(out ? out : "");
-}
-
 }  // namespace weft::sys

@@ -23,9 +23,4 @@ namespace weft::sys {
 // libnftables context at a time, each call its own).
 Status NftRunScript(const std::string& script);
 
-// Runs one read-only nft command (e.g. "list counters table inet x") in the
-// calling thread's network namespace and returns nft's JSON output (what
-// `nft -j <command>` prints). Errors as NftRunScript's.
-Result<std::string> NftQueryJson(const std::string& command);
-
 }  // namespace weft::sys

@@ -30,6 +30,7 @@ uint32_t DataTypeLen(DataType t) {
     case kTypeInetService: return 2;
     case kTypeMark: return 4;
     case kTypeIcmp6Type: return 1;
+    case kTypeCtState: return 4;
     case kTypeIfname: return 16;
     default: return 0;
   }
@@ -58,6 +59,8 @@ Rule CanonicalRule(Rule r) {
     if (auto* e = std::get_if<Immediate>(&x)) c(e->dreg);
     if (auto* e = std::get_if<Nat>(&x)) c(e->reg_addr), c(e->reg_proto);
     if (auto* e = std::get_if<Numgen>(&x)) c(e->dreg);
+    if (auto* e = std::get_if<Fib>(&x)) c(e->dreg);
+    if (auto* e = std::get_if<MetaSet>(&x)) c(e->sreg);
   }
   return r;
 }

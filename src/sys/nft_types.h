@@ -38,6 +38,7 @@ enum DataType : uint32_t {
   kTypeInetProto = 12,
   kTypeInetService = 13,
   kTypeMark = 19,
+  kTypeCtState = 26,
   kTypeIcmp6Type = 29,
   kTypeIfname = 41,
 };
@@ -110,6 +111,18 @@ struct CounterRef {
   std::string name;
   bool operator==(const CounterRef&) const = default;
 };
+// `fib daddr type` (flags NFTA_FIB_F_*, result NFT_FIB_RESULT_*) into dreg.
+struct Fib {
+  uint32_t flags = 0, result = 0;
+  uint32_t dreg = 1;
+  bool operator==(const Fib&) const = default;
+};
+// `meta mark set <sreg>`: a meta key written from a register.
+struct MetaSet {
+  uint32_t key = 0;  // NFT_META_*
+  uint32_t sreg = 1;
+  bool operator==(const MetaSet&) const = default;
+};
 // `limit name "x"`: a reference to a named limit of the table.
 struct LimitRef {
   std::string name;
@@ -152,7 +165,7 @@ struct Limit {
 };
 
 using Expr = std::variant<Meta, Payload, Ct, Cmp, Bitwise, Lookup, Immediate, Verdict, Counter, CounterRef, Log, Nat,
-                          Numgen, Limit, LimitRef>;
+                          Numgen, Limit, LimitRef, Fib, MetaSet>;
 
 // The register the kernel reports for `reg`: a 4-byte register that starts
 // a 16-byte one is that one (NFT_REG32_00 is NFT_REG_1, NFT_REG32_04 is

@@ -13,8 +13,11 @@ namespace {
 enum : uint8_t { kTypeofExpr = 0, kTypeofData = 1 };
 enum : uint8_t { kPayloadDesc = 0, kPayloadTmpl = 1, kPayloadBase = 2, kPayloadOffset = 3, kPayloadLen = 4 };
 enum : uint8_t { kMetaKey = 0 };
-// nft's expression types (EXPR_PAYLOAD, EXPR_META, EXPR_CONCAT).
-constexpr uint32_t kExprPayload = 7, kExprMeta = 9, kExprConcat = 13;
+enum : uint8_t { kCtKey = 0, kCtDir = 1 };
+// nft's expression types (EXPR_PAYLOAD, EXPR_META, EXPR_CT, EXPR_CONCAT).
+constexpr uint32_t kExprPayload = 7, kExprMeta = 9, kExprCt = 12, kExprConcat = 13;
+// NFTNL_UDATA_SET_DATA_INTERVAL: whether a map's data are ranges.
+constexpr uint8_t kDataInterval = 6;
 // nft's proto_desc ids of the protocols named below.
 constexpr uint32_t kDescIp = 12, kDescIp6 = 13, kDescIcmp6 = 14;
 
@@ -31,6 +34,15 @@ std::string Bytes(const Buf& b) {
 // field number, or NFTNL_UDATA_SET_KEY_TYPEOF for a key of one field).
 void PutField(nftnl_udata_buf* b, uint8_t index, const TypeofField& f) {
   nftnl_udata* field = nftnl_udata_nest_start(b, index);
+  if (f.ct) {
+    nftnl_udata_put_u32(b, kTypeofExpr, kExprCt);
+    nftnl_udata* data = nftnl_udata_nest_start(b, kTypeofData);
+    nftnl_udata_put_u32(b, kCtKey, f.ct_key);
+    nftnl_udata_put_u32(b, kCtDir, 0xffffffff);  // no direction
+    nftnl_udata_nest_end(b, data);
+    nftnl_udata_nest_end(b, field);
+    return;
+  }
   if (f.meta) {
     nftnl_udata_put_u32(b, kTypeofExpr, kExprMeta);
     nftnl_udata* data = nftnl_udata_nest_start(b, kTypeofData);
@@ -102,6 +114,7 @@ TypeofField TypeofRaw(uint32_t base, uint32_t offset_bits, uint32_t len_bits) {
   return {0, 0, base, offset_bits, len_bits};
 }
 TypeofField TypeofMeta(uint32_t key) { return {0, 0, 0, 0, 0, true, key}; }
+TypeofField TypeofCt(uint32_t key) { return {0, 0, 0, 0, 0, false, 0, true, key}; }
 
 std::string SetUserdata(ByteOrder key) {
   Buf b(nftnl_udata_buf_alloc(NFT_USERDATA_MAXLEN));
@@ -118,6 +131,21 @@ std::string ConcatSetUserdata(const std::vector<TypeofField>& fields) {
   for (size_t i = 0; i < fields.size(); ++i) PutField(b.get(), static_cast<uint8_t>(i), fields[i]);
   nftnl_udata_nest_end(b.get(), data);
   nftnl_udata_nest_end(b.get(), key);
+  return Bytes(b);
+}
+
+std::string ConcatMapUserdata() {
+  Buf b(nftnl_udata_buf_alloc(NFT_USERDATA_MAXLEN));
+  nftnl_udata_put_u32(b.get(), NFTNL_UDATA_SET_KEYBYTEORDER, static_cast<uint32_t>(ByteOrder::kInvalid));
+  nftnl_udata_put_u32(b.get(), NFTNL_UDATA_SET_DATABYTEORDER, static_cast<uint32_t>(ByteOrder::kInvalid));
+  for (uint8_t which : {uint8_t{NFTNL_UDATA_SET_KEY_TYPEOF}, uint8_t{NFTNL_UDATA_SET_DATA_TYPEOF}}) {
+    nftnl_udata* key = nftnl_udata_nest_start(b.get(), which);
+    nftnl_udata_put_u32(b.get(), kTypeofExpr, kExprConcat);
+    nftnl_udata* data = nftnl_udata_nest_start(b.get(), kTypeofData);
+    nftnl_udata_nest_end(b.get(), data);
+    nftnl_udata_nest_end(b.get(), key);
+  }
+  nftnl_udata_put_u32(b.get(), kDataInterval, 0);
   return Bytes(b);
 }
 
@@ -151,6 +179,7 @@ std::optional<std::vector<TypeofField>> TypeofFields(const std::string& userdata
 }
 
 std::string TypeofFieldText(const TypeofField& f) {
+  if (f.ct) return f.ct_key == NFT_CT_STATE ? "ct state" : "";
   if (f.meta) return f.meta_key == NFT_META_IIFNAME ? "iifname" : f.meta_key == NFT_META_OIFNAME ? "oifname" : "";
   if (f == TypeofIpSaddr()) return "ip saddr";
   if (f == TypeofIcmpv6Type()) return "icmpv6 type";

@@ -21,12 +21,15 @@ enum class ByteOrder : uint32_t { kInvalid = 0, kHost = 1, kBig = 2 };
 // protocol nft knows (desc, tmpl: its proto_desc id and template index,
 // e.g. ip saddr = 12, 11), or a raw one (desc 0: base 1 @ll, 2 @nh, 3 @th,
 // offset and length in bits).
-// Or a meta key (meta set: `iifname`, NFT_META_IIFNAME).
+// Or a meta key (meta set: `iifname`, NFT_META_IIFNAME), or a ct key
+// (`ct state`, NFT_CT_STATE, no direction).
 struct TypeofField {
   uint32_t desc = 0, tmpl = 0;
   uint32_t base = 0, offset_bits = 0, len_bits = 0;
   bool meta = false;
   uint32_t meta_key = 0;  // NFT_META_*
+  bool ct = false;
+  uint32_t ct_key = 0;  // NFT_CT_*
   bool operator==(const TypeofField&) const = default;
 };
 TypeofField TypeofIpSaddr();
@@ -34,6 +37,7 @@ TypeofField TypeofIp6Saddr();
 TypeofField TypeofIcmpv6Type();
 TypeofField TypeofRaw(uint32_t base, uint32_t offset_bits, uint32_t len_bits);
 TypeofField TypeofMeta(uint32_t key);
+TypeofField TypeofCt(uint32_t key);
 
 // What nft writes for `type t` (one field): the key's byte order.
 std::string SetUserdata(ByteOrder key);
@@ -41,6 +45,8 @@ std::string SetUserdata(ByteOrder key);
 // the key is a concatenation) or `typeof f1 . f2` (fields given); the key's
 // byte order is kInvalid for any concatenation.
 std::string ConcatSetUserdata(const std::vector<TypeofField>& fields);
+// For a map `type a . b : c . d` (key and data concatenations).
+std::string ConcatMapUserdata();
 // For a one-field key nft knows by its expression (an anonymous set of
 // `icmpv6 type { ... }`): the byte order, then the field.
 std::string TypeofSetUserdata(ByteOrder key, const TypeofField& field);

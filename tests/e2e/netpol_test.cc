@@ -247,6 +247,10 @@ TEST_F(NetpolTest, DropRecordsNameThePolicyAndTheForgedSource) {
   }
   // Counted per reason and namespace (of the pod judged: x/a; of the sender: y/b).
   EXPECT_GE(c_->node(0).Metric("weft_dropped_packets_recorded_total{reason=\"policy\",namespace=\"x\"}"), 1);
+  // The table's own drop counters, read by one netlink dump at the scrape.
+  EXPECT_GE(c_->node(0).Metric("weft_netpol_dropped_packets_total{direction=\"ingress\"}") +
+                c_->node(0).Metric("weft_netpol_dropped_packets_total{direction=\"egress\"}"),
+            1);
   EXPECT_GE(c_->node(0).Metric("weft_dropped_packets_recorded_total{reason=\"spoofed-source\",namespace=\"y\"}"), 3);
   EXPECT_EQ(c_->node(0).Metric("weft_drop_log_up"), 1);
   // --follow from the last record: only what is new (nothing here), then it stops.

@@ -13,6 +13,7 @@
 #include <string>
 #include <tuple>
 
+#include "fw/hostport.h"
 #include "fw/masquerade.h"
 #include "fw/source_guard.h"
 #include "fw_text.h"
@@ -171,6 +172,41 @@ TEST_F(FwNftEquivalenceTest, SourceGuardTakesTheTextPathsTableOverKeepingItsElem
                             [](const auto& s) { return sys::nft::IsAnonymousSetName(s.name); }),
               1);
   }
+}
+
+std::vector<HostPortRule> Mappings() {
+  return {{"", 8080, "tcp", *IpPrefix::Parse("10.244.2.5/24"), 80},
+          {"192.168.1.10", 53, "udp", *IpPrefix::Parse("10.244.2.6/24"), 5353},
+          {"", 30000, "tcp", *IpPrefix::Parse("10.99.0.7/16"), 8080},
+          {"", 8443, "tcp", *IpPrefix::Parse("fd00:10:244:2::5/64"), 443},
+          {"fd00::1", 9000, "sctp", *IpPrefix::Parse("fd00:10:244:2::6/64"), 9001}};
+}
+
+TEST_F(FwNftEquivalenceTest, HostPortsTheLayerBuildsTheTableTheTextPathBuilt) {
+  const std::string t = HostPortTable("/var/lib/weft");
+  for (size_t n : {size_t{1}, size_t{3}, size_t{5}}) {  // IPv4 only, two subnets, dual stack
+    SCOPED_TRACE(std::to_string(n) + " mappings");
+    auto rules = Mappings();
+    rules.resize(n);
+    TestNetns text("fwhptext"), layer("fwhplayer");
+    ApplyText(text, weft::testing::HostPortText(t, rules));
+    ASSERT_TRUE(Apply(layer, NftHostPortTransaction(t, rules)).ok());
+    ExpectSame(text, layer, Family::kInet, "inet", t);
+  }
+}
+
+TEST_F(FwNftEquivalenceTest, HostPortsReplaceTheTextPathsTableAndDeleteIt) {
+  const std::string t = HostPortTable("/var/lib/weft");
+  TestNetns ns("fwhpup"), fresh("fwhpfresh");
+  auto old = Mappings();
+  old.resize(2);
+  ApplyText(ns, weft::testing::HostPortText(t, old));
+  ASSERT_TRUE(Apply(ns, NftHostPortTransaction(t, Mappings())).ok());
+  ASSERT_TRUE(Apply(fresh, NftHostPortTransaction(t, Mappings())).ok());
+  EXPECT_EQ(List(ns, "inet", t), List(fresh, "inet", t));
+  ASSERT_TRUE(Apply(ns, NftHostPortTransaction(t, {})).ok());
+  EXPECT_EQ(Dump(ns, Family::kInet, t).status().sys_errno(), ENOENT);
+  EXPECT_TRUE(Apply(ns, NftHostPortTransaction(t, {})).ok());  // none there: no error
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "fw/hostport.h"
 #include "fw/masquerade.h"
 #include "fw/source_guard.h"
 
@@ -188,6 +189,71 @@ inline std::string GuardText(fw::GuardMode mode, const std::string& marker) {
       s += "\n";
     }
   }
+  return s;
+}
+
+inline std::string HostPortText(const std::string& table, const std::vector<fw::HostPortRule>& rules) {
+  using fw::HostPortRule;
+  const char* kMarkHex = "0x2000";
+  const char* kLoopback4 = "127.0.0.0/8";
+  auto MapOf = [](const HostPortRule& r) {
+    return std::string(r.is_v4() ? "hp4" : "hp6") + (r.host_ip.empty() ? "" : "a");
+  };
+  auto ElementScript = [](const HostPortRule& r) {
+    std::string k = r.host_ip.empty() ? "" : r.host_ip + " . ";
+    k += r.protocol + " . " + std::to_string(r.host_port);
+    return k + " : " + r.container.addr().ToString() + " . " + std::to_string(r.container_port);
+  };
+  // Publishable: a hostIP of the rule's own family, or none.
+  auto Publishable = [](const std::vector<HostPortRule>& in) {
+    std::vector<HostPortRule> out;
+    for (const auto& r : fw::Canonical(in)) {
+      if (!r.host_ip.empty()) {
+        auto hip = IpAddress::Parse(r.host_ip);
+        if (!hip || hip->is_v4() != r.is_v4()) continue;
+      }
+      out.push_back(r);
+    }
+    return out;
+  };
+  std::string s = "table inet " + table + "\ndelete table inet " + table + "\n";
+  if (fw::Canonical(rules).empty()) return s;
+  const std::string base = std::string(" comment \"") + fw::kNftHostPortBase + "\"";
+  const std::string mark = " meta mark set meta mark | " + std::string(kMarkHex) + base;
+  s += "table inet " + table + " {\n";
+  for (const char* f : {"4", "6"}) {
+    const std::string addr = f == std::string("4") ? "ipv4_addr" : "ipv6_addr";
+    const std::string to = " : " + addr + " . inet_service; }\n";
+    s += std::string("  map hp") + f + " { type inet_proto . inet_service" + to;
+    s += std::string("  map hp") + f + "a { type " + addr + " . inet_proto . inet_service" + to;
+    s += std::string("  set hp") + f + "-src { type " + addr + "; flags interval; }\n";
+  }
+  s += "  chain prerouting {\n    type nat hook prerouting priority dstnat; policy accept;\n";
+  s += "    fib daddr type local jump hostports" + base + "\n  }\n";
+  s += "  chain output {\n    type nat hook output priority -100; policy accept;\n";
+  s += "    fib daddr type local jump hostports" + base + "\n  }\n";
+  // The marks first: a DNAT ends the chain for the packet. A map is also a
+  // set of its keys.
+  s += "  chain hostports {\n";
+  s += "    ip saddr @hp4-src meta l4proto . th dport @hp4" + mark + "\n";
+  s += "    ip saddr @hp4-src ip daddr . meta l4proto . th dport @hp4a" + mark + "\n";
+  s += "    ip6 saddr @hp6-src meta l4proto . th dport @hp6" + mark + "\n";
+  s += "    ip6 saddr @hp6-src ip6 daddr . meta l4proto . th dport @hp6a" + mark + "\n";
+  s += "    dnat ip to ip daddr . meta l4proto . th dport map @hp4a" + base + "\n";
+  s += "    meta nfproto ipv4 dnat ip to meta l4proto . th dport map @hp4" + base + "\n";
+  s += "    dnat ip6 to ip6 daddr . meta l4proto . th dport map @hp6a" + base + "\n";
+  s += "    meta nfproto ipv6 dnat ip6 to meta l4proto . th dport map @hp6" + base + "\n";
+  s += "  }\n";
+  s += "  chain postrouting {\n    type nat hook postrouting priority srcnat; policy accept;\n";
+  s += "    meta mark & " + std::string(kMarkHex) + " == " + kMarkHex + " masquerade" + base + "\n  }\n";
+  s += "  chain localhost-guard {\n    type filter hook input priority filter; policy accept;\n";
+  s += "    iifname != \"lo\" ip daddr " + std::string(kLoopback4) + " ct state != { established, related } drop" +
+       base + "\n  }\n";
+  s += "}\n";
+  for (const auto& p : fw::NftHostPortSources(rules))
+    s += "add element inet " + table + " " + (p.is_v4() ? "hp4-src" : "hp6-src") + " { " + p.ToString() + " }\n";
+  for (const auto& r : Publishable(rules))
+    s += "add element inet " + table + " " + MapOf(r) + " { " + ElementScript(r) + " }\n";
   return s;
 }
 

@@ -97,25 +97,5 @@ TEST_F(NftScriptTest, AKernelRefusalAfterEvaluationIsAtomicToo) {
   EXPECT_EQ(Ruleset(), before);
 }
 
-TEST_F(NftScriptTest, QueriesComeBackAsNftJson) {
-  ASSERT_TRUE(Run("table inet wt-script {\n  counter drops { }\n  chain c { counter name \"drops\" drop; }\n}\n").ok());
-  auto ns = sys::Netns::Open(node_->path());
-  ASSERT_TRUE(ns.ok());
-  std::string out;
-  Status st = sys::RunInNetns(*ns, [&]() -> Status {
-    WEFT_ASSIGN_OR_RETURN(out, sys::NftQueryJson("list counters table inet wt-script"));
-    return Status::Ok();
-  });
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_NE(out.find("\"nftables\""), std::string::npos) << out;
-  EXPECT_NE(out.find("\"name\": \"drops\""), std::string::npos) << out;
-  // A table that is not there is an error naming the command.
-  Status missing = sys::RunInNetns(*ns, [&]() -> Status {
-    return sys::NftQueryJson("list counters table inet wt-absent").status();
-  });
-  ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.msg().find("list counters table inet wt-absent"), std::string::npos) << missing.ToString();
-}
-
 }  // namespace
 }  // namespace weft

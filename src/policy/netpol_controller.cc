@@ -17,6 +17,7 @@
 #include "sys/conntrack.h"
 #include "sys/files.h"
 #include "sys/nft_query.h"
+#include "policy/cnp_status.h"
 #include "sys/nft_kernel.h"
 #include "sys/nft_script.h"
 
@@ -122,7 +123,19 @@ struct NetpolController::Impl {
         policies(netpol::DecodePolicy, &notifier),
         cnps(netpol::DecodeClusterPolicy, &notifier),
         nodes(netpol::DecodeNodeInfo, &notifier),
-        engine(netpol::EngineOptions{opts.node_name, opts.pending_group}) {}
+        engine(netpol::EngineOptions{opts.node_name, opts.pending_group}),
+        status_writer(
+            [this](const std::string& name) {
+              auto cur = cnps.Get(name);
+              return cur ? netpol::ConditionPatch(*cur, NowRfc3339()) : std::string();
+            },
+            [this](const std::string& name, const std::string& patch) {
+              if (!status_api) status_api = apis();  // the writer's thread only
+              return status_api->Patch(std::string(netpol::kCnpPath) + "/" + name + "/status",
+                                       "application/merge-patch+json", patch);
+            },
+            CnpStatusWriter::Counters{[this] { metrics.cnp_status_writes++; }, [this] { metrics.cnp_status_errors++; }},
+            opts.cnp_status_grace) {}
 
   // Feeds what the caches drained into the engine. REQUIRES: engine_mu held.
   size_t Drain() {
@@ -169,43 +182,15 @@ struct NetpolController::Impl {
     return n;
   }
 
-  // Writes status.conditions of the ClusterNetworkPolicies whose condition
-  // changed, once their rules are in the kernel. One weftd writes (the
-  // first Node by name); the others write too when the condition is still
-  // missing after cnp_status_grace (that weftd may be down). Every weftd
-  // computes the same condition, so a second writer changes nothing.
-  // REQUIRES: engine_mu held; called after a successful apply.
+  // Hands the ClusterNetworkPolicies whose rules are now in the kernel to
+  // the status writer (policy/cnp_status.h), which writes their condition
+  // on its own thread. REQUIRES: engine_mu held; called after a successful
+  // apply.
   void WriteStatuses() {
     if (status_pending.empty()) return;
-    bool writer = engine.FirstNodeName().empty() || engine.FirstNodeName() == opts.node_name;
-    auto now = Clock::now();
-    for (auto it = status_pending.begin(); it != status_pending.end();) {
-      auto cur = cnps.Get(it->first);
-      std::string patch = cur ? netpol::ConditionPatch(*cur, NowRfc3339()) : "";
-      if (patch.empty()) {
-        it = status_pending.erase(it);
-        continue;
-      }
-      if (!writer && now - it->second < opts.cnp_status_grace) {
-        ++it;
-        continue;
-      }
-      if (!status_api) status_api = apis();
-      auto r = status_api->Patch(std::string(netpol::kCnpPath) + "/" + it->first + "/status",
-                                 "application/merge-patch+json", patch);
-      if (r.ok() && (r->status == 200 || r->status == 404)) {
-        if (r->status == 200) metrics.cnp_status_writes++;
-        it = status_pending.erase(it);  // the watch brings the written status back
-        continue;
-      }
-      metrics.cnp_status_errors++;
-      WEFT_LOG(kWarn, "cannot write a ClusterNetworkPolicy's status; retrying", {"policy", it->first},
-               {"err", r.ok() ? Status::Error(Reason::kUnavailable, Domain::kControlPlane,
-                                              "HTTP " + std::to_string(r->status), r->body.substr(0, 256))
-                              : r.status()});
-      it->second = now;  // again after the grace period at the latest
-      ++it;
-    }
+    const bool writer = engine.FirstNodeName().empty() || engine.FirstNodeName() == opts.node_name;
+    status_writer.Enforced(status_pending, writer);
+    status_pending.clear();
   }
 
   // Writes the plugin's namespaces file when its content changed.
@@ -496,9 +481,10 @@ struct NetpolController::Impl {
   std::atomic<kube::Informer*> cnp_informer{nullptr};
   std::atomic<bool> check_soon{false};  // CheckKernelSoon()
   std::map<std::string, Clock::time_point> status_pending;  // CNP name -> since when its condition may be due
-  std::unique_ptr<kube::KubeApi> status_api;               // the sync thread's
+  std::unique_ptr<kube::KubeApi> status_api;               // the status writer's thread's
   std::mutex engine_mu;
   netpol::Engine engine;
+  CnpStatusWriter status_writer;
   std::string namespaces_written;
   uint64_t base_in = 0, base_eg = 0;
   std::mutex recheck_mu;
@@ -527,6 +513,7 @@ void NetpolController::Run(const std::atomic<bool>& stop) {
     threads.push_back(s.StartInformer("clusternetworkpolicies", netpol::kCnpPath, s.cnps, stop, true));
   }
   threads.emplace_back([&s, &stop] { s.RecheckLoop(stop); });
+  s.status_writer.Start();
 
   uint64_t seen = s.WaitForLists(stop);
   Impl::SyncLoop loop;
@@ -539,6 +526,7 @@ void NetpolController::Run(const std::atomic<bool>& stop) {
   }
   s.notifier.Notify();
   s.recheck_cv.notify_all();
+  s.status_writer.Stop();
   for (auto& t : threads) t.join();
 }
 

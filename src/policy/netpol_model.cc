@@ -225,53 +225,11 @@ void Engine::PodElements(const std::string& base, const PeerSet& ps, const Pod& 
   }
 }
 
-void Engine::CreateSetDef(const std::string& name, SetDef def) {
-  desired_.sets[name] = std::move(def);
-  SetChange& c = set_changes_[name];
-  if (c.deleted || applied_sets_.count(name)) {
-    // In the kernel (maybe deleted earlier in this batch): rebuild it there.
-    c = SetChange{};
-    c.flushed = true;
-  } else {
-    c = SetChange{};
-    c.created = true;
-  }
-}
+void Engine::CreateSetDef(const std::string& name, SetDef def) { sets_.Create(name, std::move(def)); }
 
-void Engine::DeleteSetDef(const std::string& name) {
-  desired_.sets.erase(name);
-  refs_.erase(name);
-  if (applied_sets_.count(name)) {
-    SetChange& c = set_changes_[name];
-    c = SetChange{};
-    c.deleted = true;
-  } else {
-    set_changes_.erase(name);
-  }
-}
+void Engine::DeleteSetDef(const std::string& name) { sets_.Delete(name); }
 
-void Engine::ElementDelta(const std::string& set, const std::string& elem, bool add) {
-  SetChange& c = set_changes_[set];
-  bool whole = c.created || c.flushed;  // rendered from the desired elements
-  if (add) {
-    if (!desired_.sets[set].elements.insert(elem).second) {
-      ++refs_[set][elem];  // a second reference: counted apart
-      return;
-    }
-    if (!whole && !c.dels.erase(elem)) c.adds.insert(elem);
-    return;
-  }
-  if (auto s = refs_.find(set); s != refs_.end()) {
-    if (auto it = s->second.find(elem); it != s->second.end()) {
-      if (--it->second == 0) s->second.erase(it);
-      if (s->second.empty()) refs_.erase(s);
-      return;  // other references remain
-    }
-  }
-  auto d = desired_.sets.find(set);
-  if (d == desired_.sets.end() || d->second.elements.erase(elem) == 0) return;
-  if (!whole && !c.adds.erase(elem)) c.dels.insert(elem);
-}
+void Engine::ElementDelta(const std::string& set, const std::string& elem, bool add) { sets_.Element(set, elem, add); }
 
 void Engine::AddPodToSet(const std::string& base, const PeerSet& ps, const Pod& p, bool add) {
   std::vector<std::pair<std::string, std::string>> elems;
@@ -1222,7 +1180,7 @@ std::string Engine::RenderFull() const {
 std::string Engine::RenderDelta() const {
   std::string elems_del, sets_add, chains, maps_del, maps_add, chains_del, sets_del;
   const std::string t = std::string(" inet ") + kTable + " ";
-  for (const auto& [name, c] : set_changes_) {
+  for (const auto& [name, c] : sets_.changes()) {
     if (c.deleted) {
       sets_del += "delete set" + t + name + "\n";
       continue;
@@ -1337,7 +1295,7 @@ std::optional<std::vector<ElementChange>> Engine::ElementOnlyDelta() const {
     if (wc != w.chains.end() && wc->second != hc->second) return std::nullopt;
   }
   std::vector<ElementChange> dels, adds;
-  for (const auto& [name, c] : set_changes_) {
+  for (const auto& [name, c] : sets_.changes()) {
     if (c.created || c.flushed || c.deleted) return std::nullopt;
     auto def = w.sets.find(name);
     if (def == w.sets.end() || def->second.interval) return std::nullopt;
@@ -1349,15 +1307,7 @@ std::optional<std::vector<ElementChange>> Engine::ElementOnlyDelta() const {
 }
 
 void Engine::MarkApplied(bool full) {
-  if (full || !has_applied_) {
-    applied_sets_.clear();
-    for (const auto& [name, def] : desired_.sets) applied_sets_.insert(name);
-  } else {
-    for (const auto& [name, c] : set_changes_) {
-      if (c.deleted) applied_sets_.erase(name);
-      else if (c.created) applied_sets_.insert(name);
-    }
-  }
+  sets_.Applied(full || !has_applied_);
   if (full || !has_applied_) {
     applied_.chains = desired_.chains;
   } else {
@@ -1381,7 +1331,6 @@ void Engine::MarkApplied(bool full) {
   applied_.node6 = desired_.node6;
   applied_.node4r = desired_.node4r;
   applied_.node6r = desired_.node6r;
-  set_changes_.clear();
   dirty_chains_.clear();
   has_applied_ = true;
 }
@@ -1389,7 +1338,7 @@ void Engine::MarkApplied(bool full) {
 std::vector<std::string> Engine::Tightened() const {
   std::set<std::string> out;
   if (!has_applied_) return {};
-  for (const auto& [name, c] : set_changes_) {
+  for (const auto& [name, c] : sets_.changes()) {
     if (name == "local4" || name == "local6") continue;
     for (const auto& e : c.dels)
       if (!IsRange(e)) out.insert(ElementAddress(e));

@@ -33,6 +33,7 @@
 
 #include "base/status.h"
 #include "policy/cnp_types.h"
+#include "policy/netpol_sets.h"
 #include "policy/netpol_types.h"
 
 namespace weft::policy::netpol {
@@ -67,13 +68,6 @@ inline constexpr size_t kOutputChainRules = 2;
 inline constexpr char kPodPortPattern[] = "wft*";
 
 // One nft set of the model.
-struct SetDef {
-  std::string type;   // "ipv4_addr", "ipv6_addr", "ipv4_addr . inet_proto . inet_service", ...
-  bool interval = false;
-  std::set<std::string> elements;  // rendered nft elements
-  bool operator==(const SetDef&) const = default;
-};
-
 struct Model {
   std::map<std::string, SetDef> sets;                     // by name
   std::map<std::string, std::vector<std::string>> chains;  // per-pod chains: name -> rules
@@ -270,14 +264,6 @@ class Engine {
     ClusterPolicy policy;
     PolicyState sets;
   };
-  // What changed in one set since the last MarkApplied().
-  struct SetChange {
-    bool created = false;  // not in the kernel: add it with every element
-    bool flushed = false;  // in the kernel but rebuilt: flush it, add every element
-    bool deleted = false;  // in the kernel, no longer wanted
-    std::set<std::string> adds, dels;
-  };
-
   static std::string PodChainId(const std::string& key);
 
   bool IsLocal(const Pod& p) const { return p.node == opts_.node_name && p.Addressable(); }
@@ -378,19 +364,14 @@ class Engine {
   std::map<std::string, PeerSet> peer_sets_;     // by base name
   std::unordered_map<std::string, std::set<std::string>> sets_by_ns_;  // own-namespace kPods/kNamed sets
   std::set<std::string> cross_ns_sets_;
-  // References to set elements beyond the first: two peers of one rule (or
-  // two pods sharing an address in a race) may add the same element. An
-  // element of desired_ without an entry here has exactly one reference
-  // (nearly all of them: no count is kept per element).
-  std::unordered_map<std::string, std::unordered_map<std::string, int>> refs_;
-
   Model desired_;
-  // What the kernel has: set names only (elements are tracked as changes),
-  // chains and maps in full (they are small).
-  std::set<std::string> applied_sets_;
+  // desired_'s sets: their elements' references and what changed in each
+  // since the last MarkApplied() (what the kernel has of them: set names;
+  // elements are tracked as changes).
+  SetLedger sets_{&desired_.sets};
+  // What the kernel has of the chains and maps, in full (they are small).
   Model applied_;
   bool has_applied_ = false;
-  std::map<std::string, SetChange> set_changes_;
   std::set<std::string> dirty_chains_;
   // Map keys each local pod owns (its addresses), to withdraw them on change.
   std::unordered_map<std::string, std::vector<IpAddress>> local_ips_;

@@ -80,7 +80,11 @@ sys::NftFamily GuardFamily(GuardMode mode);  // netdev, both
 const char* GuardTable(GuardMode mode);
 // The comment of the shared chain's first rule; it encodes a hash of the
 // whole ruleset, the ports' rules' shape included.
+// A constant per mode (no work on ADD's path).
 std::string GuardMarker(GuardMode mode);
+// What GuardMarker must be: the hash of the transaction as rendered and of
+// the ports' rules' shape (fw_test compares the two).
+std::string ComputedGuardMarker(GuardMode mode);
 // One transaction: adds the table, its counters, limit and sets when
 // missing (keeping their elements), and replaces the shared chains' rules.
 sys::nft::Transaction GuardTransaction(GuardMode mode);

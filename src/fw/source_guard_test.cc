@@ -82,6 +82,11 @@ TEST(SourceGuard, BridgeBindsEachPortByElements) {
                            "add rule netdev weft-guard-bridge pod-ip6 icmpv6 type nd-neighbor-advert"})
     EXPECT_NE(s.find(want), std::string::npos) << want << "\n" << s;
   EXPECT_NE(GuardMarker(GuardMode::kBridge), GuardMarker(GuardMode::kRouted));
+  // The constants are the rules' hash: a change to the rules (or to the
+  // ports' rules' shape) must come with its new marker, or nodes would keep
+  // the old shared chains.
+  for (GuardMode m : {GuardMode::kRouted, GuardMode::kBridge})
+    EXPECT_EQ(GuardMarker(m), ComputedGuardMarker(m)) << "update GuardMarker in src/fw/source_guard.cc";
   EXPECT_EQ(GuardMarker(GuardMode::kBridge), GuardMarker(GuardMode::kBridge));
 }
 

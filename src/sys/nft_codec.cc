@@ -40,22 +40,18 @@ Status Malformed(const std::string& what) {
 }
 
 // One message: header, then `payload(nlh)`.
-// Built in one scratch buffer per thread, zeroed once and then only where a
-// message was written: a buffer made and zeroed whole per message cost the
-// plugin page faults and a 64 KiB memset each. Zero matters: libmnl 1.0.4
-// leaves attribute padding as it finds it, and libnftnl writes objref's
-// name without its NUL (the kernel's own dumps carry one), so stale bytes
-// in the padding would become part of the name wherever a request is read
-// back (AsDumped, the fake); under ASan the heap is never zero, and
-// nft_layer_test saw "dropped" come back as "dropped\xe60".
+// Built in one scratch buffer per thread, never cleared: a buffer made and
+// zeroed per message cost the plugin page faults and a 64 KiB memset each.
+// Attribute padding keeps what the buffer held (libmnl 1.0.4 does not
+// clear it); the kernel reads attributes by their length, and AsDumped
+// gives the one string libnftnl writes without its NUL (objref's name) the
+// NUL a dump carries.
 template <typename F>
 std::string Build(uint16_t type, Family family, uint16_t flags, uint32_t seq, F payload) {
-  thread_local std::unique_ptr<char[]> scratch(new char[kMsgBuf]());
+  thread_local std::unique_ptr<char[]> scratch(new char[kMsgBuf]);
   nlmsghdr* nlh = nftnl_nlmsg_build_hdr(scratch.get(), type, static_cast<uint16_t>(family), flags, seq);
   payload(nlh);
-  std::string out(scratch.get(), nlh->nlmsg_len);
-  std::memset(scratch.get(), 0, std::min<size_t>(NLMSG_ALIGN(out.size()), kMsgBuf));
-  return out;
+  return std::string(scratch.get(), nlh->nlmsg_len);
 }
 
 // Only a jump or goto carries a chain (libnftnl mis-parses any other
@@ -63,6 +59,14 @@ std::string Build(uint16_t type, Family family, uint16_t flags, uint32_t seq, F 
 bool TakesChain(const Verdict& v) { return (v.code == NFT_JUMP || v.code == NFT_GOTO) && !v.chain.empty(); }
 
 void SetData(nftnl_expr* e, uint16_t attr, const std::string& d) { nftnl_expr_set(e, attr, d.data(), d.size()); }
+
+// `counter name "x"`, `limit name "x"`: a reference to a named object.
+nftnl_expr* ObjRef(uint32_t type, const std::string& name) {
+  nftnl_expr* e = nftnl_expr_alloc("objref");
+  nftnl_expr_set_u32(e, NFTNL_EXPR_OBJREF_IMM_TYPE, type);
+  nftnl_expr_set_str(e, NFTNL_EXPR_OBJREF_IMM_NAME, name.c_str());
+  return e;
+}
 
 // The anonymous sets a transaction adds, by its name for them: their id
 // in the batch (what the rule and the elements refer to).
@@ -123,9 +127,7 @@ nftnl_expr* EncodeExpr(const Expr& x, const AnonIds& anon) {
     nftnl_expr_set_u64(e, NFTNL_EXPR_CTR_PACKETS, k->packets);
     nftnl_expr_set_u64(e, NFTNL_EXPR_CTR_BYTES, k->bytes);
   } else if (const auto* r = std::get_if<CounterRef>(&x)) {
-    e = nftnl_expr_alloc("objref");
-    nftnl_expr_set_u32(e, NFTNL_EXPR_OBJREF_IMM_TYPE, NFT_OBJECT_COUNTER);
-    nftnl_expr_set_str(e, NFTNL_EXPR_OBJREF_IMM_NAME, r->name.c_str());
+    e = ObjRef(NFT_OBJECT_COUNTER, r->name);
   } else if (const auto* f = std::get_if<Fib>(&x)) {
     e = nftnl_expr_alloc("fib");
     nftnl_expr_set_u32(e, NFTNL_EXPR_FIB_FLAGS, f->flags);
@@ -136,9 +138,7 @@ nftnl_expr* EncodeExpr(const Expr& x, const AnonIds& anon) {
     nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY, m->key);
     nftnl_expr_set_u32(e, NFTNL_EXPR_META_SREG, m->sreg);
   } else if (const auto* r = std::get_if<LimitRef>(&x)) {
-    e = nftnl_expr_alloc("objref");
-    nftnl_expr_set_u32(e, NFTNL_EXPR_OBJREF_IMM_TYPE, NFT_OBJECT_LIMIT);
-    nftnl_expr_set_str(e, NFTNL_EXPR_OBJREF_IMM_NAME, r->name.c_str());
+    e = ObjRef(NFT_OBJECT_LIMIT, r->name);
   } else if (const auto* g = std::get_if<Log>(&x)) {
     e = nftnl_expr_alloc("log");
     if (!g->prefix.empty()) nftnl_expr_set_str(e, NFTNL_EXPR_LOG_PREFIX, g->prefix.c_str());
@@ -488,28 +488,21 @@ Status EncodeOp(const Transaction& tx, const Op& op, uint32_t* seq, AnonIds* ano
     }
     return Status::Ok();
   }
-  if (const auto* k = std::get_if<NamedCounter>(&op.object)) {
-    if (v == Verb::kFlush) return Bad("flush of a counter");
+  // Named objects: a counter or a limit, its state only when added.
+  const auto* k = std::get_if<NamedCounter>(&op.object);
+  const auto* l = std::get_if<NamedLimit>(&op.object);
+  if (k || l) {
+    if (v == Verb::kFlush) return Bad(k ? "flush of a counter" : "flush of a limit");
+    const bool add = v == Verb::kAdd || v == Verb::kCreate;
+    if (l && add && (l->rate == 0 || l->unit == 0)) return Bad("a limit without a rate");
     ObjPtr o(nftnl_obj_alloc());
     nftnl_obj_set_str(o.get(), NFTNL_OBJ_TABLE, table.c_str());
-    nftnl_obj_set_str(o.get(), NFTNL_OBJ_NAME, k->name.c_str());
-    nftnl_obj_set_u32(o.get(), NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
-    if (v == Verb::kAdd || v == Verb::kCreate) {
+    nftnl_obj_set_str(o.get(), NFTNL_OBJ_NAME, (k ? k->name : l->name).c_str());
+    nftnl_obj_set_u32(o.get(), NFTNL_OBJ_TYPE, k ? NFT_OBJECT_COUNTER : NFT_OBJECT_LIMIT);
+    if (add && k) {
       nftnl_obj_set_u64(o.get(), NFTNL_OBJ_CTR_PKTS, k->packets);
       nftnl_obj_set_u64(o.get(), NFTNL_OBJ_CTR_BYTES, k->bytes);
-    }
-    out->push_back(Build(TypeOf(v, {NFT_MSG_NEWOBJ, NFT_MSG_DELOBJ, kMsgDestroyObj}), fam, Flags(v), (*seq)++,
-                         [&](nlmsghdr* n) { nftnl_obj_nlmsg_build_payload(n, o.get()); }));
-    return Status::Ok();
-  }
-  if (const auto* l = std::get_if<NamedLimit>(&op.object)) {
-    if (v == Verb::kFlush) return Bad("flush of a limit");
-    ObjPtr o(nftnl_obj_alloc());
-    nftnl_obj_set_str(o.get(), NFTNL_OBJ_TABLE, table.c_str());
-    nftnl_obj_set_str(o.get(), NFTNL_OBJ_NAME, l->name.c_str());
-    nftnl_obj_set_u32(o.get(), NFTNL_OBJ_TYPE, NFT_OBJECT_LIMIT);
-    if (v == Verb::kAdd || v == Verb::kCreate) {
-      if (l->rate == 0 || l->unit == 0) return Bad("a limit without a rate");
+    } else if (add) {
       nftnl_obj_set_u64(o.get(), NFTNL_OBJ_LIMIT_RATE, l->rate);
       nftnl_obj_set_u64(o.get(), NFTNL_OBJ_LIMIT_UNIT, l->unit);
       nftnl_obj_set_u32(o.get(), NFTNL_OBJ_LIMIT_BURST, l->burst);

@@ -288,49 +288,34 @@ class Applier {
     return 0;
   }
 
-  int OnCounter(Verb v, const NamedCounter& x) {
-    NamedCounter* k = FindNamed(t_->counters, x.name);
+  // A named counter or limit: `list` holds them, `Ref` is what names one
+  // in a rule (a delete of one a rule names is EBUSY).
+  template <typename Ref, typename T>
+  int OnNamed(Verb v, const T& x, std::vector<T>& list) {
+    T* have = FindNamed(list, x.name);
     switch (v) {
       case Verb::kAdd:
       case Verb::kCreate:
-        if (k) return v == Verb::kCreate ? EEXIST : 0;
-        t_->counters.push_back(x);
+        if (have) return v == Verb::kCreate ? EEXIST : 0;
+        list.push_back(x);
         return 0;
       case Verb::kDelete:
       case Verb::kDestroy:
-        if (!k) return v == Verb::kDelete ? ENOENT : 0;
+        if (!have) return v == Verb::kDelete ? ENOENT : 0;
         for (const auto& r : t_->rules)
           for (const auto& e : r.exprs)
-            if (const auto* ref = std::get_if<CounterRef>(&e); ref && ref->name == x.name) return EBUSY;
-        std::erase_if(t_->counters, [&](const NamedCounter& y) { return y.name == x.name; });
+            if (const auto* ref = std::get_if<Ref>(&e); ref && ref->name == x.name) return EBUSY;
+        std::erase_if(list, [&](const T& y) { return y.name == x.name; });
         return 0;
       case Verb::kFlush:
         return EINVAL;
     }
     return EINVAL;
   }
-
+  int OnCounter(Verb v, const NamedCounter& x) { return OnNamed<CounterRef>(v, x, t_->counters); }
   int OnLimit(Verb v, const NamedLimit& x) {
-    NamedLimit* l = FindNamed(t_->limits, x.name);
-    switch (v) {
-      case Verb::kAdd:
-      case Verb::kCreate:
-        if (l) return v == Verb::kCreate ? EEXIST : 0;
-        if (x.rate == 0 || x.unit == 0) return EINVAL;
-        t_->limits.push_back(x);
-        return 0;
-      case Verb::kDelete:
-      case Verb::kDestroy:
-        if (!l) return v == Verb::kDelete ? ENOENT : 0;
-        for (const auto& r : t_->rules)
-          for (const auto& e : r.exprs)
-            if (const auto* ref = std::get_if<LimitRef>(&e); ref && ref->name == x.name) return EBUSY;
-        std::erase_if(t_->limits, [&](const NamedLimit& y) { return y.name == x.name; });
-        return 0;
-      case Verb::kFlush:
-        return EINVAL;
-    }
-    return EINVAL;
+    if ((v == Verb::kAdd || v == Verb::kCreate) && (x.rate == 0 || x.unit == 0)) return EINVAL;
+    return OnNamed<LimitRef>(v, x, t_->limits);
   }
 
   TableState* t_;

@@ -484,7 +484,6 @@ class RuleRenderer {
     if (n.reg_proto) s += ":" + Value(n.reg_proto, Kind::kPort);
     Emit(s);
   }
-  // A register's value as `k` (an immediate) or its words (a map lookup).
   // A loaded value with the bitwise applied to it, as nft writes it:
   // `meta mark | 0x00002000` (the bits set), `x & m`, or `(x & m) ^ v`.
   static std::string ValueText(const Field& f) {
@@ -498,6 +497,7 @@ class RuleRenderer {
     if (inv == f.xor_) return f.text + " | " + Format(k, f.xor_);
     return "(" + f.text + " & " + Format(k, f.mask) + ") ^ " + Format(k, f.xor_);
   }
+  // A register's value as `k` (an immediate) or its words (a map lookup).
   std::string Value(uint32_t reg, Kind k) {
     Field f = Take(reg);
     return f.imm.empty() ? f.text : Format(k, f.imm);

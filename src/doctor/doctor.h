@@ -74,7 +74,6 @@ struct NetpolView {
 };
 
 inline constexpr char kNetpolTable[] = "inet weft-netpol";
-inline constexpr char kNetpolTableName[] = "weft-netpol";  // its name alone
 
 // A piece of an attachment's per-pod kernel state that is missing
 // (plugin/pod_state.h: a host route, proxy ARP, IPv6 off), as

@@ -23,6 +23,7 @@
 #include "plugin/node_firewall.h"
 #include "plugin/pod_state.h"
 #include "plugin/reclaim.h"
+#include "policy/netpol_model.h"
 #include "sys/exec.h"
 #include "sys/files.h"
 #include "sys/netns.h"
@@ -162,7 +163,7 @@ Result<RulesetView> ReadRuleset(const std::string& what, const std::string& tabl
 Result<std::optional<NftTable>> ReadKernelNetpol(const sys::Netns* ns = nullptr) {
   Result<sys::nft::TableState> dump = sys::nft::OpError("not read", EINVAL);
   auto read = [&] {
-    dump = sys::nft::Kernel().Dump(sys::nft::Family::kInet, kNetpolTableName);
+    dump = sys::nft::Kernel().Dump(sys::nft::Family::kInet, policy::netpol::kTable);
     return Status::Ok();
   };
   WEFT_RETURN_IF_ERROR(ns ? sys::RunInNetns(*ns, read) : read());

@@ -203,7 +203,7 @@ std::string NftElementText(const sys::NftElement& e) {
 namespace {
 namespace nft = sys::nft;
 using Exprs = std::vector<nft::Expr>;
-Exprs operator+(Exprs a, const Exprs& b) { return nft::Then(std::move(a), b); }
+using nft::operator+;
 
 constexpr uint32_t kNh = NFT_PAYLOAD_NETWORK_HEADER, kTh = NFT_PAYLOAD_TRANSPORT_HEADER;
 

@@ -27,7 +27,7 @@ std::string TableRef(GuardMode mode) { return std::string("netdev ") + GuardTabl
 // they were written in before 0.4.0 (agent_fw_nft_equivalence_test
 // compares the two tables object for object).
 using Exprs = std::vector<nft::Expr>;
-Exprs operator+(Exprs a, const Exprs& b) { return nft::Then(std::move(a), b); }
+using nft::operator+;
 
 // `meta protocol <ethertype>`: what an IPv4, IPv6 or ARP field needs in netdev.
 Exprs Protocol(uint16_t ethertype) {

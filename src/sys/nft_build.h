@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/ip.h"
@@ -28,6 +29,7 @@ std::vector<Expr> MatchNfproto(uint8_t nfproto);
 std::vector<Expr> MatchL4proto(uint8_t proto);
 // a then b.
 std::vector<Expr> Then(std::vector<Expr> a, const std::vector<Expr>& b);
+inline std::vector<Expr> operator+(std::vector<Expr> a, const std::vector<Expr>& b) { return Then(std::move(a), b); }
 
 // The elements of a one-field interval set holding `prefixes` (one family,
 // sorted, none inside another), as nft 1.0.6 sends them for a set it

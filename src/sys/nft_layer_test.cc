@@ -46,7 +46,6 @@ std::string V6(const char* a) { return AddrBytes(a); }
 std::string Ifname(const std::string& n) { return IfnameBytes(n); }
 
 // ip saddr <addr> (with the inet family's dependency).
-std::vector<Expr> operator+(std::vector<Expr> a, const std::vector<Expr>& b) { return Then(std::move(a), b); }
 std::vector<Expr> IpSaddr(const char* addr) {
   return MatchNfproto(NFPROTO_IPV4) + std::vector<Expr>{Payload{NFT_PAYLOAD_NETWORK_HEADER, 12, 4, NFT_REG_1},
                                                         Cmp{NFT_CMP_EQ, V4(addr), NFT_REG_1}};

@@ -36,12 +36,7 @@ Exprs Protocol(uint16_t ethertype) {
 Exprs Ip4() { return Protocol(0x0800); }
 Exprs Ip6() { return Protocol(0x86dd); }
 Exprs Arp() { return Protocol(0x0806); }
-// `meta iiftype ether`: what an ether field needs in netdev.
-Exprs IifEther() {
-  const uint16_t ether = 1;  // ARPHRD_ETHER, host order
-  return {nft::Meta{NFT_META_IIFTYPE, NFT_REG_1},
-          nft::Cmp{NFT_CMP_EQ, std::string(reinterpret_cast<const char*>(&ether), 2), NFT_REG_1}};
-}
+Exprs IifEther() { return nft::MatchIifEther(); }
 Exprs Icmp6() { return Ip6() + nft::MatchL4proto(IPPROTO_ICMPV6); }
 
 nft::Payload Load(uint32_t base, uint32_t offset, uint32_t len, uint32_t reg = NFT_REG_1) {

@@ -214,12 +214,11 @@ nft::Transaction Build(int port, const std::string& marker) {
   // hostgw: a pod source on the uplink must come from its owner's MAC.
   for (bool v6 : {false, true}) {
     const std::string n = v6 ? "6" : "4";
-    const std::string arphrd_ether("\x01\x00", 2);  // meta iiftype: ARPHRD_ETHER, host order
     std::vector<nft::Expr> e = Saddr(v6, NFT_REG_1);
     e.push_back(nft::Meta{NFT_META_IIFNAME, Second(v6)});
     e.push_back(nft::Lookup{"pods" + n + "-on", NFT_REG_1});
-    e = nft::Then(e, {nft::Meta{NFT_META_IIFTYPE, NFT_REG_1}, nft::Cmp{NFT_CMP_EQ, arphrd_ether, NFT_REG_1},
-                      SaddrLoad(v6, NFT_REG_1), nft::Payload{NFT_PAYLOAD_LL_HEADER, 6, 6, Second(v6)},
+    e = nft::Then(e, nft::MatchIifEther());
+    e = nft::Then(e, {SaddrLoad(v6, NFT_REG_1), nft::Payload{NFT_PAYLOAD_LL_HEADER, 6, 6, Second(v6)},
                       nft::Lookup{"gw" + n, NFT_REG_1, std::nullopt, true}, nft::CounterRef{kHostGwForeignCounter},
                       nft::Verdict{NF_DROP, ""}});
     tx.Add(nft::Rule{"hostgw", e});

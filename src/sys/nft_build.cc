@@ -42,6 +42,11 @@ std::vector<Expr> Then(std::vector<Expr> a, const std::vector<Expr>& b) {
   return a;
 }
 
+std::vector<Expr> MatchIifEther() {
+  const uint16_t ether = 1;  // ARPHRD_ETHER, host order
+  return {Meta{NFT_META_IIFTYPE, NFT_REG_1}, Cmp{NFT_CMP_EQ, std::string(reinterpret_cast<const char*>(&ether), 2), NFT_REG_1}};
+}
+
 namespace {
 // The address after `a` (big-endian bytes; all ones wraps to "": no end).
 std::string Next(std::string a) {

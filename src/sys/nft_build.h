@@ -27,6 +27,9 @@ std::string AddrBytes(const std::string& text);
 std::vector<Expr> MatchNfproto(uint8_t nfproto);
 // `meta l4proto <p>` (IPPROTO_*): what `udp dport` needs.
 std::vector<Expr> MatchL4proto(uint8_t proto);
+// `meta iiftype ether` (ARPHRD_ETHER): what an ether field needs in a
+// family without a link layer of its own (netdev, inet).
+std::vector<Expr> MatchIifEther();
 // a then b.
 std::vector<Expr> Then(std::vector<Expr> a, const std::vector<Expr>& b);
 inline std::vector<Expr> operator+(std::vector<Expr> a, const std::vector<Expr>& b) { return Then(std::move(a), b); }

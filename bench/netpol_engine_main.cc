@@ -9,15 +9,16 @@
 //                            [--iterations N]
 //
 // --iterations N then runs weft-bench-netpol's seven events N times against
-// the engine (update, Tightened, RenderDelta, MarkApplied per event) and
+// the engine (update, Tightened, Delta, MarkApplied per event) and
 // prints their p50/p99 by kind: weftd's own part of the CPU per event.
 //
-// --dump writes the full script (what weftd's first apply sends) to FILE.
+// --dump writes the full transaction (what weftd's first apply sends) to
+// FILE as nft commands.
 //
 // Prints one JSON object: the objects' count, the CPU ms of each phase (decode
 // the JSON into the informers' types, feed the engine as the controller's
-// first Drain does, render the full script, render it a second time), the
-// script's size, and the process's RSS and heap after each.
+// first Drain does, build the full transaction), its number of ops, and the
+// process's RSS and heap after each.
 
 #include <malloc.h>
 #include <time.h>
@@ -34,6 +35,7 @@
 
 #include "bench/netpol_cluster.h"
 #include "policy/netpol_model.h"
+#include "sys/nft_render.h"
 
 namespace {
 
@@ -128,16 +130,20 @@ int main(int argc, char** argv) {
   phase("engine", t);
 
   t = Clock::now();
-  std::string full = engine.RenderFull();
-  phase("render_full", t);
-  out["script_bytes"] = full.size();
-  if (!dump.empty()) std::ofstream(dump) << full;
+  auto full = engine.Full();
+  phase("build_full", t);
+  if (!full.ok()) {
+    std::cerr << full.status().ToString() << "\n";
+    return 1;
+  }
+  out["ops"] = full->ops().size();
+  if (!dump.empty()) std::ofstream(dump) << weft::sys::nft::RenderTransaction(*full);
   size_t elements = 0;
   for (const auto& [name, s] : engine.desired().sets) elements += s.elements.size();
   out["model"] = {{"sets", engine.desired().sets.size()}, {"chains", engine.desired().chains.size()},
                   {"elements", elements}};
-  full.clear();
-  full.shrink_to_fit();
+  *full = weft::sys::nft::Transaction(full->family(), full->table());
+  malloc_trim(0);
 
   t = Clock::now();
   engine.MarkApplied(true);
@@ -154,12 +160,13 @@ int main(int argc, char** argv) {
     fn();
     engine.EndBatch();
     auto tight = engine.Tightened();
-    std::string delta = engine.RenderDelta();
+    auto delta = engine.Delta();
     engine.MarkApplied(false);
     double ms = MsSince(t0);
     by_kind[kind].push_back(ms);
     all.push_back(ms);
     (void)tight;
+    (void)delta;
   };
   std::vector<np::Pod> ps;  // the events' copies to relabel
   if (iterations > 0)

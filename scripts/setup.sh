@@ -7,7 +7,7 @@ PACKAGES=(
   # build (cmake/dependencies.cmake names the package of any library missing)
   build-essential cmake ninja-build pkg-config
   libnl-3-dev libnl-route-3-dev libsqlite3-dev nlohmann-json3-dev libcurl4-openssl-dev
-  libssl-dev libyaml-dev libcli11-dev libgtest-dev libcpp-httplib-dev libnftables-dev
+  libssl-dev libyaml-dev libcli11-dev libgtest-dev libcpp-httplib-dev
   libnftnl-dev libmnl-dev libnetfilter-conntrack-dev libnetfilter-log-dev
   # the checking tree (scripts/build.sh --san: clang's ASan+UBSan and libFuzzer)
   clang libclang-rt-14-dev

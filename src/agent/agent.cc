@@ -124,7 +124,14 @@ HttpAnswer Agent::ServePath(const std::string& path, const StatusServer::Query& 
     // anyone should compare with or apply.
     if (!netpol_->metrics().ready.load())
       return {503, "text/plain", "not ready: network policy not yet enforced from complete lists\n"};
-    return {200, "text/plain", netpol_->DesiredRuleset()};
+    // ?format=json: the transaction itself (what doctor compares and --fix
+    // applies); else the table as `nft list table` would print it.
+    auto format = query.find("format");
+    const std::string f = format == query.end() ? "nft" : format->second;
+    if (f != "nft" && f != "json") return {400, "text/plain", "format must be nft or json\n"};
+    auto body = netpol_->DesiredRuleset(f == "json");
+    if (!body.ok()) return {500, "text/plain", body.status().ToString() + "\n"};
+    return {200, f == "json" ? "application/json" : "text/plain", *body};
   }
   if (path == "/healthz") {
     // Alive while the reconcile loop wakes up at least every resync period.

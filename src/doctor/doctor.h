@@ -67,8 +67,8 @@ struct NetpolView {
   std::string weftd;             // weftd's address, for messages
   bool enforced = true;          // false: weftd answered 404 (network policy off)
   NftTable want;                 // weftd's ruleset as nft lists it back (enforced only)
-  // false: weftd's ruleset could not be listed back here (no CAP_SYS_ADMIN
-  // for the private netns: weftd's pod); only a missing table is judged.
+  // false: weftd's ruleset could not be read here (not a transaction this
+  // doctor decodes: another release's weftd); only a missing table is judged.
   bool want_listed = true;
   std::optional<NftTable> have;  // the kernel's table; nullopt: there is none
 };

@@ -27,6 +27,7 @@
 #include "sys/exec.h"
 #include "sys/files.h"
 #include "sys/netns.h"
+#include "sys/nft_json.h"
 #include "sys/nft_kernel.h"
 #include "sys/nft_query.h"
 #include "sys/nft_render.h"
@@ -173,18 +174,6 @@ Result<std::optional<NftTable>> ReadKernelNetpol(const sys::Netns* ns = nullptr)
   return std::optional<NftTable>(std::move(t));
 }
 
-// weftd's script as nft lists it back: loaded into a private network
-// namespace that lives for this call only (nft_table.h says why).
-Result<NftTable> CanonicalNetpol(const std::string& script) {
-  WEFT_ASSIGN_OR_RETURN(auto ns, sys::Netns::NewPrivate());
-  WEFT_ASSIGN_OR_RETURN(auto load, fw::RunTool("nft", {"-f", "-"}, script, ns.fd()));
-  if (load.exit_code != 0) return fw::ToolError("nft -f (weftd's ruleset, in a private namespace)", load);
-  WEFT_ASSIGN_OR_RETURN(auto t, ReadKernelNetpol(&ns));
-  if (!t) return Status::Error(Reason::kFailed, Domain::kFirewall,
-                               std::string("weftd's ruleset creates no table ") + kNetpolTable);
-  return std::move(*t);
-}
-
 std::string Chains(const std::optional<NftTable>& t) {
   return t ? std::string("the kernel holds table ") + kNetpolTable + " (" + std::to_string(t->chains.size()) +
                  " chain(s)), which is not compared"
@@ -218,7 +207,7 @@ NetpolPass SettleOrKeep(const Options& o, NftTable want, std::optional<NftTable>
   return NetpolPass::kDone;
 }
 
-// One pass: the kernel's table, weftd's ruleset (listed back through nft),
+// One pass: the kernel's table, weftd's ruleset (as nft would list it),
 // and weftd's ruleset once more to prove it did not change meanwhile.
 NetpolPass ReadNetpolOnce(const Options& o, Weftd& weftd, bool* settled, Snapshot* s) {
   const std::string skipped = "network policy check skipped: ";
@@ -228,7 +217,7 @@ NetpolPass ReadNetpolOnce(const Options& o, Weftd& weftd, bool* settled, Snapsho
     s->incomplete = true;
     return NetpolPass::kDone;
   }
-  auto r1 = weftd.Get("/netpol/ruleset");
+  auto r1 = weftd.Get("/netpol/ruleset?format=json");
   if (!r1.ok()) {
     // Without weftd there is nothing to compare with. A table in the
     // kernel proves network policy is in use here: then the check is
@@ -260,11 +249,11 @@ NetpolPass ReadNetpolOnce(const Options& o, Weftd& weftd, bool* settled, Snapsho
     s->incomplete = true;
     return NetpolPass::kDone;
   }
-  auto want = CanonicalNetpol(r1->body);
+  auto want = NetpolRulesetTable(r1->body);
   if (!want.ok()) {
     const std::string& det = want.status().details();
-    // Whether the table is there at all is still judged (weftd's pod: no
-    // CAP_SYS_ADMIN for the private netns, but the kernel's tables list).
+    // Whether the table is there at all is still judged (a weftd whose
+    // ruleset this doctor cannot read: another release's).
     NetpolView v;
     v.weftd = o.weftd_addr;
     v.want_listed = false;
@@ -273,12 +262,12 @@ NetpolPass ReadNetpolOnce(const Options& o, Weftd& weftd, bool* settled, Snapsho
     s->netpol = std::move(v);
     s->warnings.push_back((present ? "network policy check incomplete: table inet weft-netpol is in the kernel, but "
                                    : "network policy check incomplete: ") +
-                          std::string("weftd's ruleset could not be listed back through nft to compare: ") +
+                          std::string("weftd's ruleset could not be read to compare: ") +
                           want.status().msg() + (det.empty() ? "" : ": " + det.substr(0, det.find('\n'))));
     s->incomplete = true;
     return NetpolPass::kDone;
   }
-  auto r2 = weftd.Get("/netpol/ruleset");
+  auto r2 = weftd.Get("/netpol/ruleset?format=json");
   if (!r2.ok() || r2->status != 200 || r2->body != r1->body) return NetpolPass::kAgain;  // weftd moved on
   return SettleOrKeep(o, std::move(*want), std::move(*have), settled, s);
 }
@@ -615,24 +604,27 @@ void ApplyPeerPlan(const PeerView& peers, FixReport* rep) {
                       " of " + std::to_string(plan.size()) + " route/ARP/FDB change(s)");
 }
 
-// weftd's full replace script ("add table; delete table; table {...}")
-// in one transaction. Fetched again just before, and once more after:
-// if weftd moved on meanwhile, its newer ruleset is applied instead.
+// weftd's full transaction (add, delete and build the table again), sent
+// through the nftables layer as one batch. Fetched again just before, and
+// once more after: if weftd moved on meanwhile, its newer ruleset is
+// applied instead.
 // `applied` is the script applied last ("" when none was).
 Status ApplyWeftdRuleset(const std::string& weftd_addr, std::string* applied) {
   Weftd weftd(weftd_addr);
   Status st = Status::Ok();
   for (int i = 0; i < 3 && st.ok(); ++i) {
-    auto r = weftd.Get("/netpol/ruleset");
+    auto r = weftd.Get("/netpol/ruleset?format=json");
     if (!r.ok()) st = r.status();
     else if (r->status != 200)
       st = Status::Error(Reason::kUnavailable, Domain::kControlPlane,
                          "weftd answered GET /netpol/ruleset with HTTP " + std::to_string(r->status));
     if (!st.ok() || r->body == *applied) break;
-    auto nft = fw::RunTool("nft", {"-f", "-"}, r->body);
-    st = !nft.ok() ? nft.status()
-         : nft->exit_code != 0 ? fw::ToolError(std::string("nft -f (table ") + kNetpolTable + ")", *nft)
-                               : Status::Ok();
+    auto tx = sys::nft::ParseTransactionJson(r->body);
+    st = !tx.ok() ? tx.status()
+         : tx->family() != sys::nft::Family::kInet || tx->table() != policy::netpol::kTable
+             ? Status::Error(Reason::kMalformed, Domain::kFirewall,
+                             std::string("weftd's ruleset is not table inet ") + policy::netpol::kTable)
+             : sys::nft::Kernel().Apply(*tx);
     if (st.ok()) *applied = r->body;
   }
   return st;

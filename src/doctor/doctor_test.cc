@@ -400,9 +400,9 @@ TEST(Doctor, NetpolTableMissingIsAFixableError) {
   EXPECT_NE(fs[0].remedy.find("one nft transaction"), std::string::npos);
 }
 
-// In weftd's pod doctor cannot list weftd's ruleset back (no CAP_SYS_ADMIN
-// for the private netns): a missing table is still named, a present one is
-// not compared (the snapshot carries the warning that says so).
+// A ruleset doctor cannot read (another release's weftd): a missing table
+// is still named, a present one is not compared (the snapshot carries the
+// warning that says so).
 TEST(Doctor, NetpolWithoutWeftdsListingJudgesOnlyAMissingTable) {
   Snapshot s = Healthy();
   s.netpol = Netpol();

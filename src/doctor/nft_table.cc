@@ -3,6 +3,11 @@
 #include <algorithm>
 #include <cctype>
 
+#include "policy/netpol_nft.h"
+#include "sys/nft_fake.h"
+#include "sys/nft_json.h"
+#include "sys/nft_render.h"
+
 namespace weft::doctor {
 namespace {
 
@@ -381,6 +386,17 @@ std::vector<std::string> NftTableDiff::Lines() const {
   for (const auto& o : missing_objects) out.push_back(o + " is missing");
   for (const auto& o : extra_objects) out.push_back(o + kNotWanted);
   return out;
+}
+
+Result<NftTable> NetpolRulesetTable(const std::string& body) {
+  WEFT_ASSIGN_OR_RETURN(auto tx, sys::nft::ParseTransactionJson(body));
+  if (tx.family() != sys::nft::Family::kInet || tx.table() != policy::netpol::kTable)
+    return Status::Error(Reason::kMalformed, Domain::kFirewall,
+                         std::string("weftd's ruleset is not table inet ") + policy::netpol::kTable);
+  sys::nft::Fake fake;
+  WEFT_RETURN_IF_ERROR(fake.Apply(tx));
+  WEFT_ASSIGN_OR_RETURN(auto t, fake.Dump(sys::nft::Family::kInet, policy::netpol::kTable));
+  return ParseNftTable(sys::nft::RenderTable(t));
 }
 
 }  // namespace weft::doctor

@@ -53,6 +53,13 @@ struct NftTable {
 // line). Errors (malformed): no table block, or an unterminated one.
 Result<NftTable> ParseNftTable(std::string_view text);
 
+// weftd's GET /netpol/ruleset (the JSON of the full transaction of table
+// inet weft-netpol, sys/nft_json.h) as nft would list the table it builds:
+// applied to the nftables layer's fake, never to a kernel, and parsed as
+// above. Anything else (another table, a transaction that does not apply)
+// is an error.
+Result<NftTable> NetpolRulesetTable(const std::string& body);
+
 // How `have` (the kernel) differs from `want`.
 struct NftTableDiff {
   struct Named {  // a whole chain, set or map

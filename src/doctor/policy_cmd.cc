@@ -26,9 +26,9 @@ bool IsPodName(const std::string& pod) {
 
 // GET /netpol/ruleset parsed; nullopt when weftd or the parse fails.
 std::optional<NftTable> FetchRuleset(Weftd& weftd) {
-  auto rs = weftd.Get("/netpol/ruleset");
+  auto rs = weftd.Get("/netpol/ruleset?format=json");
   if (!rs.ok() || rs->status != 200) return std::nullopt;
-  auto t = ParseNftTable(rs->body);
+  auto t = NetpolRulesetTable(rs->body);
   if (!t.ok()) return std::nullopt;
   return std::move(*t);
 }

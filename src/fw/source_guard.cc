@@ -60,16 +60,8 @@ nft::Verdict Goto(const std::string& chain) { return {NFT_GOTO, chain}; }
 // `icmpv6 type { nd-router-advert, nd-redirect }`: the anonymous set and
 // the rule's match of it.
 constexpr char kNotRouterSet[] = "__set_not_router";
-nft::Set NotRouterSet() {
-  return nft::Set{.name = kNotRouterSet,
-                  .flags = NFT_SET_ANONYMOUS | NFT_SET_CONSTANT,
-                  .key_type = nft::kTypeIcmp6Type,
-                  .key_len = 1,
-                  .userdata = nft::TypeofSetUserdata(nft::ByteOrder::kBig, nft::TypeofIcmpv6Type())};
-}
-nft::Elements NotRouterElements() {
-  return nft::Elements{kNotRouterSet, {nft::Element{nft::U8(134)}, nft::Element{nft::U8(137)}}};  // RA, redirect
-}
+nft::Set NotRouterSet() { return nft::Icmpv6TypeSet(kNotRouterSet); }
+nft::Elements NotRouterElements() { return nft::Icmpv6TypeElements(kNotRouterSet, {134, 137}); }  // RA, redirect
 Exprs NotRouter() { return Icmp6() + Exprs{Load(kTh, 0, 1), nft::Lookup{.set = kNotRouterSet}}; }
 
 // `ip6 saddr fe80::/10 accept`, `ip6 saddr :: ip6 daddr ff02::/16 accept`:

@@ -19,7 +19,9 @@
 #include "sys/nft_query.h"
 #include "policy/cnp_status.h"
 #include "sys/nft_kernel.h"
-#include "sys/nft_script.h"
+#include "sys/nft_fake.h"
+#include "sys/nft_json.h"
+#include "sys/nft_render.h"
 
 // The input hook's link-local rule names the pods' host veths as the plugin
 // creates them ("<prefix>*").
@@ -38,23 +40,14 @@ using Clock = std::chrono::steady_clock;
 
 class SystemNetpolKernel : public NetpolKernel {
  public:
-  // In-process (libnftables): no fork of weftd and no nft start-up per
-  // event; still one transaction, all or nothing.
-  Status Apply(const std::string& script) override {
-    Status st = sys::NftRunScript(script);
+  // In-process over nfnetlink (sys/nft_kernel.h): no fork of weftd, no
+  // script to parse, no read-back of the table; one transaction, all or
+  // nothing. The socket stays open until the next batch: closing an
+  // nfnetlink socket right after a commit that deleted elements waits for
+  // an RCU grace period (~10 ms), which an event would wait for.
+  Status Apply(const sys::nft::Transaction& tx) override {
+    Status st = sys::nft::Kernel().Apply(tx, &keep_);
     if (!st.ok()) return st.WithPrefix(std::string("apply table inet ") + netpol::kTable);
-    return Status::Ok();
-  }
-
-  // Element-only deltas (most pod and namespace events): one raw batch,
-  // ~0.1 ms, where libnftables read the table back first (~5-10 ms at
-  // 10,000 pods, docs/performance.md).
-  // The socket stays open until the next batch: closing an nfnetlink
-  // socket right after a commit that deleted elements waits for an RCU
-  // grace period (~10 ms, sys/nft_set.h), which an event would wait for.
-  Status ApplyElements(const std::vector<sys::NftChange>& changes) override {
-    Status st = sys::NftApply(sys::NftFamily::kInet, netpol::kTable, changes, &keep_);
-    if (!st.ok()) return st.WithPrefix(std::string("apply elements of table inet ") + netpol::kTable);
     return Status::Ok();
   }
 
@@ -91,7 +84,7 @@ class SystemNetpolKernel : public NetpolKernel {
   }
 
  private:
-  UniqueFd keep_;  // ApplyElements' last socket
+  UniqueFd keep_;  // Apply's last socket
 };
 
 // metav1.Time as the API writes it: "2026-11-27T06:00:00Z".
@@ -225,32 +218,6 @@ struct NetpolController::Impl {
     return *counts == want;
   }
 
-  // Sends an element-only delta over raw nfnetlink. Returns kUnsupported
-  // when the delta is not one (or the kernel seam has no such path): the
-  // script then. REQUIRES: engine_mu held, engine.has_applied().
-  Status ApplyElementsOnly(bool* applied) {
-    auto elems = engine.ElementOnlyDelta();
-    if (!elems) return Status::Error(Reason::kUnsupported, Domain::kFirewall, "not an element-only delta");
-    if (elems->empty()) return Status::Ok();  // nothing changed
-    std::vector<sys::NftChange> changes;
-    changes.reserve(elems->size());
-    for (const auto& e : *elems) {
-      auto key = netpol::ElementKey(engine.desired().sets.at(e.set).type, e.element);
-      if (!key.ok()) return Status::Error(Reason::kUnsupported, Domain::kFirewall, key.status().ToString());
-      sys::NftChange c;
-      c.op = e.add ? sys::NftChange::kAddElement : sys::NftChange::kDeleteElement;
-      c.elem.set = e.set;
-      c.elem.key = std::move(*key);
-      changes.push_back(std::move(c));
-    }
-    std::vector<std::string> tightened = engine.Tightened();
-    auto t0 = Clock::now();
-    Status st = kernel->ApplyElements(changes);
-    if (st.reason() == Reason::kUnsupported) return st;
-    metrics.last_sync_us = static_cast<uint64_t>(UsSince(t0));
-    return Applied(st, /*full=*/false, tightened, applied);
-  }
-
   // What every apply does after the kernel answered `st`: on failure the
   // engine forgets what it thinks is applied (the next pass is a full one);
   // on success it marks it, counts it and queues the tightened addresses'
@@ -269,16 +236,14 @@ struct NetpolController::Impl {
     return Status::Ok();
   }
 
-  // Applies what changed. REQUIRES: engine_mu held.
+  // Applies what changed: the whole table the first time (and after a
+  // failure), else only the delta. REQUIRES: engine_mu held.
   Status Apply(bool* applied) {
     *applied = false;
     bool full = !engine.has_applied();
-    if (!full) {
-      Status st = ApplyElementsOnly(applied);
-      if (st.reason() != Reason::kUnsupported) return st;
-    }
-    std::string script = full ? engine.RenderFull() : engine.RenderDelta();
-    if (script.empty()) return Status::Ok();
+    auto tx = full ? engine.Full() : engine.Delta();
+    if (!tx.ok()) return Applied(tx.status(), full, {}, applied);
+    if (tx->empty()) return Status::Ok();
     std::vector<std::string> tightened = full ? std::vector<std::string>{} : engine.Tightened();
     if (full) {
       // The full replace recreates the counters: keep what they counted.
@@ -288,12 +253,12 @@ struct NetpolController::Impl {
       }
     }
     auto t0 = Clock::now();
-    Status st = kernel->Apply(script);
+    Status st = kernel->Apply(*tx);
     metrics.last_sync_us = static_cast<uint64_t>(UsSince(t0));
-    // libnftables parsed the whole table in weftd's heap (~45 MB at 10,000
-    // pods, for a moment): give it back, applied or not.
     if (full) {
-      script = std::string();
+      // The full table's objects (~tens of MB at 100,000 pods, for a
+      // moment): give the heap back, applied or not.
+      *tx = sys::nft::Transaction(sys::nft::Family::kInet, netpol::kTable);
       malloc_trim(0);
     }
     return Applied(st, full, tightened, applied);
@@ -583,9 +548,19 @@ DropContext NetpolController::DescribeDrop(const DropEvent& ev, const std::strin
   return c;
 }
 
-std::string NetpolController::DesiredRuleset() {
-  std::lock_guard lock(impl_->engine_mu);
-  return impl_->engine.RenderFull();
+Result<std::string> NetpolController::DesiredRuleset(bool json) {
+  Result<sys::nft::Transaction> tx = sys::nft::OpError("not built", EINVAL);
+  {
+    std::lock_guard lock(impl_->engine_mu);
+    tx = impl_->engine.Full();
+  }
+  if (!tx.ok()) return tx.status();
+  if (json) return sys::nft::TransactionJson(*tx);
+  // As the kernel would hold it: applied to the layer's fake, then listed.
+  sys::nft::Fake fake;
+  WEFT_RETURN_IF_ERROR(fake.Apply(*tx));
+  WEFT_ASSIGN_OR_RETURN(auto t, fake.Dump(sys::nft::Family::kInet, netpol::kTable));
+  return sys::nft::RenderTable(t);
 }
 
 void NetpolController::RefreshCounters() {

@@ -2,10 +2,9 @@
 // weftd's NetworkPolicy controller: informers on Pods, Namespaces,
 // NetworkPolicies and (with ClusterNetworkPolicy on) ClusterNetworkPolicies
 // and Nodes feed the pure Engine (netpol_model.h); each batch of changes
-// becomes one atomic transaction on table inet weft-netpol, applied in
-// weftd's process: an nft script through libnftables (sys/nft_script.h), or,
-// when only set elements changed, one raw nfnetlink batch (sys/nft_set.h)
-// (docs/networkpolicy.md).
+// becomes one atomic transaction on table inet weft-netpol (the nftables
+// layer's objects, policy/netpol_nft.h), sent from weftd's process as one
+// nfnetlink batch (docs/networkpolicy.md).
 //
 // Start-up never flushes: the first apply replaces the table in one
 // transaction built from complete lists, so the ruleset left by an earlier
@@ -29,7 +28,7 @@
 #include "policy/drop_log.h"
 #include "policy/explain.h"
 #include "policy/netpol_model.h"
-#include "sys/nft_set.h"
+#include "sys/nft_types.h"
 
 namespace weft::kube {
 class KubeApi;
@@ -42,15 +41,8 @@ namespace weft::policy {
 class NetpolKernel {
  public:
   virtual ~NetpolKernel() = default;
-  // Runs one nft script as one transaction.
-  virtual Status Apply(const std::string& script) = 0;
-  // Adds and deletes elements of the table's sets as one transaction over
-  // raw nfnetlink (no script to parse, no read-back of the table). A seam
-  // that cannot answers kUnsupported and is sent the script instead.
-  virtual Status ApplyElements(const std::vector<sys::NftChange>& changes) {
-    (void)changes;
-    return Status::Error(Reason::kUnsupported, Domain::kFirewall, "no element path");
-  }
+  // Applies one transaction of table inet weft-netpol, all or nothing.
+  virtual Status Apply(const sys::nft::Transaction& tx) = 0;
   // Rules per chain of the table as the kernel has it (empty: no table).
   virtual Result<std::map<std::string, size_t>> ChainRuleCounts() = 0;
   // Packets dropped by policy so far: {ingress, egress}.
@@ -139,8 +131,10 @@ class NetpolController {
   // that decided, as explain says them. `sender` (a guard drop): the
   // address of the pod whose interface sent it, "" when unknown.
   DropContext DescribeDrop(const DropEvent& ev, const std::string& sender);
-  // The ruleset weftd wants in the kernel (doctor compares).
-  std::string DesiredRuleset();
+  // The table weftd wants in the kernel: as `nft list table` would print it,
+  // or (`json`) as the JSON of its full transaction (sys/nft_json.h), which
+  // doctor compares with the kernel's and --fix applies.
+  Result<std::string> DesiredRuleset(bool json);
   // Refreshes dropped_ingress/egress from the kernel's counters.
   void RefreshCounters();
   // Compares the kernel's table with the desired ruleset at the next pass

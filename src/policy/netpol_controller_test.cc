@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "kube/informer.h"
+#include "sys/nft_fake.h"
+#include "sys/nft_render.h"
 
 namespace weft::policy {
 namespace {
@@ -128,13 +130,23 @@ struct KernelLog {
 class FakeKernel : public NetpolKernel {
  public:
   explicit FakeKernel(KernelLog* log) : log_(log) {}
-  Status Apply(const std::string& script) override {
+  // Each transaction is applied to the layer's fake (a delta that does not
+  // fit the table it follows fails there) and logged as nft commands,
+  // elements in their sets' types.
+  Status Apply(const sys::nft::Transaction& tx) override {
     std::lock_guard lock(log_->mu);
     log_->applies++;
     if (log_->fail_next) {
       log_->fail_next = false;
       return Status::Error(Reason::kFailed, Domain::kFirewall, "nft: injected failure");
     }
+    std::vector<sys::nft::Set> known;
+    if (auto t = nft_.Dump(tx.family(), tx.table()); t.ok()) known = t->sets;
+    for (const auto& op : tx.ops())
+      if (const auto* set = std::get_if<sys::nft::Set>(&op.object)) known.push_back(*set);
+    std::string script;
+    for (const auto& op : tx.ops()) script += sys::nft::RenderOp(tx.family(), tx.table(), op, known) + "\n";
+    WEFT_RETURN_IF_ERROR(nft_.Apply(tx));
     log_->scripts.push_back(script);
     return Status::Ok();
   }
@@ -158,6 +170,7 @@ class FakeKernel : public NetpolKernel {
 
  private:
   KernelLog* log_;
+  sys::nft::Fake nft_;
 };
 
 constexpr char kPods[] = "/api/v1/pods";

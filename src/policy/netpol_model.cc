@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/strings.h"
+#include "sys/nft_build.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -10,6 +11,9 @@
 #include <optional>
 
 namespace weft::policy::netpol {
+
+using sys::nft::operator+;
+
 namespace {
 
 using u128 = unsigned __int128;
@@ -40,53 +44,12 @@ std::pair<u128, u128> Range(const IpPrefix& p) {
 
 uint64_t Fnv64(const std::string& s) { return Fnv1a64(s); }
 
-std::string Join(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const auto& p : parts) {
-    if (p.empty()) continue;
-    if (!out.empty()) out += ' ';
-    out += p;
-  }
-  return out;
-}
-
-// The address part of a set element ("10.0.0.1", "10.0.0.1 . tcp . 80").
 std::string ElementAddress(const std::string& e) {
   auto sp = e.find(' ');
   return sp == std::string::npos ? e : e.substr(0, sp);
 }
 
 bool IsRange(const std::string& e) { return e.find('-') != std::string::npos; }
-
-// A rule as it applies to a reply packet of the connection it judged:
-// source and destination addresses swap, the destination port is the
-// packet's source port. The comment is left alone.
-std::string SwapDirection(const std::string& rule) {
-  std::string body = rule, comment;
-  if (auto c = rule.find(" comment \""); c != std::string::npos) {
-    body = rule.substr(0, c);
-    comment = rule.substr(c);
-  }
-  std::string out;
-  for (size_t i = 0; i < body.size();) {
-    if (body.compare(i, 5, "saddr") == 0) {
-      out += "daddr";
-      i += 5;
-    } else if (body.compare(i, 5, "daddr") == 0) {
-      out += "saddr";
-      i += 5;
-    } else if (body.compare(i, 8, "th dport") == 0) {
-      out += "th sport";
-      i += 8;
-    } else {
-      out += body[i++];
-    }
-  }
-  return out + comment;
-}
-
-const char* kDropIngress = "drop-ingress";
-const char* kDropEgress = "drop-egress";
 
 }  // namespace
 
@@ -399,15 +362,14 @@ void Engine::ReleasePolicySets(const PolicyState& ps) {
 
 namespace {
 
-// The port half of a rule's statements on `pod` ("" = any port). Named
-// ports resolve against the pod for ingress; egress named ports live in the
-// rule's named-port set instead.
-std::vector<std::string> PortMatches(const Rule& rule, const Pod& pod, bool ingress) {
-  if (rule.any_port) return {""};
-  std::vector<std::string> ports;
+// The port half of a rule's matches on `pod` (one empty list = any port).
+// Named ports resolve against the pod for ingress; egress named ports live
+// in the rule's named-port set instead.
+std::vector<NftExprs> PortMatches(const Rule& rule, const Pod& pod, bool ingress) {
+  if (rule.any_port) return {NftExprs{}};
+  std::vector<NftExprs> ports;
   for (const auto& ref : rule.ports) {
     if (!ref.proto_valid) continue;
-    std::string proto = std::string("meta l4proto ") + NftProtoName(ref.proto);
     uint16_t port = ref.port, end = ref.end_port;
     if (!ref.name.empty()) {
       if (!ingress) continue;  // egress: the named-port set below
@@ -415,62 +377,55 @@ std::vector<std::string> PortMatches(const Rule& rule, const Pod& pod, bool ingr
       end = 0;
       if (port == 0) continue;  // this pod has no such port
     }
-    if (port == 0) ports.push_back(proto);
-    else if (end > port) ports.push_back(proto + " th dport " + std::to_string(port) + "-" + std::to_string(end));
-    else ports.push_back(proto + " th dport " + std::to_string(port));
+    ports.push_back(nftr::Port(ref.proto, port, end));
   }
   return ports;
 }
 
-// The verdict of a packet policy drops (counted per direction).
-std::string DropStatement(bool ingress) {
-  // The drop chain records, counts and drops (the reply chains' copy of
-  // this rule goes to its reply twin, rdrop-*).
-  return ingress ? "goto drop-in" : "goto drop-eg";
-}
+// The verdict of a packet policy drops: the drop chain records, counts
+// and drops it (the reply chains' copy of this rule goes to its reply
+// twin, rdrop-*).
+sys::nft::Verdict DropVerdict(bool ingress) { return nftr::Goto(ingress ? "drop-in" : "drop-eg"); }
 
 // A local pod's chain starts so: invalid packets dropped, the pod's own
 // traffic allowed.
-std::vector<std::string> ChainPrefix(const Pod& pod, bool ingress) {
-  std::vector<std::string> full;
-  full.push_back("ct state invalid drop");
+std::vector<NftRule> ChainPrefix(const Pod& pod, bool ingress) {
+  std::vector<NftRule> full;
+  full.push_back(nftr::MakeRule(nftr::CtInvalid(), nftr::Drop()));
   for (const auto& ip : pod.ips)
-    full.push_back(std::string(ip.is_v4() ? "ip " : "ip6 ") + (ingress ? "saddr " : "daddr ") + ip.ToString() +
-                   (ingress ? " accept" : " return") + " comment \"itself\"");
+    full.push_back(nftr::MakeRule(nftr::AddrIs(ip, ingress), ingress ? nftr::Accept() : nftr::Return(), "itself"));
   return full;
 }
 
 }  // namespace
 
-std::vector<std::string> Engine::RuleStatements(const std::string& policy_key, const Rule& rule, size_t index,
-                                                const RuleSets& sets, bool ingress, const Pod& pod, bool v6) {
+std::vector<NftRule> Engine::RuleStatements(const std::string& policy_key, const Rule& rule, size_t index,
+                                            const RuleSets& sets, bool ingress, const Pod& pod, bool v6) {
   std::string what = policy_key.substr(0, 100) + (ingress ? " ingress " : " egress ") + std::to_string(index);
-  return MatchStatements(what, rule, sets, ingress, pod, ingress ? "accept" : "return", v6);
+  return MatchStatements(what, rule, sets, ingress, pod, ingress ? nftr::Accept() : nftr::Return(), v6);
 }
 
-std::vector<std::string> Engine::MatchStatements(const std::string& what, const Rule& rule, const RuleSets& sets,
-                                                 bool ingress, const Pod& pod, const std::string& verdict, bool v6) {
-  const char* addr = ingress ? "saddr" : "daddr";
-  std::vector<std::string> peers;
+std::vector<NftRule> Engine::MatchStatements(const std::string& what, const Rule& rule, const RuleSets& sets,
+                                             bool ingress, const Pod& pod, const sys::nft::Verdict& verdict,
+                                             bool v6) {
+  std::vector<NftExprs> peers;
   if (rule.any_peer) {
-    peers.push_back("");
+    peers.emplace_back();
   } else {
     for (const auto& base : sets.pods) {
-      peers.push_back(std::string("ip ") + addr + " @" + base + "-p4");
-      if (v6) peers.push_back(std::string("ip6 ") + addr + " @" + base + "-p6");
+      peers.push_back(nftr::InSet(false, ingress, base + "-p4"));
+      if (v6) peers.push_back(nftr::InSet(true, ingress, base + "-p6"));
     }
-    if (!sets.blocks4.empty()) peers.push_back(std::string("ip ") + addr + " @" + sets.blocks4 + "-b4");
-    if (!sets.blocks6.empty()) peers.push_back(std::string("ip6 ") + addr + " @" + sets.blocks6 + "-b6");
+    if (!sets.blocks4.empty()) peers.push_back(nftr::InSet(false, ingress, sets.blocks4 + "-b4"));
+    if (!sets.blocks6.empty()) peers.push_back(nftr::InSet(true, ingress, sets.blocks6 + "-b6"));
   }
-  std::vector<std::string> ports = PortMatches(rule, pod, ingress);
-  // nft keeps at most 128 bytes of a comment.
-  std::string tag = "comment \"" + what.substr(0, 127) + "\"";
-  std::vector<std::string> out;
+  std::vector<NftExprs> ports = PortMatches(rule, pod, ingress);
+  std::vector<NftRule> out;
   for (const auto& p : peers)
-    for (const auto& q : ports) out.push_back(Join({p, q, verdict, tag}));
+    for (const auto& q : ports) out.push_back(nftr::MakeRule(p + q, verdict, what));
   if (!ingress && !sets.named.empty()) {
-    out.push_back("ip daddr . meta l4proto . th dport @" + sets.named + "-n4 " + verdict + " " + tag);
-    if (v6) out.push_back("ip6 daddr . meta l4proto . th dport @" + sets.named + "-n6 " + verdict + " " + tag);
+    out.push_back(nftr::MakeRule(nftr::NamedPortIn(false, sets.named + "-n4"), verdict, what));
+    if (v6) out.push_back(nftr::MakeRule(nftr::NamedPortIn(true, sets.named + "-n6"), verdict, what));
   }
   return out;
 }
@@ -529,12 +484,12 @@ Engine::TierSelection Engine::SelectTiers(const Pod& pod) const {
 
 Engine::TierChain Engine::ComposeChain(const Pod& pod, const TierSelection& tiers, ChainKind kind,
                                        const std::string& name, bool np_isolated,
-                                       std::vector<std::string> np_rules) const {
+                                       std::vector<NftRule> np_rules) const {
   const bool ingress = kind == ChainKind::kIngress;
   const bool node = kind == ChainKind::kNode;
-  const std::string allow = ingress || node ? "accept" : "return";
+  const sys::nft::Verdict allow = ingress || node ? nftr::Accept() : nftr::Return();
   bool pass = false;
-  auto collect = [&](const std::vector<const CnpState*>& selected, bool admin, std::vector<std::string>* into) {
+  auto collect = [&](const std::vector<const CnpState*>& selected, bool admin, std::vector<NftRule>* into) {
     bool any = false;
     for (const CnpState* stp : selected) {
       const CnpState& st = *stp;
@@ -550,12 +505,12 @@ Engine::TierChain Engine::ComposeChain(const Pod& pod, const TierSelection& tier
           rs.pods.clear();
           rs.named.clear();
         }
-        std::string verdict = allow;
+        sys::nft::Verdict verdict = allow;
         bool passes = false;
         if (rules[r].action == Action::kDeny) {
-          verdict = DropStatement(ingress);
+          verdict = DropVerdict(ingress);
         } else if (rules[r].action == Action::kPass && admin) {
-          verdict = "goto t" + name;
+          verdict = nftr::Goto("t" + name);
           passes = true;
         }
         std::string what = std::string(TierName(p.tier)) + ":" + p.name.substr(0, 80) +
@@ -570,27 +525,27 @@ Engine::TierChain Engine::ComposeChain(const Pod& pod, const TierSelection& tier
     }
     return any;
   };
-  std::vector<std::string> admin, baseline;
+  std::vector<NftRule> admin, baseline;
   bool admin_any = collect(tiers.admin, true, &admin);
   bool baseline_any = collect(tiers.baseline, false, &baseline);
   TierChain out;
   out.isolated = node ? admin_any || (baseline_any && !np_isolated) : np_isolated || admin_any || baseline_any;
   if (!out.isolated) return out;
-  std::vector<std::string> rest;
+  std::vector<NftRule> rest;
   if (node && np_isolated) {
-    rest.push_back("accept comment \"NetworkPolicy: the pod's own node\"");
+    rest.push_back(nftr::MakeRule({}, nftr::Accept(), "NetworkPolicy: the pod's own node"));
   } else if (np_isolated) {
     rest = std::move(np_rules);
-    rest.push_back(DropStatement(ingress));
+    rest.push_back(nftr::MakeRule({}, DropVerdict(ingress)));
   } else {
     rest = std::move(baseline);
-    rest.push_back(allow + " comment \"default\"");
+    rest.push_back(nftr::MakeRule({}, allow, "default"));
   }
-  if (node) out.head = {"ct state invalid drop"};
+  if (node) out.head = {nftr::MakeRule(nftr::CtInvalid(), nftr::Drop())};
   else out.head = ChainPrefix(pod, ingress);
   for (auto& r : admin) out.head.push_back(std::move(r));
   if (pass) {
-    out.head.push_back("goto t" + name);
+    out.head.push_back(nftr::MakeRule({}, nftr::Goto("t" + name)));
     out.tail = std::move(rest);
   } else {
     for (auto& r : rest) out.head.push_back(std::move(r));
@@ -627,7 +582,7 @@ void Engine::DropChain(const std::string& name) {
   if (desired_.chains.erase(name)) dirty_chains_.insert(name);
 }
 
-void Engine::PutChain(const std::string& name, std::vector<std::string> rules) {
+void Engine::PutChain(const std::string& name, std::vector<NftRule> rules) {
   auto it = desired_.chains.find(name);
   if (it == desired_.chains.end() || it->second != rules) {
     desired_.chains[name] = std::move(rules);
@@ -645,14 +600,11 @@ void Engine::SetPodChain(const Pod& pod, const std::string& name, TierChain chai
     for (const auto& c : {name, reply_name, tail_name, rtail_name}) DropChain(c);
     return;
   }
-  auto reply_of = [](const std::vector<std::string>& rules) {
-    std::vector<std::string> reply;
-    for (const auto& r : rules) {
-      std::string s = SwapDirection(r);
-      // A jump to the tail goes to the tail's reply twin.
-      if (auto g = s.find("goto "); g != std::string::npos) s.insert(g + 5, "r");
-      reply.push_back(std::move(s));
-    }
+  // A goto (the tail, a drop chain) goes to its reply twin.
+  auto reply_of = [](const std::vector<NftRule>& rules) {
+    std::vector<NftRule> reply;
+    reply.reserve(rules.size());
+    for (const auto& r : rules) reply.push_back(nftr::ReplyOf(r));
     return reply;
   };
   if (chain.tail.empty()) {
@@ -690,12 +642,13 @@ void Engine::SetNodeChain(const std::string& key, const Pod* pod, TierChain chai
       TierChain c = chain;
       for (auto* part : {&c.head, &c.tail})
         for (auto& r : *part)
-          if (auto at = r.find("tnode-@"); at != std::string::npos) r.replace(at, 7, "t" + n);
+          for (auto& e : r.exprs)
+            if (auto* v = std::get_if<sys::nft::Verdict>(&e); v && v->chain == "tnode-@") v->chain = "t" + n;
       return c;
     };
     std::string content;
     for (const auto* part : {&chain.head, &chain.tail}) {
-      for (const auto& r : *part) content += r + "\n";
+      for (const auto& r : *part) content += nftr::Render(r) + "\n";
       content += "|\n";
     }
     name = "node-" + Hex(Fnv64(content), 12);
@@ -974,10 +927,13 @@ std::vector<PodPolicyView> Engine::LocalPods() const {
     v.isolated_ingress = !v.ingress_policies.empty();
     v.isolated_egress = !v.egress_policies.empty();
     std::string cid = PodChainId(key);
-    if (auto it = desired_.chains.find("in-" + cid); it != desired_.chains.end()) v.ingress_rules = it->second;
-    if (auto it = desired_.chains.find("eg-" + cid); it != desired_.chains.end()) v.egress_rules = it->second;
-    if (auto n = pod_node_chain_.find(key); n != pod_node_chain_.end())
-      if (auto it = desired_.chains.find(n->second); it != desired_.chains.end()) v.node_rules = it->second;
+    auto rendered = [&](const std::string& chain, std::vector<std::string>* into) {
+      if (auto it = desired_.chains.find(chain); it != desired_.chains.end())
+        for (const auto& r : it->second) into->push_back(nftr::Render(r));
+    };
+    rendered("in-" + cid, &v.ingress_rules);
+    rendered("eg-" + cid, &v.egress_rules);
+    if (auto n = pod_node_chain_.find(key); n != pod_node_chain_.end()) rendered(n->second, &v.node_rules);
     out.push_back(std::move(v));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.pod < b.pod; });
@@ -1006,304 +962,32 @@ std::string PodPolicyViewsJson(const std::vector<PodPolicyView>& pods) {
   return out.dump(2) + "\n";
 }
 
-// --- Rendering --------------------------------------------------------------
+// --- The table's transactions (netpol_nft.h) ----------------------------------
 
-namespace {
-
-std::string Elements(const std::set<std::string>& elems) {
-  std::string out;
-  for (const auto& e : elems) {
-    if (!out.empty()) out += ", ";
-    out += e;
-  }
-  return out;
-}
-
-std::string SetDecl(const SetDef& s) {
-  return std::string("type ") + s.type + ";" + (s.interval ? " flags interval;" : "");
-}
-
-void MapDecl(std::string& out, const char* name, const char* type, const std::map<std::string, std::string>& m) {
-  out += std::string("  map ") + name + " {\n    type " + type + " : verdict;\n";
-  if (!m.empty()) {
-    out += "    elements = { ";
-    bool first = true;
-    for (const auto& [ip, chain] : m) {
-      if (!first) out += ", ";
-      first = false;
-      out += ip + " : jump " + chain;
-    }
-    out += " }\n";
-  }
-  out += "  }\n";
-}
-
-// The drop chains: record (rate-limited, table-wide), count, drop. The log
-// rule is written as `nft list` prints it, so doctor reads it back unchanged.
-std::string DropChains() {
-  std::string out;
-  for (const auto& [chain, kind] : kDropChains) {
-    std::string k = kind;
-    bool ingress = k == "in" || k == "rin" || k == "pending-in";
-    out += std::string("  chain ") + chain + " {\n";
-    out += "    limit name \"drop-log\" log prefix \"weft-np " + k + "\" group " + std::to_string(kDropLogGroup) + "\n";
-    out += std::string("    counter name \"") + (ingress ? kDropIngress : kDropEgress) + "\" drop\n";
-    out += "  }\n";
-  }
-  return out;
-}
-
-std::string ForwardChain(uint32_t group) {
-  std::string g = std::to_string(group);
-  char mark[16];
-  std::snprintf(mark, sizeof mark, "0x%08x", kRecheckMark);
-  std::string out;
-  out += "  chain recheck-reply {\n";
-  out += "    ip daddr vmap @egress4r\n";
-  out += "    ip6 daddr vmap @egress6r\n";
-  out += "    ip saddr vmap @ingress4r\n";
-  out += "    ip6 saddr vmap @ingress6r\n";
-  out += "    accept\n";
-  out += "  }\n";
-  out += "  chain forward {\n";
-  out += "    type filter hook forward priority filter; policy accept;\n";
-  out += std::string("    ct mark & ") + mark + " == 0 ct state established,related accept\n";
-  out += "    ct state related accept\n";
-  out += std::string("    ct direction reply ct mark & ") + mark + " == " + mark + " jump recheck-reply\n";
-  out += "    iifgroup " + g + " meta nfproto ipv4 ip saddr != @local4 goto pending-eg comment \"pending pod\"\n";
-  out += "    iifgroup " + g + " meta nfproto ipv6 ip6 saddr != @local6 goto pending-eg comment \"pending pod\"\n";
-  out += "    oifgroup " + g + " meta nfproto ipv4 ip daddr != @local4 goto pending-in comment \"pending pod\"\n";
-  out += "    oifgroup " + g + " meta nfproto ipv6 ip6 daddr != @local6 goto pending-in comment \"pending pod\"\n";
-  out += "    ip saddr vmap @egress4\n";
-  out += "    ip6 saddr vmap @egress6\n";
-  out += "    ip daddr vmap @ingress4\n";
-  out += "    ip6 daddr vmap @ingress6\n";
-  out += "  }\n";
-  return out;
-}
-
-// A local pod's traffic to its own node (docs/clusternetworkpolicy.md, "To
-// the pod's own node"): the input hook judges a new connection of a pod
-// with a node-<pod> chain by the pod's address, after what always passes
-// (replies, the node's own connections, neighbour discovery); the output
-// hook judges the node's replies of connections marked for a recheck. A
-// pending pod is dropped as in the forward hook. An IPv6 link-local source
-// names no pod (every pod has one, none is in the maps), so a pod port's
-// link-local packet to the node passes only for neighbour discovery and MLD.
-std::string NodeChains(uint32_t group) {
-  std::string g = std::to_string(group);
-  char mark[16];
-  std::snprintf(mark, sizeof mark, "0x%08x", kRecheckMark);
-  std::string out;
-  out += "  chain input {\n";
-  out += "    type filter hook input priority filter; policy accept;\n";
-  out += std::string("    ct mark & ") + mark + " == 0 ct state established,related accept\n";
-  out += "    ct state related accept\n";
-  out += "    ct direction reply accept comment \"the node's own connections\"\n";
-  out += "    icmpv6 type { nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert, mld-listener-report, "
-         "mld2-listener-report } accept comment \"neighbour discovery\"\n";
-  out += std::string("    iifname \"") + kPodPortPattern + "\" ip6 saddr fe80::/10 goto drop-eg comment \"pod link-local\"\n";
-  out += "    iifgroup " + g + " meta nfproto ipv4 ip saddr != @local4 goto pending-eg comment \"pending pod\"\n";
-  out += "    iifgroup " + g + " meta nfproto ipv6 ip6 saddr != @local6 goto pending-eg comment \"pending pod\"\n";
-  out += "    ip saddr vmap @node4\n";
-  out += "    ip6 saddr vmap @node6\n";
-  out += "  }\n";
-  out += "  chain output {\n";
-  out += "    type filter hook output priority filter; policy accept;\n";
-  out += std::string("    ct direction reply ct mark & ") + mark + " == " + mark + " ip daddr vmap @node4r\n";
-  out += std::string("    ct direction reply ct mark & ") + mark + " == " + mark + " ip6 daddr vmap @node6r\n";
-  out += "  }\n";
-  return out;
-}
-
-void AddElements(std::string& out, const std::string& set, const std::set<std::string>& elems, bool add) {
-  if (elems.empty()) return;
-  out += std::string(add ? "add" : "delete") + " element inet " + kTable + " " + set + " { " + Elements(elems) + " }\n";
-}
-
-void MapDelta(std::string& del, std::string& add, const char* name, const std::map<std::string, std::string>& want,
-              const std::map<std::string, std::string>& have) {
-  std::set<std::string> dels, adds;
-  for (const auto& [ip, chain] : have) {
-    auto it = want.find(ip);
-    if (it == want.end() || it->second != chain) dels.insert(ip);
-  }
-  for (const auto& [ip, chain] : want) {
-    auto it = have.find(ip);
-    if (it == have.end() || it->second != chain) adds.insert(ip + " : jump " + chain);
-  }
-  AddElements(del, name, dels, false);
-  AddElements(add, name, adds, true);
-}
-
-}  // namespace
-
-std::string Engine::RenderFull() const {
+TableView Engine::View() const {
   const Model& m = desired_;
-  std::string out;
-  out += std::string("add table inet ") + kTable + "\n";
-  out += std::string("delete table inet ") + kTable + "\n";
-  out += std::string("table inet ") + kTable + " {\n";
-  out += std::string("  counter ") + kDropIngress + " {\n  }\n";
-  out += std::string("  counter ") + kDropEgress + " {\n  }\n";
-  out += "  limit drop-log {\n    rate " + std::to_string(kDropLogRate) + "/second burst " +
-         std::to_string(kDropLogBurst) + " packets\n  }\n";
-  out += DropChains();
-  for (const auto& [name, s] : m.sets) {
-    out += "  set " + name + " {\n    " + SetDecl(s) + "\n";
-    if (!s.elements.empty()) out += "    elements = { " + Elements(s.elements) + " }\n";
-    out += "  }\n";
-  }
-  for (const auto& [name, rules] : m.chains) {
-    out += "  chain " + name + " {\n";
-    for (const auto& r : rules) out += "    " + r + "\n";
-    out += "  }\n";
-  }
-  MapDecl(out, "ingress4", "ipv4_addr", m.ingress4);
-  MapDecl(out, "egress4", "ipv4_addr", m.egress4);
-  MapDecl(out, "ingress6", "ipv6_addr", m.ingress6);
-  MapDecl(out, "egress6", "ipv6_addr", m.egress6);
-  MapDecl(out, "ingress4r", "ipv4_addr", m.ingress4r);
-  MapDecl(out, "egress4r", "ipv4_addr", m.egress4r);
-  MapDecl(out, "ingress6r", "ipv6_addr", m.ingress6r);
-  MapDecl(out, "egress6r", "ipv6_addr", m.egress6r);
-  MapDecl(out, "node4", "ipv4_addr", m.node4);
-  MapDecl(out, "node6", "ipv6_addr", m.node6);
-  MapDecl(out, "node4r", "ipv4_addr", m.node4r);
-  MapDecl(out, "node6r", "ipv6_addr", m.node6r);
-  out += ForwardChain(opts_.pending_group);
-  out += NodeChains(opts_.pending_group);
-  out += "}\n";
-  return out;
+  return TableView{&m.sets,
+                   &m.chains,
+                   {&m.ingress4, &m.egress4, &m.ingress6, &m.egress6, &m.ingress4r, &m.egress4r, &m.ingress6r,
+                    &m.egress6r, &m.node4, &m.node6, &m.node4r, &m.node6r},
+                   opts_.pending_group};
 }
 
-std::string Engine::RenderDelta() const {
-  std::string elems_del, sets_add, chains, maps_del, maps_add, chains_del, sets_del;
-  const std::string t = std::string(" inet ") + kTable + " ";
-  for (const auto& [name, c] : sets_.changes()) {
-    if (c.deleted) {
-      sets_del += "delete set" + t + name + "\n";
-      continue;
-    }
-    auto w = desired_.sets.find(name);
-    if (w == desired_.sets.end()) continue;
-    if (c.created) {
-      sets_add += "add set" + t + name + " { " + SetDecl(w->second) + " }\n";
-      AddElements(sets_add, name, w->second.elements, true);
-    } else if (c.flushed) {
-      sets_add += "flush set" + t + name + "\n";
-      AddElements(sets_add, name, w->second.elements, true);
-    } else {
-      // Deletions first: an interval set rejects a new range that overlaps
-      // one being removed.
-      AddElements(elems_del, name, c.dels, false);
-      AddElements(sets_add, name, c.adds, true);
-    }
-  }
-  // Every new chain is declared before any rule: a rule may jump to a chain
-  // of the same batch (an Admin Pass's "goto tin-X").
-  std::string chains_new;
-  for (const auto& name : dirty_chains_) {
-    auto w = desired_.chains.find(name);
-    auto h = applied_.chains.find(name);
-    if (w != desired_.chains.end()) {
-      if (h != applied_.chains.end() && h->second == w->second) continue;
-      if (h == applied_.chains.end()) chains_new += "add chain" + t + name + "\n";
-      else chains += "flush chain" + t + name + "\n";
-      for (const auto& r : w->second) chains += "add rule" + t + name + " " + r + "\n";
-    } else if (h != applied_.chains.end()) {
-      chains_del += "delete chain" + t + name + "\n";
-    }
-  }
-  chains = chains_new + chains;
-  MapDelta(maps_del, maps_add, "ingress4", desired_.ingress4, applied_.ingress4);
-  MapDelta(maps_del, maps_add, "egress4", desired_.egress4, applied_.egress4);
-  MapDelta(maps_del, maps_add, "ingress6", desired_.ingress6, applied_.ingress6);
-  MapDelta(maps_del, maps_add, "egress6", desired_.egress6, applied_.egress6);
-  MapDelta(maps_del, maps_add, "ingress4r", desired_.ingress4r, applied_.ingress4r);
-  MapDelta(maps_del, maps_add, "egress4r", desired_.egress4r, applied_.egress4r);
-  MapDelta(maps_del, maps_add, "ingress6r", desired_.ingress6r, applied_.ingress6r);
-  MapDelta(maps_del, maps_add, "egress6r", desired_.egress6r, applied_.egress6r);
-  MapDelta(maps_del, maps_add, "node4", desired_.node4, applied_.node4);
-  MapDelta(maps_del, maps_add, "node6", desired_.node6, applied_.node6);
-  MapDelta(maps_del, maps_add, "node4r", desired_.node4r, applied_.node4r);
-  MapDelta(maps_del, maps_add, "node6r", desired_.node6r, applied_.node6r);
-  return elems_del + sets_add + chains + maps_del + maps_add + chains_del + sets_del;
-}
+Result<sys::nft::Transaction> Engine::Full() const { return FullTransaction(View()); }
 
-Result<std::string> ElementKey(const std::string& type, const std::string& element) {
-  auto bad = [&](const std::string& why) {
-    return Status::Error(Reason::kMalformed, Domain::kFirewall,
-                         "set element \"" + element + "\" of type " + type + ": " + why);
-  };
-  std::vector<std::string> types, fields;
-  for (size_t at = 0;;) {
-    size_t dot = type.find(" . ", at);
-    types.push_back(type.substr(at, dot == std::string::npos ? std::string::npos : dot - at));
-    if (dot == std::string::npos) break;
-    at = dot + 3;
-  }
-  for (size_t at = 0;;) {
-    size_t dot = element.find(" . ", at);
-    fields.push_back(element.substr(at, dot == std::string::npos ? std::string::npos : dot - at));
-    if (dot == std::string::npos) break;
-    at = dot + 3;
-  }
-  if (types.size() != fields.size()) return bad("wrong number of fields");
-  std::string key;
-  for (size_t i = 0; i < types.size(); ++i) {
-    const std::string& t = types[i];
-    const std::string& f = fields[i];
-    if (t == "ipv4_addr" || t == "ipv6_addr") {
-      auto ip = IpAddress::Parse(f);
-      if (!ip || ip->is_v4() != (t == "ipv4_addr")) return bad("not an " + t + ": " + f);
-      key += ip->ToBytes();
-    } else if (t == "inet_proto") {
-      uint8_t proto = 0;
-      for (Proto p : {Proto::kTcp, Proto::kUdp, Proto::kSctp})
-        if (f == NftProtoName(p)) proto = static_cast<uint8_t>(p);
-      if (proto == 0) return bad("unknown protocol " + f);
-      key += std::string(1, static_cast<char>(proto)) + std::string(3, '\0');
-    } else if (t == "inet_service") {
-      if (f.empty() || f.size() > 5 || f.find_first_not_of("0123456789") != std::string::npos) return bad("bad port " + f);
-      unsigned long port = std::stoul(f);
-      if (port > 65535) return bad("bad port " + f);
-      key += static_cast<char>(port >> 8);
-      key += static_cast<char>(port & 0xff);
-      key += std::string(2, '\0');
-    } else {
-      return bad("unsupported type " + t);
-    }
-  }
-  return key;
-}
-
-std::optional<std::vector<ElementChange>> Engine::ElementOnlyDelta() const {
-  if (!has_applied_) return std::nullopt;
-  // The dispatch maps (local pods) and the chains go through RenderDelta.
-  const Model& w = desired_;
+Result<sys::nft::Transaction> Engine::Delta() const {
   const Model& h = applied_;
-  if (w.ingress4 != h.ingress4 || w.egress4 != h.egress4 || w.ingress6 != h.ingress6 || w.egress6 != h.egress6 ||
-      w.ingress4r != h.ingress4r || w.egress4r != h.egress4r || w.ingress6r != h.ingress6r ||
-      w.egress6r != h.egress6r || w.node4 != h.node4 || w.node6 != h.node6 || w.node4r != h.node4r ||
-      w.node6r != h.node6r)
-    return std::nullopt;
+  TableDelta d;
+  d.sets = &sets_.changes();
   for (const auto& name : dirty_chains_) {
-    auto wc = w.chains.find(name);
-    auto hc = h.chains.find(name);
-    if ((wc == w.chains.end()) != (hc == h.chains.end())) return std::nullopt;
-    if (wc != w.chains.end() && wc->second != hc->second) return std::nullopt;
+    TableDelta::ChainChange c;
+    if (auto w = desired_.chains.find(name); w != desired_.chains.end()) c.want = &w->second;
+    if (auto a = h.chains.find(name); a != h.chains.end()) c.have = &a->second;
+    d.chains[name] = c;
   }
-  std::vector<ElementChange> dels, adds;
-  for (const auto& [name, c] : sets_.changes()) {
-    if (c.created || c.flushed || c.deleted) return std::nullopt;
-    auto def = w.sets.find(name);
-    if (def == w.sets.end() || def->second.interval) return std::nullopt;
-    for (const auto& e : c.dels) dels.push_back({name, e, false});
-    for (const auto& e : c.adds) adds.push_back({name, e, true});
-  }
-  for (auto& a : adds) dels.push_back(std::move(a));
-  return dels;
+  d.applied_maps = {&h.ingress4, &h.egress4, &h.ingress6, &h.egress6, &h.ingress4r, &h.egress4r,
+                    &h.ingress6r, &h.egress6r, &h.node4, &h.node6, &h.node4r, &h.node6r};
+  return DeltaTransaction(View(), d);
 }
 
 void Engine::MarkApplied(bool full) {

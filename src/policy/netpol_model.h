@@ -10,11 +10,10 @@
 // the chains of the local pods of its namespace; a namespace relabel touches
 // the memberships of its pods for peers with a namespaceSelector. Nothing is
 // recomputed per event for the whole cluster. The Engine records which sets,
-// chains and map entries changed since the last MarkApplied(): RenderDelta()
-// turns that into the nft commands that move the kernel from the last
-// applied model to the desired one, ElementOnlyDelta() into raw element
-// changes when nothing else changed, and RenderFull() renders the whole
-// table. ClusterNetworkPolicies and Nodes (cnp_types.h) are compiled into
+// chains and map entries changed since the last MarkApplied(): Delta()
+// turns that into the transaction (netpol_nft.h, the nftables layer's
+// objects) that moves the kernel from the last applied model to the
+// desired one, and Full() builds the whole table. ClusterNetworkPolicies and Nodes (cnp_types.h) are compiled into
 // the same chains, tier by tier.
 //
 // Thread-compatible: one thread drives it.
@@ -33,44 +32,17 @@
 
 #include "base/status.h"
 #include "policy/cnp_types.h"
+#include "policy/netpol_nft.h"
 #include "policy/netpol_sets.h"
 #include "policy/netpol_types.h"
 
 namespace weft::policy::netpol {
 
-inline constexpr char kTable[] = "weft-netpol";
-inline constexpr uint32_t kDefaultPendingGroup = 22342;  // 0x5746
-// The conntrack mark bit of established connections that a change may now
-// deny: their packets are judged again (docs/networkpolicy.md).
-inline constexpr uint32_t kRecheckMark = 0x20000000;
-// Drop records (docs/networkpolicy.md, "Drop records"): every drop of the
-// table goes to one of its drop chains (kDropChains: ingress, egress, their
-// reply twins, and the pending pods of each direction), which sends the
-// packet to NFLOG group kDropLogGroup with the prefix "weft-np <kind>", at
-// most kDropLogRate packets per second for the whole table (the named limit
-// "drop-log"), then counts and drops it. Over the rate the packet is
-// dropped unrecorded: the drop never depends on the log.
-inline constexpr uint16_t kDropLogGroup = 22342;
-inline constexpr uint32_t kDropLogRate = 1000;  // per second
-inline constexpr uint32_t kDropLogBurst = 100;
-// chain -> the prefix's kind; each has kDropChainRules rules.
-inline constexpr std::pair<const char*, const char*> kDropChains[] = {
-    {"drop-in", "in"},   {"drop-eg", "eg"},   {"rdrop-in", "rin"},
-    {"rdrop-eg", "reg"}, {"pending-in", "pending-in"}, {"pending-eg", "pending-eg"}};
-inline constexpr size_t kDropChainRules = 2;
-// Rules of the table's base chains (the kernel check counts them).
-inline constexpr size_t kForwardChainRules = 11;
-inline constexpr size_t kRecheckChainRules = 5;
-inline constexpr size_t kInputChainRules = 9;
-inline constexpr size_t kOutputChainRules = 2;
-// The interface name prefix of pods' host veths (fw/source_guard.h's
-// kPodPortPrefix), for the input hook's rule on IPv6 link-local sources.
-inline constexpr char kPodPortPattern[] = "wft*";
 
 // One nft set of the model.
 struct Model {
   std::map<std::string, SetDef> sets;                     // by name
-  std::map<std::string, std::vector<std::string>> chains;  // per-pod chains: name -> rules
+  std::map<std::string, std::vector<NftRule>> chains;  // per-pod chains: name -> rules (no chain name in them)
   // Dispatch maps: pod address -> chain name (rendered "jump <chain>").
   std::map<std::string, std::string> ingress4, egress4, ingress6, egress6;
   // The same for reply-direction packets of connections marked for a
@@ -103,21 +75,6 @@ struct PodPolicyView {
 // GET /netpol's body: one object per local pod (weftctl policy reads it).
 std::string PodPolicyViewsJson(const std::vector<PodPolicyView>& pods);
 
-// One element added to or deleted from a plain (non-interval) set of the
-// table, as RenderDelta would write it ("10.0.0.1", "10.0.0.1 . tcp . 80").
-struct ElementChange {
-  std::string set;
-  std::string element;
-  bool add = true;
-  bool operator==(const ElementChange&) const = default;
-};
-
-// The bytes of `element` as the kernel holds it in a set of `type`
-// (SetDef::type): an address in network order; a concatenation's fields each
-// padded to 4 bytes (inet_proto one byte, inet_service two in network
-// order). An element that does not parse as `type` is an error. Pure.
-Result<std::string> ElementKey(const std::string& type, const std::string& element);
-
 struct EngineOptions {
   std::string node_name;
   uint32_t pending_group = kDefaultPendingGroup;
@@ -148,34 +105,25 @@ class Engine {
   // Between BeginBatch() and EndBatch() the local pods a ClusterNetworkPolicy
   // or Node change touches are rebuilt once, at EndBatch(), not once per
   // change (1,000 policies at start would rebuild each pod's chain 1,000
-  // times). REQUIRES: EndBatch() before desired() or any Render.
+  // times). REQUIRES: EndBatch() before desired(), Full() or Delta().
   void BeginBatch() { batching_ = true; }
   void EndBatch();
 
   const Model& desired() const { return desired_; }
 
-  // The full ruleset as one nft script that replaces the table atomically:
-  // "add table; delete table; table { ... }" (never a moment without rules).
-  std::string RenderFull() const;
-  // The nft commands that move the kernel from the last applied model to the
-  // desired one, touching only what changed since then ("" when nothing
-  // did). One transaction when fed to `nft -f`.
-  std::string RenderDelta() const;
-  // When everything that changed since the last apply is elements of plain
-  // sets the kernel already has (a remote pod relabelled, readdressed or
-  // gone; a namespace relabelled), those changes, deletions first: the
-  // controller sends them as one raw nfnetlink batch (sys/nft_set.h), which
-  // neither parses text nor reads the table back as libnftables does. Empty
-  // when nothing changed; nullopt when the delta needs RenderDelta() (a set
-  // created or deleted, an interval set, a chain or a dispatch map changed,
-  // or nothing applied yet). MarkApplied(false) after it as after
-  // RenderDelta().
-  std::optional<std::vector<ElementChange>> ElementOnlyDelta() const;
-  // Marks the desired model as applied after RenderDelta()'s script (or,
-  // with `full`, RenderFull()'s) was committed.
+  // The whole table as one transaction that replaces it atomically (never
+  // a moment without rules).
+  Result<sys::nft::Transaction> Full() const;
+  // The transaction that moves the kernel from the last applied model to
+  // the desired one, touching only what changed since then (empty when
+  // nothing did): an event that moves remote pods is a few elements, a
+  // local pod's its chains and dispatch entries.
+  Result<sys::nft::Transaction> Delta() const;
+  // Marks the desired model as applied after Delta()'s transaction (or,
+  // with `full`, Full()'s) was committed.
   void MarkApplied(bool full);
   // Forgets what was applied (after a failed apply, or when the kernel may
-  // have been changed under us): the next apply must be RenderFull().
+  // have been changed under us): the next apply must be Full().
   void ForgetApplied() { has_applied_ = false; }
   bool has_applied() const { return has_applied_; }
 
@@ -289,7 +237,7 @@ class Engine {
   // RebuildLocalPod's steps. The rules the policies selecting a local pod
   // give its chains, and whether it is isolated in each direction:
   struct PodRules {
-    std::vector<std::string> in, eg;
+    std::vector<NftRule> in, eg;
     bool isolated_in = false, isolated_eg = false;
   };
   PodRules LocalPodRules(const Pod& pod) const;
@@ -299,7 +247,7 @@ class Engine {
   // chain the Pass rules go to). isolated false: no chain at all.
   struct TierChain {
     bool isolated = false;
-    std::vector<std::string> head, tail;
+    std::vector<NftRule> head, tail;
   };
   // kIngress/kEgress: the forward hook's in-/eg- chains. kNode: the input
   // hook's node- chain (the pod to its own node): the tiers' egress rules
@@ -315,20 +263,21 @@ class Engine {
   };
   TierSelection SelectTiers(const Pod& pod) const;
   TierChain ComposeChain(const Pod& pod, const TierSelection& tiers, ChainKind kind, const std::string& name,
-                         bool np_isolated, std::vector<std::string> np_rules) const;
+                         bool np_isolated, std::vector<NftRule> np_rules) const;
   bool SubjectSelects(const ClusterPolicy& p, const Pod& pod) const;
-  // The statements of a rule with `verdict` ("accept", "return", "counter
-  // ... drop", "goto X") and comment `what`. Pure.
+  // The nft rules of a rule with `verdict` (accept, return, goto X) and
+  // comment `what`: one per peer set and port. Pure.
   // v6: whether the pod and named-port sets of IPv6 exist (v6_).
-  static std::vector<std::string> MatchStatements(const std::string& what, const Rule& rule, const RuleSets& sets,
-                                                  bool ingress, const Pod& pod, const std::string& verdict, bool v6);
+  static std::vector<NftRule> MatchStatements(const std::string& what, const Rule& rule, const RuleSets& sets,
+                                              bool ingress, const Pod& pod, const sys::nft::Verdict& verdict,
+                                              bool v6);
   // The Policy a ClusterNetworkPolicy's rules stand for now.
   Policy CnpRules(const ClusterPolicy& p) const;
   void RebuildCnpSubjects(const ClusterPolicy& a, const ClusterPolicy* b);
   void CnpDenySets(const PolicyState& ps, const ClusterPolicy& p, int delta);
-  // The nft statements of rule `index` of policy `policy_key` in a chain of
+  // The nft rules of rule `index` of policy `policy_key` in a chain of
   // `pod`. Pure.
-  static std::vector<std::string> RuleStatements(const std::string& policy_key, const Rule& rule, size_t index,
+  static std::vector<NftRule> RuleStatements(const std::string& policy_key, const Rule& rule, size_t index,
                                                  const RuleSets& sets, bool ingress, const Pod& pod, bool v6);
   // The IPv6 halves of the pod and named-port sets exist only while some
   // pod of the cluster has an IPv6 address: an IPv4-only cluster's table
@@ -348,7 +297,9 @@ class Engine {
   // "node-@"), shared with every pod whose node rules are the same; null
   // pod or not isolated: the pod has none.
   void SetNodeChain(const std::string& key, const Pod* pod, TierChain chain);
-  void PutChain(const std::string& name, std::vector<std::string> rules);
+  void PutChain(const std::string& name, std::vector<NftRule> rules);
+  // The desired model as Full() and Delta() read it.
+  TableView View() const;
   void DropChain(const std::string& name);
   void ElementDelta(const std::string& set, const std::string& elem, bool add);
 

@@ -13,7 +13,11 @@ namespace {
 
 using nlohmann::json;
 
+using test_util::DeltaText;
+using test_util::FullText;
 using test_util::MakePod;
+using test_util::RulesText;
+using test_util::TableText;
 
 Policy Parse(const std::string& text) {
   auto p = DecodePolicy(json::parse(text));
@@ -148,7 +152,7 @@ class EngineTest : public ::testing::Test {
     auto it = m.find(ip);
     return it == m.end() ? "" : it->second;
   }
-  const std::vector<std::string>& Rules(const std::string& chain) { return e_.desired().chains.at(chain); }
+  std::vector<std::string> Rules(const std::string& chain) { return RulesText(e_, chain); }
   Engine e_;
 };
 
@@ -168,17 +172,17 @@ TEST_F(EngineTest, DefaultDenyIngressIsolatesEveryLocalPodOfItsNamespace) {
   EXPECT_TRUE(Chain("eg", "10.0.1.1").empty());
   EXPECT_EQ(e_.NamespacesWithPolicies(), std::vector<std::string>{"x"});
   // Only the changed pieces are in the delta; nothing about sets of other pods.
-  std::string d = e_.RenderDelta();
+  std::string d = DeltaText(e_);
   EXPECT_NE(d.find("add chain inet weft-netpol in-"), std::string::npos);
   EXPECT_NE(d.find("add element inet weft-netpol ingress4 { 10.0.1.1 : jump in-"), std::string::npos);
   EXPECT_EQ(d.find("local4"), std::string::npos) << d;
   // Newly isolated pods are "tightened": their conntrack entries get flushed.
   EXPECT_EQ(e_.Tightened(), (std::vector<std::string>{"10.0.1.1", "10.0.1.2"}));
   e_.MarkApplied(false);
-  EXPECT_EQ(e_.RenderDelta(), "");
+  EXPECT_EQ(DeltaText(e_), "");
   e_.RemovePolicy("x/deny");
   EXPECT_TRUE(e_.desired().ingress4.empty());
-  d = e_.RenderDelta();
+  d = DeltaText(e_);
   EXPECT_NE(d.find("delete element inet weft-netpol ingress4 { 10.0.1.1, 10.0.1.2 }"), std::string::npos) << d;
   EXPECT_NE(d.find("delete chain inet weft-netpol in-"), std::string::npos);
   // The map entries go before the chains they jump to.
@@ -203,7 +207,7 @@ TEST_F(EngineTest, PodSelectorPeersAreSetsOfPodAddressesKeptInStepWithLabels) {
   // Relabel x/b: it leaves the set; the chain is untouched.
   e_.UpsertPod(MakePod("x", "b", {{"pod", "c"}}, "n1", "10.0.1.2"));
   EXPECT_TRUE(e_.desired().sets.at(set).elements.empty());
-  std::string d = e_.RenderDelta();
+  std::string d = DeltaText(e_);
   EXPECT_EQ(d, "delete element inet weft-netpol " + set + " { 10.0.1.2 }\n");
   EXPECT_EQ(e_.Tightened(), std::vector<std::string>{"10.0.1.2"});
 }
@@ -227,44 +231,45 @@ TEST(NetpolElements, KeysAreTheKernelsBytes) {
   EXPECT_FALSE(ElementKey("ipv4_addr : verdict", "10.0.1.2").ok());
 }
 
-TEST_F(EngineTest, ElementOnlyDeltasAreThoseOfPlainSetsAlone) {
+// Whether every op of the delta is an element change (a remote pod's event
+// touches set elements and nothing else).
+bool ElementsOnly(const Engine& e) {
+  auto tx = e.Delta();
+  if (!tx.ok()) return false;
+  for (const auto& op : tx->ops())
+    if (!std::holds_alternative<sys::nft::Elements>(op.object)) return false;
+  return true;
+}
+
+TEST_F(EngineTest, RemotePodEventsAreElementChangesAlone) {
   e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"allow-b"},"spec":{"podSelector":{"matchLabels":{"pod":"a"}},
      "ingress":[{"from":[{"podSelector":{"matchLabels":{"pod":"b"}}}]}]}})"));
-  // A new policy: sets and chains, the script.
-  EXPECT_FALSE(e_.ElementOnlyDelta().has_value());
+  // A new policy: sets and chains.
+  EXPECT_FALSE(ElementsOnly(e_));
   e_.MarkApplied(false);
-  EXPECT_EQ(e_.ElementOnlyDelta(), std::vector<ElementChange>{});  // nothing changed
+  EXPECT_EQ(DeltaText(e_), "");  // nothing changed
   std::string set;
   for (const auto& [name, s] : e_.desired().sets)
     if (name.ends_with("-p4") && name[0] == 's') set = name;
   ASSERT_FALSE(set.empty());
   // A local pod relabelled out of the peers and another one in: elements,
-  // deletions first, the same as the script's.
+  // deletions first.
   e_.UpsertPod(MakePod("x", "b", {{"pod", "c"}}, "n1", "10.0.1.2"));
   e_.UpsertPod(MakePod("x", "c", {{"pod", "b"}}, "n2", "10.0.1.9"));
-  auto d = e_.ElementOnlyDelta();
-  ASSERT_TRUE(d.has_value());
-  EXPECT_EQ(*d, (std::vector<ElementChange>{{set, "10.0.1.2", false}, {set, "10.0.1.9", true}}));
-  EXPECT_EQ(e_.RenderDelta(), "delete element inet weft-netpol " + set + " { 10.0.1.2 }\n" +
-                                  "add element inet weft-netpol " + set + " { 10.0.1.9 }\n");
+  EXPECT_TRUE(ElementsOnly(e_));
+  EXPECT_EQ(DeltaText(e_), "delete element inet weft-netpol " + set + " { 10.0.1.2 }\n" +
+                               "add element inet weft-netpol " + set + " { 10.0.1.9 }\n");
   e_.MarkApplied(false);
-  EXPECT_EQ(e_.RenderDelta(), "");
-  // A new local pod: the dispatch maps and its chain change, the script.
+  EXPECT_EQ(DeltaText(e_), "");
+  // A new local pod: the dispatch maps and its chain change.
   e_.UpsertPod(MakePod("x", "d", {{"pod", "a"}}, "n1", "10.0.1.4"));
-  EXPECT_FALSE(e_.ElementOnlyDelta().has_value());
+  EXPECT_FALSE(ElementsOnly(e_));
   e_.MarkApplied(false);
-  // A local pod's address leaving: its map entries go too.
-  e_.RemovePod("x/d");
-  EXPECT_FALSE(e_.ElementOnlyDelta().has_value());
-  e_.MarkApplied(false);
-  // An ipBlock set is an interval set: the script (it splits and merges ranges).
+  // An ipBlock set is an interval set: created whole.
   e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"blocks"},"spec":{"podSelector":{},
      "ingress":[{"from":[{"ipBlock":{"cidr":"192.0.2.0/24"}}]}]}})"));
-  EXPECT_FALSE(e_.ElementOnlyDelta().has_value());
+  EXPECT_NE(DeltaText(e_).find("add set inet weft-netpol"), std::string::npos) << DeltaText(e_);
   e_.MarkApplied(false);
-  // Before anything was applied: never.
-  e_.ForgetApplied();
-  EXPECT_FALSE(e_.ElementOnlyDelta().has_value());
 }
 
 TEST_F(EngineTest, NamespaceSelectorAndAndOrForms) {
@@ -315,7 +320,7 @@ TEST_F(EngineTest, NamespaceSelectorAndAndOrForms) {
     if (!name.ends_with("-p4") && name[0] == 's') continue;
     EXPECT_EQ(s.elements.count("10.0.2.2"), 0u) << name;
   }
-  std::string d = e_.RenderDelta();
+  std::string d = DeltaText(e_);
   EXPECT_NE(d.find("delete element"), std::string::npos);
   EXPECT_EQ(d.find("add chain"), std::string::npos);
   EXPECT_EQ(d.find("flush chain"), std::string::npos);
@@ -325,9 +330,9 @@ TEST_F(EngineTest, NamedIngressPortsResolvePerPod) {
   e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"named"},"spec":{"podSelector":{},
      "ingress":[{"ports":[{"port":"serve-80-tcp"}]}]}})"));
   // x/a maps serve-80-tcp to 80, x/b to 81.
-  EXPECT_TRUE(Has(Rules(Chain("in", "10.0.1.1")), "meta l4proto tcp th dport 80 accept"));
-  EXPECT_TRUE(Has(Rules(Chain("in", "10.0.1.2")), "meta l4proto tcp th dport 81 accept"));
-  EXPECT_FALSE(Has(Rules(Chain("in", "10.0.1.2")), "th dport 80 "));
+  EXPECT_TRUE(Has(Rules(Chain("in", "10.0.1.1")), "tcp dport 80 accept"));
+  EXPECT_TRUE(Has(Rules(Chain("in", "10.0.1.2")), "tcp dport 81 accept"));
+  EXPECT_FALSE(Has(Rules(Chain("in", "10.0.1.2")), "dport 80 "));
 }
 
 TEST_F(EngineTest, NamedEgressPortsAreAddressProtoPortSets) {
@@ -343,7 +348,7 @@ TEST_F(EngineTest, NamedEgressPortsAreAddressProtoPortSets) {
   EXPECT_EQ(e_.desired().sets.at(named).elements,
             (std::set<std::string>{"10.0.1.1 . tcp . 80", "10.0.1.2 . tcp . 81", "10.0.2.1 . tcp . 80"}));
   EXPECT_TRUE(Has(Rules(c), "ip daddr . meta l4proto . th dport @" + named + " return"));
-  EXPECT_TRUE(Has(Rules(c), "meta l4proto udp th dport 53 return"));
+  EXPECT_TRUE(Has(Rules(c), "udp dport 53 return"));
   EXPECT_TRUE(Has(Rules(c), "ip daddr 10.0.1.1 return comment \"itself\""));
   EXPECT_EQ(Rules(c).back(), "goto drop-eg");
 }
@@ -360,8 +365,8 @@ TEST_F(EngineTest, PortRangesProtocolsAndIpBlocks) {
   EXPECT_TRUE(e_.desired().sets.at(b4).interval);
   EXPECT_EQ(e_.desired().sets.at(b4).elements,
             (std::set<std::string>{"10.0.0.0-10.0.1.255", "10.0.3.0-10.0.255.255"}));
-  EXPECT_TRUE(Has(r, "ip saddr @" + b4 + " meta l4proto sctp th dport 80 accept"));
-  EXPECT_TRUE(Has(r, "ip saddr @" + b4 + " meta l4proto tcp th dport 80-81 accept"));
+  EXPECT_TRUE(Has(r, "ip saddr @" + b4 + " sctp dport 80 accept"));
+  EXPECT_TRUE(Has(r, "ip saddr @" + b4 + " tcp dport 80-81 accept"));
   EXPECT_TRUE(Has(r, "ip saddr @" + b4 + " meta l4proto udp accept"));
   EXPECT_FALSE(Has(r, "ip6 saddr"));  // no IPv6 block, no selector peer
 }
@@ -370,13 +375,13 @@ TEST_F(EngineTest, StackedPoliciesAreAUnionAndRemovingOneKeepsTheOther) {
   e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"p1"},"spec":{"podSelector":{},"ingress":[{"ports":[{"port":80}]}]}})"));
   e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"p2"},"spec":{"podSelector":{},"ingress":[{"ports":[{"port":81}]}]}})"));
   const auto& r = Rules(Chain("in", "10.0.1.1"));
-  EXPECT_TRUE(Has(r, "th dport 80 accept"));
-  EXPECT_TRUE(Has(r, "th dport 81 accept"));
+  EXPECT_TRUE(Has(r, "tcp dport 80 accept"));
+  EXPECT_TRUE(Has(r, "tcp dport 81 accept"));
   e_.MarkApplied(false);
   e_.RemovePolicy("x/p1");
-  std::string d = e_.RenderDelta();
+  std::string d = DeltaText(e_);
   EXPECT_NE(d.find("flush chain"), std::string::npos);
-  EXPECT_FALSE(Has(Rules(Chain("in", "10.0.1.1")), "th dport 80 accept"));
+  EXPECT_FALSE(Has(Rules(Chain("in", "10.0.1.1")), "tcp dport 80 accept"));
   EXPECT_EQ(e_.NamespacesWithPolicies(), std::vector<std::string>{"x"});
 }
 
@@ -386,7 +391,7 @@ TEST_F(EngineTest, PolicyUpdatedToOtherPeersSwapsItsSetInOneTransaction) {
   e_.MarkApplied(false);
   e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"p"},"spec":{"podSelector":{},
      "ingress":[{"from":[{"podSelector":{"matchLabels":{"pod":"b"}}}]}]}})"));
-  std::string d = e_.RenderDelta();
+  std::string d = DeltaText(e_);
   // The new selection is a new shared set, filled before the chains that
   // use it are rewritten; the old one goes after them.
   EXPECT_NE(d.find("add set"), std::string::npos) << d;
@@ -415,20 +420,25 @@ TEST_F(EngineTest, PodMovingAddressAndLeaving) {
   e_.RemovePod("x/a");
   EXPECT_TRUE(Chain("in", "10.0.1.9").empty());
   EXPECT_EQ(e_.desired().chains.size(), 2u);  // x/b's chain and its mirror
-  std::string d = e_.RenderDelta();
+  std::string d = DeltaText(e_);
   EXPECT_NE(d.find("delete chain"), std::string::npos);
 }
 
 TEST_F(EngineTest, FullRenderHasEveryPiece) {
   e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"deny"},"spec":{"podSelector":{}}})"));
-  std::string f = e_.RenderFull();
-  EXPECT_EQ(f.find("add table inet weft-netpol\ndelete table inet weft-netpol\ntable inet weft-netpol {"), 0u);
-  EXPECT_NE(f.find("type filter hook forward priority filter; policy accept;"), std::string::npos);
-  EXPECT_NE(f.find("iifgroup 22342 meta nfproto ipv4 ip saddr != @local4"), std::string::npos);
-  EXPECT_NE(f.find("elements = { 10.0.1.1 : jump in-"), std::string::npos);
-  EXPECT_NE(f.find("set local4"), std::string::npos);
+  // One transaction that replaces whatever table is there.
+  std::string f = FullText(e_);
+  EXPECT_EQ(f.find("add table inet weft-netpol\ndelete table inet weft-netpol\nadd table inet weft-netpol\n"), 0u);
+  EXPECT_NE(f.find("add chain inet weft-netpol forward { type filter hook forward priority filter; policy accept; }"),
+            std::string::npos);
+  EXPECT_NE(f.find("add rule inet weft-netpol forward iifgroup 22342 ip saddr != @local4"), std::string::npos) << f;
+  EXPECT_NE(f.find("add element inet weft-netpol ingress4 { 10.0.1.1 : jump in-"), std::string::npos) << f;
+  EXPECT_NE(f.find("add set inet weft-netpol local4"), std::string::npos);
   // Chains are declared before the maps that jump to them.
-  EXPECT_LT(f.find("chain in-"), f.find("map ingress4"));
+  EXPECT_LT(f.find("add chain inet weft-netpol in-"), f.find("add map inet weft-netpol ingress4"));
+  const std::string t = TableText(e_);
+  EXPECT_NE(t.find("\tmap ingress4 {\n\t\ttype ipv4_addr : verdict\n\t\telements = { 10.0.1.1 : jump in-"),
+            std::string::npos) << t;
 }
 
 TEST_F(EngineTest, RulesWithTheSamePeersShareOneSet) {
@@ -453,15 +463,15 @@ TEST_F(EngineTest, RulesWithTheSamePeersShareOneSet) {
   // The shared set outlives one of its users, and goes with the last.
   e_.RemovePolicy("x/p1");
   EXPECT_EQ(count("-p4"), 3u);
-  EXPECT_EQ(e_.RenderDelta().find("delete set"), std::string::npos);
+  EXPECT_EQ(DeltaText(e_).find("delete set"), std::string::npos);
   e_.RemovePolicy("y/p2");
   EXPECT_EQ(count("-p4"), 2u);
-  EXPECT_NE(e_.RenderDelta().find("delete set"), std::string::npos);
+  EXPECT_NE(DeltaText(e_).find("delete set"), std::string::npos);
   // A policy edited in place keeps the sets both versions use (no churn).
   e_.MarkApplied(false);
   e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"p3"},"spec":{"podSelector":{},
      "ingress":[{"from":[{"podSelector":{"matchLabels":{"pod":"a"}}}],"ports":[{"port":81}]}]}})"));
-  std::string d = e_.RenderDelta();
+  std::string d = DeltaText(e_);
   EXPECT_EQ(d.find(" set "), std::string::npos) << d;
   EXPECT_NE(d.find("flush chain"), std::string::npos) << d;
 }
@@ -473,7 +483,7 @@ TEST_F(EngineTest, ASetDeletedAndRecreatedInOneBatchIsFlushedAndRefilled) {
   e_.RemovePolicy("x/p");
   e_.UpsertPolicy(Parse(R"({"metadata":{"namespace":"x","name":"p"},"spec":{"podSelector":{},
      "ingress":[{"from":[{"podSelector":{"matchLabels":{"pod":"b"}}}]}]}})"));
-  std::string d = e_.RenderDelta();
+  std::string d = DeltaText(e_);
   EXPECT_NE(d.find("flush set inet weft-netpol s"), std::string::npos) << d;
   EXPECT_NE(d.find("{ 10.0.1.2 }"), std::string::npos) << d;
   EXPECT_EQ(d.find("delete set"), std::string::npos) << d;
@@ -493,18 +503,18 @@ TEST_F(EngineTest, RepliesOfRecheckedConnectionsUseMirroredChains) {
   // A dropped reply goes to the reply drop chain: its record says so.
   EXPECT_EQ(fwd.back(), "goto drop-in");
   EXPECT_EQ(rev.back(), "goto rdrop-in");
-  std::string full = e_.RenderFull();
-  EXPECT_NE(full.find("  chain rdrop-in {\n    limit name \"drop-log\" log prefix \"weft-np rin\" group 22342\n"
-                      "    counter name \"drop-ingress\" drop\n  }\n"),
+  std::string full = TableText(e_);
+  EXPECT_NE(full.find("\tchain rdrop-in {\n\t\tlimit name \"drop-log\" log prefix \"weft-np rin\" group 22342\n"
+                      "\t\tcounter name \"drop-ingress\" drop\n\t}\n"),
             std::string::npos)
       << full;
-  EXPECT_NE(full.find("limit drop-log {\n    rate 1000/second burst 100 packets\n  }"), std::string::npos) << full;
+  EXPECT_NE(full.find("limit drop-log {\n\t\trate 1000/second burst 100 packets\n\t}"), std::string::npos) << full;
   EXPECT_NE(full.find("ip saddr != @local4 goto pending-eg comment \"pending pod\""), std::string::npos) << full;
   for (size_t i = 0; i < fwd.size(); ++i) {
     if (fwd[i].find("saddr @") != std::string::npos) {
       // A reply of x/b -> x/a:80 comes from x/a's port 80 and goes to x/b.
       EXPECT_NE(rev[i].find("daddr @"), std::string::npos) << rev[i];
-      EXPECT_NE(rev[i].find("th sport 80 accept"), std::string::npos) << rev[i];
+      EXPECT_NE(rev[i].find("tcp sport 80 accept"), std::string::npos) << rev[i];
     }
   }
   EXPECT_TRUE(Has(rev, "ip daddr 10.0.1.1 accept comment \"itself\""));
@@ -512,11 +522,11 @@ TEST_F(EngineTest, RepliesOfRecheckedConnectionsUseMirroredChains) {
   EXPECT_TRUE(Has(Rules("r" + eg), "ip saddr . meta l4proto . th sport @"));
   EXPECT_TRUE(Has(Rules("r" + eg), "ip saddr 10.0.1.1 return comment \"itself\""));
   // The base chains have the rule counts the kernel check expects.
-  std::string f = e_.RenderFull();
+  std::string f = TableText(e_);
   auto count_rules = [&](const std::string& chain) {
-    size_t start = f.find("  chain " + chain + " {\n");
+    size_t start = f.find("\tchain " + chain + " {\n");
     EXPECT_NE(start, std::string::npos) << chain;
-    size_t end = f.find("\n  }\n", start);
+    size_t end = f.find("\n\t}\n", start);
     std::string body = f.substr(start, end - start);
     size_t lines = std::count(body.begin(), body.end(), '\n');
     return lines - (chain == "forward" ? 1 : 0);  // the header line; forward's hook line
@@ -556,9 +566,10 @@ TEST(NetpolEngine, IpV6SetsAndRulesExistOnlyWhileAPodHasAnIpV6Address) {
   };
   auto rules6 = [](const Engine& e) {
     for (const auto& [name, rules] : e.desired().chains)
-      for (const auto& r : rules)
-        if (r.find("ip6 saddr @s") != std::string::npos || r.find("ip6 daddr @s") != std::string::npos ||
-            r.find("ip6 daddr . meta l4proto") != std::string::npos)
+      for (const auto& rule : rules)
+        if (const std::string r = nftr::Render(rule); r.find("ip6 saddr @s") != std::string::npos ||
+                                                      r.find("ip6 daddr @s") != std::string::npos ||
+                                                      r.find("ip6 daddr . meta l4proto") != std::string::npos)
           return true;
     return false;
   };
@@ -580,7 +591,7 @@ TEST(NetpolEngine, IpV6SetsAndRulesExistOnlyWhileAPodHasAnIpV6Address) {
   auto with = v4();
   with.push_back(ds);
   EXPECT_EQ(inc.desired(), fresh(with)->desired());
-  std::string d = inc.RenderDelta();
+  std::string d = DeltaText(inc);
   EXPECT_NE(d.find("-p6 { fd00::4 }"), std::string::npos) << d;
   EXPECT_LT(d.find("add set"), d.find("flush chain")) << d;  // the sets before the rules naming them
   inc.MarkApplied(false);
@@ -589,11 +600,9 @@ TEST(NetpolEngine, IpV6SetsAndRulesExistOnlyWhileAPodHasAnIpV6Address) {
   inc.UpsertPod(ds2);
   with.push_back(ds2);
   EXPECT_EQ(inc.desired(), fresh(with)->desired());
-  auto elems = inc.ElementOnlyDelta();
-  ASSERT_TRUE(elems.has_value());
-  bool named6 = false;
-  for (const auto& e : *elems) named6 = named6 || (e.set.ends_with("-n6") && e.element == "fd00::5 . tcp . 85");
-  EXPECT_TRUE(named6);
+  EXPECT_TRUE(ElementsOnly(inc));
+  d = DeltaText(inc);
+  EXPECT_NE(d.find("-n6 { fd00::5 . tcp . 85 }"), std::string::npos) << d;
   inc.MarkApplied(false);
   // Both gone (one deleted, one now IPv4-only): the sets and rules go, the
   // rules before the sets they name.
@@ -606,8 +615,8 @@ TEST(NetpolEngine, IpV6SetsAndRulesExistOnlyWhileAPodHasAnIpV6Address) {
   EXPECT_FALSE(has6(inc));
   EXPECT_FALSE(rules6(inc));
   EXPECT_EQ(inc.desired(), fresh(without)->desired());
-  EXPECT_EQ(inc.RenderFull(), fresh(without)->RenderFull());
-  d = inc.RenderDelta();
+  EXPECT_EQ(FullText(inc), FullText(*fresh(without)));
+  d = DeltaText(inc);
   EXPECT_NE(d.find("delete set"), std::string::npos) << d;
   EXPECT_LT(d.find("flush chain"), d.find("delete set")) << d;
 }
@@ -645,7 +654,7 @@ TEST(NetpolEngine, IncrementalEqualsFromScratch) {
   for (const auto& p : pods) fresh.UpsertPod(p);
   for (const auto& p : pols) fresh.UpsertPolicy(p);
   EXPECT_EQ(inc.desired(), fresh.desired());
-  EXPECT_EQ(inc.RenderFull(), fresh.RenderFull());
+  EXPECT_EQ(FullText(inc), FullText(fresh));
 }
 
 }  // namespace

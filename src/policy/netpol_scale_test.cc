@@ -12,11 +12,14 @@
 #include <vector>
 
 #include "policy/netpol_model.h"
+#include "policy/netpol_testing.h"
 
 namespace weft::policy::netpol {
 namespace {
 
 using nlohmann::json;
+using test_util::DeltaText;
+using test_util::FullText;
 
 constexpr int kNamespaces = 100, kPodsPerNs = 100, kLocal = 110;
 const char* const kTiers[] = {"frontend", "backend", "db"};
@@ -136,7 +139,7 @@ TEST(NetpolEngineScale, AnyEventHistoryEqualsFromScratchAt10000Pods) {
     }
     inc.EndBatch();
     (void)inc.Tightened();
-    (void)inc.RenderDelta();
+    (void)DeltaText(inc);
     inc.MarkApplied(false);
   }
   // Everything back as first written.
@@ -157,12 +160,12 @@ TEST(NetpolEngineScale, AnyEventHistoryEqualsFromScratchAt10000Pods) {
     for (const auto& p : Policies(n)) fresh.UpsertPolicy(p);
   fresh.EndBatch();
   ASSERT_TRUE(inc.desired() == fresh.desired());  // (not EXPECT_EQ: printing two 55,000-element models)
-  EXPECT_EQ(inc.RenderFull(), fresh.RenderFull());
+  EXPECT_EQ(FullText(inc), FullText(fresh));
   EXPECT_EQ(inc.NamespacesWithPolicies(), fresh.NamespacesWithPolicies());
   // And the delta from the history's last applied state reaches it: once
   // marked applied, nothing is left to send.
   inc.MarkApplied(false);
-  EXPECT_EQ(inc.RenderDelta(), "");
+  EXPECT_EQ(DeltaText(inc), "");
 }
 
 }  // namespace

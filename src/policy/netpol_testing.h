@@ -1,6 +1,7 @@
 #pragma once
 // For tests only (the policy unit tests and the netns tests that drive the
-// engine): a Pod from its parts, as the informer would decode it.
+// engine): a Pod from its parts, as the informer would decode it, and the
+// engine's transactions in nft's syntax.
 
 #include <initializer_list>
 #include <string>
@@ -8,7 +9,11 @@
 #include <vector>
 
 #include "base/ip.h"
+#include "policy/netpol_model.h"
+#include "policy/netpol_nft.h"
 #include "policy/netpol_types.h"
+#include "sys/nft_fake.h"
+#include "sys/nft_render.h"
 
 namespace weft::policy::netpol::test_util {
 
@@ -35,6 +40,55 @@ inline Pod MakePod(const std::string& ns, const std::string& name, Labels labels
   for (const auto& ip : ips.list) p.ips.push_back(*IpAddress::Parse(ip));
   p.ports = std::move(ports);
   return p;
+}
+
+// The rules of `chain` as `nft list` prints them.
+inline std::vector<std::string> RulesText(const Engine& e, const std::string& chain) {
+  std::vector<std::string> out;
+  for (const auto& r : e.desired().chains.at(chain)) out.push_back(nftr::Render(r));
+  return out;
+}
+
+// The sets and maps of the desired model, for rendering elements.
+inline std::vector<sys::nft::Set> KnownSets(const Engine& e) {
+  std::vector<sys::nft::Set> out;
+  for (const auto& [name, def] : e.desired().sets) out.push_back(SetObject(name, def));
+  for (const char* m : kDispatchMaps) {
+    const bool v6 = std::string(m).find('6') != std::string::npos;
+    out.push_back(sys::nft::Set{.name = m,
+                                .flags = 8 /* NFT_SET_MAP */,
+                                .key_type = v6 ? sys::nft::kTypeIpv6 : sys::nft::kTypeIpv4,
+                                .key_len = v6 ? 16u : 4u,
+                                .data_type = sys::nft::kTypeVerdict});
+  }
+  return out;
+}
+
+// A transaction as nft commands, one per line.
+inline std::string TxText(const Engine& e, const sys::nft::Transaction& tx) {
+  const auto known = KnownSets(e);
+  std::string out;
+  for (const auto& op : tx.ops()) out += sys::nft::RenderOp(tx.family(), tx.table(), op, known) + "\n";
+  return out;
+}
+inline std::string DeltaText(const Engine& e) {
+  auto tx = e.Delta();
+  return tx.ok() ? TxText(e, *tx) : "error: " + tx.status().ToString();
+}
+inline std::string FullText(const Engine& e) {
+  auto tx = e.Full();
+  return tx.ok() ? TxText(e, *tx) : "error: " + tx.status().ToString();
+}
+
+// The table Full() builds, as `nft list table` would print it (through the
+// layer's fake).
+inline std::string TableText(const Engine& e) {
+  auto tx = e.Full();
+  if (!tx.ok()) return "error: " + tx.status().ToString();
+  sys::nft::Fake fake;
+  if (Status st = fake.Apply(*tx); !st.ok()) return "error: " + st.ToString();
+  auto t = fake.Dump(sys::nft::Family::kInet, kTable);
+  return t.ok() ? sys::nft::RenderTable(*t) : "error: " + t.status().ToString();
 }
 
 }  // namespace weft::policy::netpol::test_util

@@ -4,6 +4,8 @@
 #include <linux/netfilter/nf_tables.h>
 #include <net/if.h>
 
+#include "sys/nft_udata.h"
+
 namespace weft::sys::nft {
 
 std::string Be16(uint16_t v) {
@@ -42,6 +44,20 @@ std::vector<Expr> Then(std::vector<Expr> a, const std::vector<Expr>& b) {
   return a;
 }
 
+Set Icmpv6TypeSet(const std::string& name) {
+  return Set{.name = name,
+             .flags = NFT_SET_ANONYMOUS | NFT_SET_CONSTANT,
+             .key_type = kTypeIcmp6Type,
+             .key_len = 1,
+             .userdata = TypeofSetUserdata(ByteOrder::kBig, TypeofIcmpv6Type())};
+}
+
+Elements Icmpv6TypeElements(const std::string& name, const std::vector<uint8_t>& types) {
+  Elements out{name, {}};
+  for (uint8_t t : types) out.elems.push_back(Element{.key = U8(t)});
+  return out;
+}
+
 std::vector<Expr> MatchIifEther() {
   const uint16_t ether = 1;  // ARPHRD_ETHER, host order
   return {Meta{NFT_META_IIFTYPE, NFT_REG_1}, Cmp{NFT_CMP_EQ, std::string(reinterpret_cast<const char*>(&ether), 2), NFT_REG_1}};
@@ -61,18 +77,25 @@ std::string Next(std::string a) {
 }
 }  // namespace
 
-std::vector<Element> IntervalElements(const std::vector<IpPrefix>& prefixes) {
+std::vector<Element> IntervalRangeElements(const std::vector<std::pair<std::string, std::string>>& ranges) {
   std::vector<Element> out;
-  if (!prefixes.empty()) {
-    const std::string zero(prefixes[0].addr().ToBytes().size(), '\0');
-    if (prefixes[0].Masked().addr().ToBytes() != zero) out.push_back({.key = zero, .flags = NFT_SET_ELEM_INTERVAL_END});
+  if (!ranges.empty()) {
+    const std::string zero(ranges[0].first.size(), '\0');
+    if (ranges[0].first != zero) out.push_back({.key = zero, .flags = NFT_SET_ELEM_INTERVAL_END});
   }
-  for (const auto& p : prefixes) {
-    out.push_back({.key = p.Masked().addr().ToBytes()});
-    std::string end = Next(p.Last().ToBytes());
+  for (const auto& [first, last] : ranges) {
+    out.push_back({.key = first});
+    std::string end = Next(last);
     if (!end.empty()) out.push_back({.key = std::move(end), .flags = NFT_SET_ELEM_INTERVAL_END});
   }
   return out;
+}
+
+std::vector<Element> IntervalElements(const std::vector<IpPrefix>& prefixes) {
+  std::vector<std::pair<std::string, std::string>> ranges;
+  ranges.reserve(prefixes.size());
+  for (const auto& p : prefixes) ranges.emplace_back(p.Masked().addr().ToBytes(), p.Last().ToBytes());
+  return IntervalRangeElements(ranges);
 }
 
 }  // namespace weft::sys::nft

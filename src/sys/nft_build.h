@@ -34,6 +34,11 @@ std::vector<Expr> MatchIifEther();
 std::vector<Expr> Then(std::vector<Expr> a, const std::vector<Expr>& b);
 inline std::vector<Expr> operator+(std::vector<Expr> a, const std::vector<Expr>& b) { return Then(std::move(a), b); }
 
+// `icmpv6 type { ... }` in a rule: the anonymous constant set `name` (a
+// transaction's "__set..." name) as nft declares it, and its elements.
+Set Icmpv6TypeSet(const std::string& name);
+Elements Icmpv6TypeElements(const std::string& name, const std::vector<uint8_t>& types);
+
 // The elements of a one-field interval set holding `prefixes` (one family,
 // sorted, none inside another), as nft 1.0.6 sends them for a set it
 // creates: the family's first address flagged as an end
@@ -41,5 +46,8 @@ inline std::vector<Expr> operator+(std::vector<Expr> a, const std::vector<Expr>&
 // range's first address and the address after its last flagged as the
 // range's end (none when the range runs to the family's last address).
 std::vector<Element> IntervalElements(const std::vector<IpPrefix>& prefixes);
+// The same for ranges, each its first and last address's bytes (one
+// family, sorted, none overlapping or adjacent).
+std::vector<Element> IntervalRangeElements(const std::vector<std::pair<std::string, std::string>>& ranges);
 
 }  // namespace weft::sys::nft

@@ -17,7 +17,7 @@ namespace {
 
 enum class Kind {
   kRaw, kIpv4, kIpv6, kEther, kIfname, kPort, kProto, kNfproto, kEthertype, kHex, kDecimal, kCtState, kIfType, kIcmp6Type,
-  kAddrType
+  kAddrType, kCtDirection
 };
 
 // A value loaded into a register: its nft words and how its bytes read.
@@ -91,7 +91,12 @@ std::string Format(Kind k, const std::string& b) {
         return m;
       }
       break;
-    case Kind::kIfname: return "\"" + std::string(b.c_str()) + "\"";
+    // Fewer bytes than the name without its NUL: a wildcard (`"wft*"`).
+    case Kind::kIfname:
+      return "\"" + std::string(b.c_str()) + (b.find('\0') == std::string::npos ? "*" : "") + "\"";
+    case Kind::kCtDirection:
+      if (b.size() == 1 && (b[0] == 0 || b[0] == 1)) return b[0] ? "reply" : "original";
+      break;
     case Kind::kPort: return std::to_string(BigEndian(b.substr(0, 2)));
     case Kind::kProto: return b.empty() ? "" : ProtoName(static_cast<unsigned char>(b[0]));
     case Kind::kAddrType: {
@@ -103,13 +108,24 @@ std::string Format(Kind k, const std::string& b) {
     case Kind::kIcmp6Type: {
       if (b.size() != 1) return HexBytes(b);
       switch (static_cast<unsigned char>(b[0])) {
+        case 1: return "destination-unreachable";
+        case 2: return "packet-too-big";
+        case 3: return "time-exceeded";
+        case 4: return "parameter-problem";
         case 128: return "echo-request";
         case 129: return "echo-reply";
+        case 130: return "mld-listener-query";
+        case 131: return "mld-listener-report";
+        case 132: return "mld-listener-done";
         case 133: return "nd-router-solicit";
         case 134: return "nd-router-advert";
         case 135: return "nd-neighbor-solicit";
         case 136: return "nd-neighbor-advert";
         case 137: return "nd-redirect";
+        case 138: return "router-renumbering";
+        case 141: return "ind-neighbor-solicit";
+        case 142: return "ind-neighbor-advert";
+        case 143: return "mld2-listener-report";
         default: return std::to_string(static_cast<unsigned char>(b[0]));
       }
     }
@@ -160,6 +176,8 @@ Field MetaField(uint32_t key) {
     case NFT_META_OIFNAME: return {"oifname", Kind::kIfname};
     case NFT_META_SKUID: return {"meta skuid", Kind::kDecimal};
     case NFT_META_SKGID: return {"meta skgid", Kind::kDecimal};
+    case NFT_META_IIFGROUP: return {"iifgroup", Kind::kDecimal};
+    case NFT_META_OIFGROUP: return {"oifgroup", Kind::kDecimal};
     default: return {"meta key " + std::to_string(key), Kind::kRaw};
   }
 }
@@ -170,7 +188,7 @@ Field CtField(const Ct& c) {
     case NFT_CT_STATE: return {"ct state", Kind::kCtState};
     case NFT_CT_MARK: return {"ct mark", Kind::kHex};
     case NFT_CT_STATUS: return {"ct status", Kind::kHex};
-    case NFT_CT_DIRECTION: return {"ct direction", Kind::kDecimal};
+    case NFT_CT_DIRECTION: return {"ct direction", Kind::kCtDirection};
     case NFT_CT_SRC_IP: return {"ct" + dir + " ip saddr", Kind::kIpv4};
     case NFT_CT_DST_IP: return {"ct" + dir + " ip daddr", Kind::kIpv4};
     case NFT_CT_SRC_IP6: return {"ct" + dir + " ip6 saddr", Kind::kIpv6};
@@ -218,8 +236,9 @@ Field PayloadField(const Payload& p, const Context& cx, bool* named) {
       return {p.offset == 8 ? "ip6 saddr" : "ip6 daddr", Kind::kIpv6, false, "", "", "", 16};
     if (p.offset == 6 && p.len == 1) return {"ip6 nexthdr", Kind::kProto};
   }
-  if (p.base == NFT_PAYLOAD_TRANSPORT_HEADER && (cx.l4proto == IPPROTO_TCP || cx.l4proto == IPPROTO_UDP) &&
-      p.len == 2 && (p.offset == 0 || p.offset == 2))
+  if (p.base == NFT_PAYLOAD_TRANSPORT_HEADER &&
+      (cx.l4proto == IPPROTO_TCP || cx.l4proto == IPPROTO_UDP || cx.l4proto == IPPROTO_SCTP) && p.len == 2 &&
+      (p.offset == 0 || p.offset == 2))
     return {ProtoName(cx.l4proto) + (p.offset == 0 ? " sport" : " dport"), Kind::kPort};
   // Ports of whatever transport protocol the packet has.
   // (They need no dependency, so one before them stays.)
@@ -309,7 +328,16 @@ class RuleRenderer {
   }
 
   std::string Render(const Rule& r) {
-    for (const Expr& x : r.exprs) std::visit([&](const auto& e) { On(e); }, x);
+    for (size_t i = 0; i < r.exprs.size(); ++i) {
+      // `th dport 100-200`: a load compared >= then <=, as nft sends a range.
+      const auto* lo = std::get_if<Cmp>(&r.exprs[i]);
+      const auto* hi = i + 1 < r.exprs.size() ? std::get_if<Cmp>(&r.exprs[i + 1]) : nullptr;
+      if (lo && hi && lo->op == NFT_CMP_GTE && hi->op == NFT_CMP_LTE && lo->sreg == hi->sreg && OnRange(*lo, *hi)) {
+        ++i;
+        continue;
+      }
+      std::visit([&](const auto& e) { On(e); }, r.exprs[i]);
+    }
     FlushDependency();
     std::string s;
     for (const auto& w : out_) s += (s.empty() ? "" : " ") + w;
@@ -366,6 +394,12 @@ class RuleRenderer {
     f.mask = b.mask;
     f.xor_ = b.xor_;
     Load(b.dreg, std::move(f));
+  }
+  bool OnRange(const Cmp& lo, const Cmp& hi) {
+    if (!regs_.count(lo.sreg) || !regs_[lo.sreg].mask.empty()) return false;
+    Field f = Take(lo.sreg);
+    Emit(f.text + " " + Format(f.kind, lo.data) + "-" + Format(f.kind, hi.data));
+    return true;
   }
   void On(const Cmp& c) {
     Field f = Take(c.sreg);
@@ -724,16 +758,6 @@ const Set* Find(const std::vector<Set>& sets, const std::string& name) {
   return nullptr;
 }
 
-std::string VerbName(Verb v) {
-  switch (v) {
-    case Verb::kAdd: return "add";
-    case Verb::kCreate: return "create";
-    case Verb::kDelete: return "delete";
-    case Verb::kDestroy: return "destroy";
-    case Verb::kFlush: return "flush";
-  }
-  return "?";
-}
 
 }  // namespace
 

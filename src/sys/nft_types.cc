@@ -44,6 +44,23 @@ uint32_t CanonicalRegister(uint32_t reg) {
 
 bool IsAnonymousSetName(const std::string& set) { return set.rfind("__set", 0) == 0; }
 
+const char* VerbName(Verb v) {
+  switch (v) {
+    case Verb::kAdd: return "add";
+    case Verb::kCreate: return "create";
+    case Verb::kDelete: return "delete";
+    case Verb::kDestroy: return "destroy";
+    case Verb::kFlush: return "flush";
+  }
+  return "?";
+}
+
+std::optional<Verb> VerbFromName(const std::string& name) {
+  for (Verb v : {Verb::kAdd, Verb::kCreate, Verb::kDelete, Verb::kDestroy, Verb::kFlush})
+    if (name == VerbName(v)) return v;
+  return std::nullopt;
+}
+
 Rule CanonicalRule(Rule r) {
   auto c = [](uint32_t& reg) { reg = CanonicalRegister(reg); };
   for (Expr& x : r.exprs) {

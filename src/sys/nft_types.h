@@ -276,6 +276,9 @@ using Object = std::variant<Table, Chain, Rule, Set, Elements, NamedCounter, Nam
 //   kDestroy destroy: as delete, absent is no error (Linux 6.3+)
 //   kFlush   flush: a Table's or Chain's rules, a Set's elements
 enum class Verb { kAdd, kCreate, kDelete, kDestroy, kFlush };
+// The verb's nft word ("add", ...), and back (nullopt for any other word).
+const char* VerbName(Verb v);
+std::optional<Verb> VerbFromName(const std::string& name);
 
 struct Op {
   Verb verb = Verb::kAdd;
@@ -298,12 +301,18 @@ class Transaction {
   Transaction& Delete(Object o) { return Push(Verb::kDelete, std::move(o)); }
   Transaction& Destroy(Object o) { return Push(Verb::kDestroy, std::move(o)); }
   Transaction& Flush(Object o) { return Push(Verb::kFlush, std::move(o)); }
-
- private:
   Transaction& Push(Verb v, Object o) {
     ops_.push_back({v, std::move(o)});
     return *this;
   }
+  // Every op of `other` (of the same table) after this one's.
+  Transaction& Append(Transaction&& other) {
+    for (auto& op : other.ops_) ops_.push_back(std::move(op));
+    other.ops_.clear();
+    return *this;
+  }
+
+ private:
   Family family_;
   std::string table_;
   std::vector<Op> ops_;

@@ -134,6 +134,14 @@ std::string ConcatSetUserdata(const std::vector<TypeofField>& fields) {
   return Bytes(b);
 }
 
+std::string MapUserdata(ByteOrder key) {
+  Buf b(nftnl_udata_buf_alloc(NFT_USERDATA_MAXLEN));
+  nftnl_udata_put_u32(b.get(), NFTNL_UDATA_SET_KEYBYTEORDER, static_cast<uint32_t>(key));
+  nftnl_udata_put_u32(b.get(), NFTNL_UDATA_SET_DATABYTEORDER, static_cast<uint32_t>(ByteOrder::kInvalid));
+  nftnl_udata_put_u32(b.get(), kDataInterval, 0);
+  return Bytes(b);
+}
+
 std::string ConcatMapUserdata() {
   Buf b(nftnl_udata_buf_alloc(NFT_USERDATA_MAXLEN));
   nftnl_udata_put_u32(b.get(), NFTNL_UDATA_SET_KEYBYTEORDER, static_cast<uint32_t>(ByteOrder::kInvalid));

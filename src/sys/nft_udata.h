@@ -45,6 +45,8 @@ std::string SetUserdata(ByteOrder key);
 // the key is a concatenation) or `typeof f1 . f2` (fields given); the key's
 // byte order is kInvalid for any concatenation.
 std::string ConcatSetUserdata(const std::vector<TypeofField>& fields);
+// For a map `type a : verdict` (one key field of byte order `key`).
+std::string MapUserdata(ByteOrder key);
 // For a map `type a . b : c . d` (key and data concatenations).
 std::string ConcatMapUserdata();
 // For a one-field key nft knows by its expression (an anonymous set of

@@ -17,6 +17,7 @@
 #include "fw/masquerade.h"
 #include "fw/source_guard.h"
 #include "fw_text.h"
+#include "nft_netns.h"
 #include "sys/netns.h"
 #include "sys/nft_kernel.h"
 #include "sys/nft_render.h"
@@ -26,7 +27,6 @@ namespace weft::fw {
 namespace {
 
 using sys::nft::Family;
-using sys::nft::Kernel;
 using sys::nft::TableState;
 using weft::testing::TestNetns;
 
@@ -35,32 +35,13 @@ class FwNftEquivalenceTest : public ::testing::Test {
   void SetUp() override { dir_ = weft::testing::TempDir("fwequiv"); }
   void TearDown() override { weft::testing::RemoveTree(dir_); }
 
-  Status Apply(const TestNetns& ns, const sys::nft::Transaction& tx) {
-    auto h = sys::Netns::Open(ns.path());
-    if (!h.ok()) return h.status();
-    return sys::RunInNetns(*h, [&] { return Kernel().Apply(tx); });
-  }
-  void ApplyText(const TestNetns& ns, const std::string& script) {
-    const std::string path = dir_ + "/script.nft";
-    std::ofstream(path) << script;
-    std::string out;
-    ASSERT_EQ(ns.Exec({"nft", "-f", path}, &out), 0) << out << "\n" << script;
-  }
+  Status Apply(const TestNetns& ns, const sys::nft::Transaction& tx) { return weft::testing::NftApplyIn(ns, tx); }
+  void ApplyText(const TestNetns& ns, const std::string& script) { weft::testing::NftFileIn(ns, dir_, script); }
   Result<TableState> Dump(const TestNetns& ns, Family f, const std::string& table) {
-    auto h = sys::Netns::Open(ns.path());
-    if (!h.ok()) return h.status();
-    Result<TableState> r = sys::nft::OpError("not run", EINVAL);
-    Status st = sys::RunInNetns(*h, [&] {
-      r = Kernel().Dump(f, table);
-      return Status::Ok();
-    });
-    if (!st.ok()) return st;
-    return r;
+    return weft::testing::NftDumpIn(ns, f, table);
   }
   std::string List(const TestNetns& ns, const std::string& family, const std::string& table) {
-    std::string out;
-    EXPECT_EQ(ns.Exec({"nft", "list", "table", family, table}, &out), 0) << out;
-    return out;
+    return weft::testing::NftListIn(ns, family, table);
   }
   // Handles and element order are the kernel's.
   static TableState Normal(TableState t) {
@@ -79,16 +60,7 @@ class FwNftEquivalenceTest : public ::testing::Test {
     auto a = Dump(text, f, table), b = Dump(layer, f, table);
     ASSERT_TRUE(a.ok()) << a.status().ToString();
     ASSERT_TRUE(b.ok()) << b.status().ToString();
-    const TableState na = Normal(*a), nb = Normal(*b);
-    EXPECT_EQ(na.sets, nb.sets);
-    EXPECT_EQ(na.elements, nb.elements);
-    EXPECT_EQ(na.chains, nb.chains);
-    EXPECT_EQ(na.counters, nb.counters);
-    EXPECT_EQ(na.limits, nb.limits);
-    ASSERT_EQ(na.rules.size(), nb.rules.size());
-    for (size_t i = 0; i < na.rules.size(); ++i)
-      EXPECT_EQ(na.rules[i], nb.rules[i]) << "rule " << i << ": " << sys::nft::RenderRule(f, na.rules[i]) << " vs "
-                                          << sys::nft::RenderRule(f, nb.rules[i]);
+    weft::testing::ExpectSameObjects(f, Normal(*a), Normal(*b));
     // The layer's rendering of what it read is nft's listing.
     EXPECT_EQ(sys::nft::RenderTable(*b), listed);
   }

@@ -17,45 +17,24 @@
 #include "sys/netns.h"
 #include "sys/nft_kernel.h"
 #include "sys/nft_render.h"
+#include "nft_netns.h"
 #include "testutil/netns_fixture.h"
 
 namespace weft::overlay {
 namespace {
 
 using sys::nft::Family;
-using sys::nft::Kernel;
 using sys::nft::TableState;
 using weft::testing::TestNetns;
 
 class OverlayFilterNftTest : public ::testing::Test {
  protected:
-  Status Apply(const TestNetns& ns, const sys::nft::Transaction& tx) {
-    auto h = sys::Netns::Open(ns.path());
-    if (!h.ok()) return h.status();
-    return sys::RunInNetns(*h, [&] { return Kernel().Apply(tx); });
-  }
+  Status Apply(const TestNetns& ns, const sys::nft::Transaction& tx) { return weft::testing::NftApplyIn(ns, tx); }
   void ApplyText(const TestNetns& ns, int port, const std::string& marker) {
-    const std::string path = dir_ + "/filter.nft";
-    std::ofstream(path) << weft::testing::OverlayFilterText(port, marker);
-    std::string out;
-    ASSERT_EQ(ns.Exec({"nft", "-f", path}, &out), 0) << out;
+    weft::testing::NftFileIn(ns, dir_, weft::testing::OverlayFilterText(port, marker));
   }
-  Result<TableState> Dump(const TestNetns& ns) {
-    auto h = sys::Netns::Open(ns.path());
-    if (!h.ok()) return h.status();
-    Result<TableState> r = sys::nft::OpError("not run", EINVAL);
-    Status st = sys::RunInNetns(*h, [&] {
-      r = Kernel().Dump(Family::kInet, kOverlayTable);
-      return Status::Ok();
-    });
-    if (!st.ok()) return st;
-    return r;
-  }
-  std::string List(const TestNetns& ns) {
-    std::string out;
-    EXPECT_EQ(ns.Exec({"nft", "list", "table", "inet", kOverlayTable}, &out), 0) << out;
-    return out;
-  }
+  Result<TableState> Dump(const TestNetns& ns) { return weft::testing::NftDumpIn(ns, Family::kInet, kOverlayTable); }
+  std::string List(const TestNetns& ns) { return weft::testing::NftListIn(ns, "inet", kOverlayTable); }
   static TableState WithoutHandles(TableState t) {
     for (auto& r : t.rules) r.handle = 0;
     return t;

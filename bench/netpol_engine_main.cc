@@ -6,11 +6,14 @@
 // measurement of the target (weft-bench-netpol is).
 //
 //   weft-bench-netpol-engine [--namespaces N] [--pods N] [--nodes N] [--local-pods N] [--dump FILE]
-//                            [--iterations N]
+//                            [--iterations N] [--apply 1]
 //
 // --iterations N then runs weft-bench-netpol's seven events N times against
 // the engine (update, Tightened, Delta, MarkApplied per event) and
 // prints their p50/p99 by kind: weftd's own part of the CPU per event.
+//
+// --apply 1 (root) also sends the full transaction to a private network
+// namespace, as weftd's first apply does (the phase apply_full).
 //
 // --dump writes the full transaction (what weftd's first apply sends) to
 // FILE as nft commands.
@@ -35,6 +38,8 @@
 
 #include "bench/netpol_cluster.h"
 #include "policy/netpol_model.h"
+#include "sys/netns.h"
+#include "sys/nft_kernel.h"
 #include "sys/nft_render.h"
 
 namespace {
@@ -70,6 +75,7 @@ int main(int argc, char** argv) {
   int pods = 0, nodes = 0;
   std::string dump;
   int iterations = 0;
+  bool apply = false;
   // The memory regression check (ctest bench_engine_memory): budgets for the
   // heap after the events and the table's element count; 0 = no check.
   double max_heap_mb = 0;
@@ -85,9 +91,10 @@ int main(int argc, char** argv) {
     else if (k == "--iterations") iterations = v;
     else if (k == "--max-heap-mb") max_heap_mb = std::atof(argv[i + 1]);
     else if (k == "--max-elements") max_elements = std::atol(argv[i + 1]);
+    else if (k == "--apply") apply = std::string(argv[i + 1]) == "1";
     else {
       std::cerr << "usage: weft-bench-netpol-engine [--namespaces N] [--pods N] [--nodes N] [--local-pods N] [--dump FILE] "
-                   "[--iterations N] [--max-heap-mb MB] [--max-elements N]\n";
+                   "[--iterations N] [--max-heap-mb MB] [--max-elements N] [--apply 1]\n";
       return 2;
     }
   }
@@ -137,6 +144,22 @@ int main(int argc, char** argv) {
     return 1;
   }
   out["ops"] = full->ops().size();
+  if (apply) {
+    // What weftd's first apply costs beyond building the transaction: the
+    // encoding and the kernel's answer, in a private netns (root).
+    auto ns = weft::sys::Netns::NewPrivate();
+    if (!ns.ok()) {
+      std::cerr << ns.status().ToString() << "\n";
+      return 1;
+    }
+    t = Clock::now();
+    weft::Status st = weft::sys::RunInNetns(*ns, [&] { return weft::sys::nft::Kernel().Apply(*full); });
+    phase("apply_full", t);
+    if (!st.ok()) {
+      std::cerr << st.ToString() << "\n";
+      return 1;
+    }
+  }
   if (!dump.empty()) std::ofstream(dump) << weft::sys::nft::RenderTransaction(*full);
   size_t elements = 0;
   for (const auto& [name, s] : engine.desired().sets) elements += s.elements.size();
@@ -144,6 +167,7 @@ int main(int argc, char** argv) {
                   {"elements", elements}};
   *full = weft::sys::nft::Transaction(full->family(), full->table());
   malloc_trim(0);
+  phase("after_full", Clock::now());
 
   t = Clock::now();
   engine.MarkApplied(true);

@@ -153,7 +153,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     t = Clock::now();
-    weft::Status st = weft::sys::RunInNetns(*ns, [&] { return weft::sys::nft::Kernel().Apply(*full); });
+    // Sent from this thread (its CPU and heap counted) in the private netns.
+    weft::Status st = weft::sys::RunInNetnsOnThisThread(*ns, [&] { return weft::sys::nft::Kernel().Apply(*full); });
     phase("apply_full", t);
     if (!st.ok()) {
       std::cerr << st.ToString() << "\n";

@@ -9,6 +9,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -206,6 +207,16 @@ class NetpolControllerTest : public ::testing::Test {
     stop_ = true;
     if (thread_.joinable()) thread_.join();
   }
+  // Whether `cond` holds within 3 s: what the controller does after the
+  // kernel took a transaction (mark it applied, count it, become ready)
+  // comes after the fake kernel logged it.
+  static bool Eventually(const std::function<bool()>& cond) {
+    for (int i = 0; i < 300; ++i) {
+      if (cond()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return cond();
+  }
   // Waits until the kernel got `n` scripts; returns the last one.
   std::string WaitScripts(size_t n) {
     for (int i = 0; i < 300; ++i) {
@@ -236,7 +247,7 @@ TEST_F(NetpolControllerTest, FullReplaceFromCompleteListsThenDeltas) {
   EXPECT_EQ(first.find("add table inet weft-netpol\ndelete table inet weft-netpol\n"), 0u) << first;
   EXPECT_NE(first.find("10.0.1.1 : jump in-"), std::string::npos) << first;
   EXPECT_EQ(first.find("10.0.2.1 : jump"), std::string::npos) << first;  // another node's pod
-  EXPECT_TRUE(ctl_->metrics().ready.load());
+  EXPECT_TRUE(Eventually([&] { return ctl_->metrics().ready.load(); }));
   {
     std::lock_guard lock(log_.mu);
     EXPECT_NE(log_.namespaces.find("\nx\n"), std::string::npos) << log_.namespaces;
@@ -297,7 +308,7 @@ TEST_F(NetpolControllerTest, ClusterNetworkPoliciesFromAMissingCrdToEnforcedWith
   Start();
   std::string first = WaitScripts(1);
   EXPECT_EQ(first.find("jump in-"), std::string::npos) << first;  // nothing isolates yet
-  EXPECT_TRUE(ctl_->metrics().ready.load());
+  EXPECT_TRUE(Eventually([&] { return ctl_->metrics().ready.load(); }));
   json cnp = {{"metadata", {{"name", "deny-meta"}, {"generation", 1}}},
               {"spec", {{"tier", "Admin"}, {"priority", 0}, {"subject", {{"namespaces", json::object()}}},
                         {"egress", {{{"action", "Deny"}, {"to", {{{"networks", {"169.254.169.254/32"}}}}}}}}}}};
@@ -329,6 +340,7 @@ TEST_F(NetpolControllerTest, AFailedApplyIsRetriedAsAFullReplace) {
   cluster_.Put(kPods, PodJson("x", "a", "n1", "10.0.1.1", "a"));
   Start();
   WaitScripts(1);
+  ASSERT_TRUE(Eventually([&] { return ctl_->metrics().full_syncs.load() == 1u; }));
   {
     std::lock_guard lock(log_.mu);
     log_.fail_next = true;
@@ -337,8 +349,9 @@ TEST_F(NetpolControllerTest, AFailedApplyIsRetriedAsAFullReplace) {
   std::string retry = WaitScripts(2);
   EXPECT_EQ(retry.find("add table inet weft-netpol\ndelete table"), 0u) << retry;
   EXPECT_NE(retry.find("10.0.1.1 : jump in-"), std::string::npos);
+  EXPECT_TRUE(Eventually([&] { return ctl_->metrics().full_syncs.load() == 2u; }))
+      << ctl_->metrics().full_syncs.load();
   EXPECT_EQ(ctl_->metrics().sync_errors.load(), 1u);
-  EXPECT_EQ(ctl_->metrics().full_syncs.load(), 2u);
 }
 
 TEST_F(NetpolControllerTest, ATamperedTableIsReplacedAtTheNextCheck) {

@@ -117,7 +117,7 @@ TEST(NetpolEngineScale, AnyEventHistoryEqualsFromScratchAt10000Pods) {
   inc.MarkApplied(true);
 
   // 1,500 events in batches of 1-20, each batch "applied" (Tightened,
-  // RenderDelta, MarkApplied as the controller does).
+  // Delta, MarkApplied as the controller does).
   int events = 0;
   while (events < 1500) {
     inc.BeginBatch();

@@ -619,12 +619,8 @@ Status ApplyWeftdRuleset(const std::string& weftd_addr, std::string* applied) {
       st = Status::Error(Reason::kUnavailable, Domain::kControlPlane,
                          "weftd answered GET /netpol/ruleset with HTTP " + std::to_string(r->status));
     if (!st.ok() || r->body == *applied) break;
-    auto tx = sys::nft::ParseTransactionJson(r->body);
-    st = !tx.ok() ? tx.status()
-         : tx->family() != sys::nft::Family::kInet || tx->table() != policy::netpol::kTable
-             ? Status::Error(Reason::kMalformed, Domain::kFirewall,
-                             std::string("weftd's ruleset is not table inet ") + policy::netpol::kTable)
-             : sys::nft::Kernel().Apply(*tx);
+    auto tx = NetpolRulesetTransaction(r->body);
+    st = tx.ok() ? sys::nft::Kernel().Apply(*tx) : tx.status();
     if (st.ok()) *applied = r->body;
   }
   return st;

@@ -388,11 +388,16 @@ std::vector<std::string> NftTableDiff::Lines() const {
   return out;
 }
 
-Result<NftTable> NetpolRulesetTable(const std::string& body) {
+Result<sys::nft::Transaction> NetpolRulesetTransaction(const std::string& body) {
   WEFT_ASSIGN_OR_RETURN(auto tx, sys::nft::ParseTransactionJson(body));
   if (tx.family() != sys::nft::Family::kInet || tx.table() != policy::netpol::kTable)
     return Status::Error(Reason::kMalformed, Domain::kFirewall,
                          std::string("weftd's ruleset is not table inet ") + policy::netpol::kTable);
+  return tx;
+}
+
+Result<NftTable> NetpolRulesetTable(const std::string& body) {
+  WEFT_ASSIGN_OR_RETURN(auto tx, NetpolRulesetTransaction(body));
   sys::nft::Fake fake;
   WEFT_RETURN_IF_ERROR(fake.Apply(tx));
   WEFT_ASSIGN_OR_RETURN(auto t, fake.Dump(sys::nft::Family::kInet, policy::netpol::kTable));

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "sys/nft_types.h"
 
 namespace weft::doctor {
 
@@ -59,6 +60,9 @@ Result<NftTable> ParseNftTable(std::string_view text);
 // above. Anything else (another table, a transaction that does not apply)
 // is an error.
 Result<NftTable> NetpolRulesetTable(const std::string& body);
+// The same body as the transaction itself (what --fix applies), checked to
+// be table inet weft-netpol's.
+Result<sys::nft::Transaction> NetpolRulesetTransaction(const std::string& body);
 
 // How `have` (the kernel) differs from `want`.
 struct NftTableDiff {

@@ -140,10 +140,10 @@ std::vector<NftRule> OutputRules() {
 // reports.
 nft::Elements NdElements() { return nft::Icmpv6TypeElements(kNdSet, {133, 135, 136, 131, 143}); }
 
-bool IsMapV6(const std::string& name) { return name.find('6') != std::string::npos; }
+}  // namespace
 
-nft::Set MapObject(const std::string& name) {
-  const bool v6 = IsMapV6(name);
+nft::Set DispatchMapObject(const std::string& name) {
+  const bool v6 = name.find('6') != std::string::npos;
   return nft::Set{.name = name,
                   .flags = NFT_SET_MAP,
                   .key_type = v6 ? nft::kTypeIpv6 : nft::kTypeIpv4,
@@ -151,6 +151,8 @@ nft::Set MapObject(const std::string& name) {
                   .data_type = nft::kTypeVerdict,
                   .userdata = nft::MapUserdata(nft::ByteOrder::kBig)};
 }
+
+namespace {
 
 nft::Element MapElement(const std::string& ip, const std::string& chain) {
   return {.key = nft::AddrBytes(ip), .verdict = Jump(chain)};
@@ -372,7 +374,7 @@ Result<nft::Transaction> FullTransaction(const TableView& want) {
     WEFT_RETURN_IF_ERROR(AddElementsOp(tx, true, name, def, def.elements));
   }
   for (size_t i = 0; i < std::size(kDispatchMaps); ++i) {
-    tx.Add(MapObject(kDispatchMaps[i]));
+    tx.Add(DispatchMapObject(kDispatchMaps[i]));
     nft::Elements e{kDispatchMaps[i], {}};
     for (const auto& [ip, chain] : *want.maps[i]) e.elems.push_back(MapElement(ip, chain));
     if (!e.elems.empty()) tx.Add(std::move(e));

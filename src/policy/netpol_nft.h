@@ -137,6 +137,9 @@ Result<sys::nft::Transaction> DeltaTransaction(const TableView& want, const Tabl
 // order). An element that does not parse as `type` is an error.
 Result<std::string> ElementKey(const std::string& type, const std::string& element);
 
+// The layer's verdict map of that name (one of kDispatchMaps).
+sys::nft::Set DispatchMapObject(const std::string& name);
+
 // The layer's set for `def` (its key type and nft's userdata).
 sys::nft::Set SetObject(const std::string& name, const SetDef& def);
 // `def`'s elements as the kernel takes them: plain keys, or for an interval

@@ -53,14 +53,7 @@ inline std::vector<std::string> RulesText(const Engine& e, const std::string& ch
 inline std::vector<sys::nft::Set> KnownSets(const Engine& e) {
   std::vector<sys::nft::Set> out;
   for (const auto& [name, def] : e.desired().sets) out.push_back(SetObject(name, def));
-  for (const char* m : kDispatchMaps) {
-    const bool v6 = std::string(m).find('6') != std::string::npos;
-    out.push_back(sys::nft::Set{.name = m,
-                                .flags = 8 /* NFT_SET_MAP */,
-                                .key_type = v6 ? sys::nft::kTypeIpv6 : sys::nft::kTypeIpv4,
-                                .key_len = v6 ? 16u : 4u,
-                                .data_type = sys::nft::kTypeVerdict});
-  }
+  for (const char* m : kDispatchMaps) out.push_back(DispatchMapObject(m));
   return out;
 }
 

@@ -355,16 +355,23 @@ Status Bad(const std::string& what) {
 }  // namespace
 
 std::string TransactionJson(const Transaction& tx) {
-  json ops = json::array();
+  // One op's tree at a time, appended to the text: a full table at 10,000
+  // pods is tens of thousands of ops, whose whole tree would cost several
+  // times the text's size at once (weftd serves this on request). Comments
+  // and names are the engine's own (UTF-8); replace anything else rather
+  // than fail.
+  auto dump = [](const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); };
+  std::string out = "{\"family\":" + std::to_string(static_cast<int>(tx.family())) + ",\"ops\":[";
+  bool first = true;
   for (const auto& op : tx.ops()) {
     json j = ObjectJson(op.object);
     j["verb"] = VerbName(op.verb);
-    ops.push_back(std::move(j));
+    if (!first) out += ',';
+    first = false;
+    out += dump(j);
   }
-  json doc = {{"family", static_cast<int>(tx.family())}, {"table", tx.table()}, {"ops", std::move(ops)}};
-  // Comments and names are the engine's own (UTF-8); replace anything else
-  // rather than fail.
-  return doc.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  out += "],\"table\":" + dump(json(tx.table())) + "}\n";
+  return out;
 }
 
 Result<Transaction> ParseTransactionJson(std::string_view text) {

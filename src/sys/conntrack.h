@@ -1,21 +1,30 @@
 #pragma once
-// Conntrack entries over ctnetlink (NETLINK_NETFILTER, NFNL_SUBSYS_CTNETLINK),
-// in the calling thread's network namespace: weftd's NetworkPolicy
-// controller marks the established connections of addresses whose allowed
-// traffic shrank, so their next packets are judged again. One table dump per
-// family and one update per matching entry, where exec'ing `conntrack -U`
-// three times per address walked the whole table each time and cost a
-// process start.
-
-#include <linux/netlink.h>
+// Conntrack entries over ctnetlink, in the calling thread's network namespace,
+// through libnetfilter_conntrack (the netfilter project's library, what the
+// `conntrack` tool itself is built on) over a libmnl socket: weftd's
+// NetworkPolicy controller marks the established connections of addresses
+// whose allowed traffic shrank, so their next packets are judged again. One
+// table dump per family and one update per matching entry, where exec'ing
+// `conntrack -U` three times per address walked the whole table each time and
+// cost a process start. The library decodes every dumped entry and encodes
+// every update (nfct_nlmsg_parse, nfct_nlmsg_build); this file only decides
+// which entries to update, and batches the updates.
+//
+// Library weft_netfilter (src/sys/CMakeLists.txt), apart from weft_sys: the
+// static CNI plugin links weft_sys, and Debian ships no static
+// libnetfilter_conntrack.
 
 #include <cstdint>
-#include <optional>
+#include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
+
+struct nf_conntrack;
+struct nlmsghdr;
 
 namespace weft::sys {
 
@@ -34,31 +43,29 @@ Result<size_t> ConntrackSetMark(const std::vector<std::string>& addrs, uint32_t 
 // The addresses to match, as raw bytes (4 or 16), per family.
 struct CtAddrFilter {
   bool all4 = false, all6 = false;
-  std::set<std::string> v4, v6;
+  std::set<std::string, std::less<>> v4, v6;
   bool wants4() const { return all4 || !v4.empty(); }
   bool wants6() const { return all6 || !v6.empty(); }
 };
 Result<CtAddrFilter> ParseCtAddrs(const std::vector<std::string>& addrs);
 
-// What an update needs of a dumped entry.
-struct CtEntry {
-  uint8_t family = 0;         // AF_INET or AF_INET6
-  std::string orig_tuple;     // the CTA_TUPLE_ORIG attribute, header included, as dumped
-  std::string zone;           // the CTA_ZONE attribute, header included ("" for the default zone)
-  std::string orig_src, orig_dst, reply_src;  // raw address bytes
-  uint32_t mark = 0;
+// A conntrack entry as libnetfilter_conntrack holds it (nfct_new, nfct_get_attr ...).
+struct CtFree {
+  void operator()(nf_conntrack* ct) const;
 };
+using CtEntry = std::unique_ptr<nf_conntrack, CtFree>;
 
 // IPCTNL_MSG_CT_GET dump of one family's entries.
 std::string CtDumpRequest(uint8_t family, uint32_t seq);
-// One entry of a dump (a whole netlink message); nullopt if it is no
-// conntrack entry or lacks its original tuple.
-std::optional<CtEntry> ParseCtEntry(const nlmsghdr* h);
+// One entry of a dump (a whole netlink message), decoded by the library;
+// null if it is no conntrack entry or lacks its original tuple.
+CtEntry ParseCtEntry(const nlmsghdr* h);
 // Whether `e` is one ConntrackSetMark updates for `f`.
-bool CtEntryMatches(const CtEntry& e, const CtAddrFilter& f);
-// IPCTNL_MSG_CT_NEW without NLM_F_CREATE (an update of the entry the
-// original tuple and zone name): CTA_MARK `mark` under CTA_MARK_MASK `mark`,
-// so the kernel sets mark = (old & ~mark) ^ mark = old | mark.
-std::string CtMarkRequest(const CtEntry& e, uint32_t mark, uint32_t seq);
+bool CtEntryMatches(const nf_conntrack& e, const CtAddrFilter& f);
+// IPCTNL_MSG_CT_NEW without NLM_F_CREATE (an update of the entry its
+// original tuple and zone name, both encoded by the library from `e`'s):
+// CTA_MARK `mark` under CTA_MARK_MASK `mark`, so the kernel sets
+// mark = (old & ~mark) ^ mark = old | mark. Appended to `out`.
+void CtMarkRequest(const nf_conntrack& e, uint32_t mark, uint32_t seq, std::string* out);
 
 }  // namespace weft::sys

@@ -1,13 +1,18 @@
-// The ctnetlink messages of ConntrackSetMark, built and parsed without root:
-// a dumped entry is built here as the kernel sends it.
+// The ctnetlink messages of ConntrackSetMark, without root: a dumped entry
+// is built here with libnetfilter_conntrack (nfct_nlmsg_build) as the kernel
+// sends it, decoded by ParseCtEntry, matched, and its update read back
+// attribute by attribute with libmnl.
 #include "sys/conntrack.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <libmnl/libmnl.h>
+#include <libnetfilter_conntrack/libnetfilter_conntrack.h>
+#include <libnetfilter_conntrack/libnetfilter_conntrack_tcp.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netfilter/nfnetlink_conntrack.h>
 
-#include "sys/nfnetlink.h"
+#include <map>
 
 namespace weft::sys {
 namespace {
@@ -18,52 +23,71 @@ std::string Raw(int family, const char* ip) {
   return std::string(b, family == AF_INET ? 4 : 16);
 }
 
-void Tuple(NfnlMsg& m, uint16_t which, int family, const char* src, const char* dst, uint16_t sport,
-           uint16_t dport) {
-  size_t t = m.Begin(which);
-  size_t ip = m.Begin(CTA_TUPLE_IP);
-  std::string s = Raw(family, src), d = Raw(family, dst);
-  m.Attr(family == AF_INET ? CTA_IP_V4_SRC : CTA_IP_V6_SRC, s.data(), s.size());
-  m.Attr(family == AF_INET ? CTA_IP_V4_DST : CTA_IP_V6_DST, d.data(), d.size());
-  m.End(ip);
-  size_t p = m.Begin(CTA_TUPLE_PROTO);
-  uint8_t tcp = 6;
-  m.Attr(CTA_PROTO_NUM, &tcp, 1);
-  uint16_t sp = htons(sport), dp = htons(dport);
-  m.Attr(CTA_PROTO_SRC_PORT, &sp, 2);
-  m.Attr(CTA_PROTO_DST_PORT, &dp, 2);
-  m.End(p);
-  m.End(t);
-}
+struct Zones {
+  int both = -1;  // CTA_ZONE
+  int orig = -1;  // CTA_TUPLE_ZONE in the original tuple (a zone of one direction)
+};
 
-// An entry as a dump carries it: orig src->dst, reply from `reply_src`.
+// An entry as a dump carries it: orig src:40000 -> dst:80 over TCP, the
+// reply from `reply_src`, established, with `mark`.
 std::string Entry(int family, const char* src, const char* dst, const char* reply_src, uint32_t mark,
-                  int zone = -1) {
-  NfnlMsg m(static_cast<uint16_t>((NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_NEW), NLM_F_MULTI, 1,
-            static_cast<uint8_t>(family));
-  Tuple(m, CTA_TUPLE_ORIG, family, src, dst, 40000, 80);
-  Tuple(m, CTA_TUPLE_REPLY, family, reply_src, src, 80, 40000);
-  uint32_t status = htonl(8);
-  m.Attr(CTA_STATUS, &status, 4);
-  m.U32Be(CTA_MARK, mark);
-  if (zone >= 0) {
-    uint16_t z = htons(static_cast<uint16_t>(zone));
-    m.Attr(CTA_ZONE, &z, 2);
-  }
-  return m.Done();
+                  Zones zones = {}) {
+  CtEntry ct(nfct_new());
+  const bool v6 = family == AF_INET6;
+  nfct_set_attr_u8(ct.get(), ATTR_ORIG_L3PROTO, static_cast<uint8_t>(family));
+  nfct_set_attr_u8(ct.get(), ATTR_REPL_L3PROTO, static_cast<uint8_t>(family));
+  std::string s = Raw(family, src), d = Raw(family, dst), r = Raw(family, reply_src);
+  nfct_set_attr(ct.get(), v6 ? ATTR_ORIG_IPV6_SRC : ATTR_ORIG_IPV4_SRC, s.data());
+  nfct_set_attr(ct.get(), v6 ? ATTR_ORIG_IPV6_DST : ATTR_ORIG_IPV4_DST, d.data());
+  nfct_set_attr(ct.get(), v6 ? ATTR_REPL_IPV6_SRC : ATTR_REPL_IPV4_SRC, r.data());
+  nfct_set_attr(ct.get(), v6 ? ATTR_REPL_IPV6_DST : ATTR_REPL_IPV4_DST, s.data());
+  nfct_set_attr_u8(ct.get(), ATTR_ORIG_L4PROTO, IPPROTO_TCP);
+  nfct_set_attr_u8(ct.get(), ATTR_REPL_L4PROTO, IPPROTO_TCP);
+  nfct_set_attr_u16(ct.get(), ATTR_ORIG_PORT_SRC, htons(40000));
+  nfct_set_attr_u16(ct.get(), ATTR_ORIG_PORT_DST, htons(80));
+  nfct_set_attr_u16(ct.get(), ATTR_REPL_PORT_SRC, htons(80));
+  nfct_set_attr_u16(ct.get(), ATTR_REPL_PORT_DST, htons(40000));
+  nfct_set_attr_u8(ct.get(), ATTR_TCP_STATE, TCP_CONNTRACK_ESTABLISHED);
+  nfct_set_attr_u32(ct.get(), ATTR_STATUS, 8);
+  nfct_set_attr_u32(ct.get(), ATTR_TIMEOUT, 431999);
+  nfct_set_attr_u32(ct.get(), ATTR_MARK, mark);
+  if (zones.both >= 0) nfct_set_attr_u16(ct.get(), ATTR_ZONE, static_cast<uint16_t>(zones.both));
+  if (zones.orig >= 0) nfct_set_attr_u16(ct.get(), ATTR_ORIG_ZONE, static_cast<uint16_t>(zones.orig));
+
+  alignas(nlmsghdr) char buf[1024] = {};
+  nlmsghdr* nlh = mnl_nlmsg_put_header(buf);
+  nlh->nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_NEW;
+  nlh->nlmsg_flags = NLM_F_MULTI;
+  nlh->nlmsg_seq = 1;
+  auto* g = static_cast<nfgenmsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(nfgenmsg)));
+  g->nfgen_family = static_cast<uint8_t>(family);
+  g->version = NFNETLINK_V0;
+  EXPECT_EQ(nfct_nlmsg_build(nlh, ct.get()), 0);
+  return std::string(buf, nlh->nlmsg_len);
 }
 
-std::optional<CtEntry> Parse(const std::string& msg) {
-  return ParseCtEntry(reinterpret_cast<const nlmsghdr*>(msg.data()));
-}
+CtEntry Parse(const std::string& msg) { return ParseCtEntry(reinterpret_cast<const nlmsghdr*>(msg.data())); }
 
-// The top-level attributes of a request: type -> payload.
-std::map<uint16_t, std::string> Attrs(const std::string& msg) {
+const nlmsghdr* Hdr(const std::string& m) { return reinterpret_cast<const nlmsghdr*>(m.data()); }
+
+// The attributes from `p` to `end`: type -> payload (libmnl's walk; its
+// for_each macros are C only).
+std::map<uint16_t, std::string> Walk(const void* p, const void* end) {
   std::map<uint16_t, std::string> out;
-  size_t off = NLMSG_LENGTH(sizeof(nfgenmsg));
-  ForEachNfAttr(msg.data() + off, msg.size() - off,
-                [&](uint16_t t, const char* d, size_t n) { out[t] = std::string(d, n); });
+  for (auto* a = static_cast<const nlattr*>(p);
+       mnl_attr_ok(a, static_cast<int>(static_cast<const char*>(end) - reinterpret_cast<const char*>(a)));
+       a = mnl_attr_next(a))
+    out[mnl_attr_get_type(a)] =
+        std::string(static_cast<const char*>(mnl_attr_get_payload(a)), mnl_attr_get_payload_len(a));
   return out;
+}
+// A message's attributes, after its nfgenmsg.
+std::map<uint16_t, std::string> Attrs(const std::string& msg) {
+  return Walk(mnl_nlmsg_get_payload_offset(Hdr(msg), sizeof(nfgenmsg)), mnl_nlmsg_get_payload_tail(Hdr(msg)));
+}
+// A nest's attributes, given its payload as Attrs returned it.
+std::map<uint16_t, std::string> Nested(const std::string& payload) {
+  return Walk(payload.data(), payload.data() + payload.size());
 }
 
 TEST(Conntrack, AddressesParsePerFamily) {
@@ -95,7 +119,7 @@ TEST(Conntrack, BadAddressIsAClearError) {
 TEST(Conntrack, DumpRequestNamesTheFamily) {
   std::string m = CtDumpRequest(AF_INET6, 7);
   ASSERT_EQ(m.size(), NLMSG_LENGTH(sizeof(nfgenmsg)));
-  auto* h = reinterpret_cast<const nlmsghdr*>(m.data());
+  auto* h = Hdr(m);
   EXPECT_EQ(h->nlmsg_len, m.size());
   EXPECT_EQ(h->nlmsg_type, (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET);
   EXPECT_EQ(h->nlmsg_flags, NLM_F_REQUEST | NLM_F_DUMP);
@@ -106,26 +130,37 @@ TEST(Conntrack, DumpRequestNamesTheFamily) {
 }
 
 TEST(Conntrack, EntryParsesAddressesMarkAndZone) {
-  auto e = Parse(Entry(AF_INET, "10.1.0.5", "10.96.0.10", "10.1.1.7", 0x5, 3));
-  ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->family, AF_INET);
-  EXPECT_EQ(e->orig_src, Raw(AF_INET, "10.1.0.5"));
-  EXPECT_EQ(e->orig_dst, Raw(AF_INET, "10.96.0.10"));
-  EXPECT_EQ(e->reply_src, Raw(AF_INET, "10.1.1.7"));
-  EXPECT_EQ(e->mark, 0x5u);
-  EXPECT_EQ(e->zone.size(), NLA_HDRLEN + 2u);
+  auto e = Parse(Entry(AF_INET, "10.1.0.5", "10.96.0.10", "10.1.1.7", 0x5, {.both = 3}));
+  ASSERT_TRUE(e);
+  EXPECT_EQ(nfct_get_attr_u8(e.get(), ATTR_ORIG_L3PROTO), AF_INET);
+  EXPECT_EQ(std::string(static_cast<const char*>(nfct_get_attr(e.get(), ATTR_ORIG_IPV4_DST)), 4),
+            Raw(AF_INET, "10.96.0.10"));
+  EXPECT_EQ(std::string(static_cast<const char*>(nfct_get_attr(e.get(), ATTR_REPL_IPV4_SRC)), 4),
+            Raw(AF_INET, "10.1.1.7"));
+  EXPECT_EQ(nfct_get_attr_u32(e.get(), ATTR_MARK), 0x5u);
+  EXPECT_EQ(nfct_get_attr_u16(e.get(), ATTR_ZONE), 3u);
   auto e6 = Parse(Entry(AF_INET6, "fd00::5", "fd00::6", "fd00::6", 0));
-  ASSERT_TRUE(e6.has_value());
-  EXPECT_EQ(e6->orig_dst, Raw(AF_INET6, "fd00::6"));
-  EXPECT_TRUE(e6->zone.empty());
+  ASSERT_TRUE(e6);
+  EXPECT_EQ(std::string(static_cast<const char*>(nfct_get_attr(e6.get(), ATTR_ORIG_IPV6_DST)), 16),
+            Raw(AF_INET6, "fd00::6"));
+  EXPECT_LE(nfct_attr_is_set(e6.get(), ATTR_ZONE), 0);
 }
 
 TEST(Conntrack, OtherMessagesAreNoEntries) {
-  std::string m = CtDumpRequest(AF_INET, 1);  // a GET, no tuple
-  EXPECT_FALSE(Parse(m).has_value());
-  NfnlMsg no_tuple(static_cast<uint16_t>((NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_NEW), 0, 1, AF_INET);
-  no_tuple.U32Be(CTA_MARK, 1);
-  EXPECT_FALSE(Parse(no_tuple.Done()).has_value());
+  EXPECT_FALSE(Parse(CtDumpRequest(AF_INET, 1)));  // a GET, no tuple
+  // A CT_NEW with a mark and no tuple.
+  alignas(nlmsghdr) char buf[128] = {};
+  nlmsghdr* nlh = mnl_nlmsg_put_header(buf);
+  nlh->nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_NEW;
+  auto* g = static_cast<nfgenmsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(nfgenmsg)));
+  g->nfgen_family = AF_INET;
+  mnl_attr_put_u32(nlh, CTA_MARK, htonl(1));
+  EXPECT_FALSE(ParseCtEntry(nlh));
+  // Too short for its nfgenmsg: never handed to the library.
+  nlmsghdr bare{};
+  bare.nlmsg_len = sizeof bare;
+  bare.nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_NEW;
+  EXPECT_FALSE(ParseCtEntry(&bare));
 }
 
 // The three ways `conntrack -U -s/-d/--reply-src ADDR` matched, and no other.
@@ -141,6 +176,10 @@ TEST(Conntrack, MatchesOriginalSourceDestinationAndReplySource) {
   // An IPv6 entry never matches IPv4 addresses, and every entry of a family
   // matches its /0.
   EXPECT_FALSE(CtEntryMatches(*Parse(Entry(AF_INET6, "fd00::5", "fd00::6", "fd00::6", 0)), *f));
+  auto six = ParseCtAddrs({"fd00::6"});
+  ASSERT_TRUE(six.ok());
+  EXPECT_TRUE(CtEntryMatches(*Parse(Entry(AF_INET6, "fd00::5", "fd00::6", "fd00::6", 0)), *six));
+  EXPECT_FALSE(CtEntryMatches(*Parse(Entry(AF_INET6, "fd00::5", "fd00::7", "fd00::7", 0)), *six));
   auto all6 = ParseCtAddrs({"::/0"});
   ASSERT_TRUE(all6.ok());
   EXPECT_TRUE(CtEntryMatches(*Parse(Entry(AF_INET6, "fd00::5", "fd00::6", "fd00::6", 0)), *all6));
@@ -148,11 +187,13 @@ TEST(Conntrack, MatchesOriginalSourceDestinationAndReplySource) {
 }
 
 TEST(Conntrack, MarkRequestUpdatesTheDumpedEntryInItsZone) {
-  std::string dumped = Entry(AF_INET, "10.1.0.5", "10.1.1.1", "10.1.1.1", 0x1, 7);
+  std::string dumped = Entry(AF_INET, "10.1.0.5", "10.1.1.1", "10.1.1.1", 0x1, {.both = 7});
   auto e = Parse(dumped);
-  ASSERT_TRUE(e.has_value());
-  std::string m = CtMarkRequest(*e, 0x20000000, 9);
-  auto* h = reinterpret_cast<const nlmsghdr*>(m.data());
+  ASSERT_TRUE(e);
+  std::string m = "x";  // appended after what is there
+  CtMarkRequest(*e, 0x20000000, 9, &m);
+  m.erase(0, 1);
+  auto* h = Hdr(m);
   EXPECT_EQ(h->nlmsg_len, m.size());
   EXPECT_EQ(h->nlmsg_type, (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_NEW);
   // An update: never creates an entry, and errors only come back.
@@ -161,16 +202,39 @@ TEST(Conntrack, MarkRequestUpdatesTheDumpedEntryInItsZone) {
   EXPECT_EQ(static_cast<const nfgenmsg*>(NLMSG_DATA(h))->nfgen_family, AF_INET);
   auto a = Attrs(m);
   auto d = Attrs(dumped);
-  ASSERT_EQ(a.size(), 4u);
-  EXPECT_EQ(a[CTA_TUPLE_ORIG], d[CTA_TUPLE_ORIG]);  // the entry's own tuple, byte for byte
+  // The entry's own tuple (byte for byte as the kernel's dump had it), its
+  // zone, the mark under its mask; nothing else of the entry.
+  EXPECT_EQ(a.size(), 4u);
+  EXPECT_EQ(a[CTA_TUPLE_ORIG], d[CTA_TUPLE_ORIG]);
   EXPECT_EQ(a[CTA_ZONE], d[CTA_ZONE]);
   const std::string be("\x20\x00\x00\x00", 4);
   EXPECT_EQ(a[CTA_MARK], be);
   EXPECT_EQ(a[CTA_MARK_MASK], be);  // only the recheck bit changes
-  EXPECT_EQ(a.count(CTA_TUPLE_REPLY), 0u);
+  for (int absent : {CTA_TUPLE_REPLY, CTA_STATUS, CTA_TIMEOUT, CTA_PROTOINFO}) EXPECT_EQ(a.count(absent), 0u) << absent;
+  // The update decodes back to the entry's tuple.
+  auto back = Parse(m);
+  ASSERT_TRUE(back);
+  EXPECT_TRUE(CtEntryMatches(*back, *ParseCtAddrs({"10.1.0.5"})));
   // The default zone is left out, as the kernel leaves it out of the dump.
-  auto e0 = Parse(Entry(AF_INET, "10.1.0.5", "10.1.1.1", "10.1.1.1", 0));
-  EXPECT_EQ(Attrs(CtMarkRequest(*e0, 1, 1)).count(CTA_ZONE), 0u);
+  std::string m0;
+  CtMarkRequest(*Parse(Entry(AF_INET, "10.1.0.5", "10.1.1.1", "10.1.1.1", 0)), 1, 1, &m0);
+  EXPECT_EQ(Attrs(m0).count(CTA_ZONE), 0u);
+  // A zone of the original direction only rides in the tuple, as dumped.
+  std::string dz = Entry(AF_INET6, "fd00::5", "fd00::6", "fd00::6", 0, {.orig = 4});
+  std::string mz;
+  CtMarkRequest(*Parse(dz), 1, 1, &mz);
+  auto az = Attrs(mz);
+  EXPECT_EQ(az.count(CTA_ZONE), 0u);
+  EXPECT_EQ(az[CTA_TUPLE_ORIG], Attrs(dz)[CTA_TUPLE_ORIG]);
+  EXPECT_EQ(Nested(az[CTA_TUPLE_ORIG]).count(CTA_TUPLE_ZONE), 1u);
+  // Requests are appended whole: two of them walk as two messages.
+  std::string two;
+  CtMarkRequest(*e, 1, 1, &two);
+  CtMarkRequest(*e, 1, 2, &two);
+  int len = static_cast<int>(two.size()), n = 0;
+  for (auto* p = Hdr(two); mnl_nlmsg_ok(p, len); p = mnl_nlmsg_next(p, &len)) ++n;
+  EXPECT_EQ(n, 2);
+  EXPECT_EQ(len, 0);
 }
 
 }  // namespace

@@ -2,8 +2,9 @@
 // ("peer", several source addresses) to another ("node", where conntrack
 // tracks it), then the marking done inside "node" as weftd's NetworkPolicy
 // controller does it in the node's netns. The entries of the named
-// addresses, of both families and of a non-default zone, carry the recheck
-// bit afterwards; the others keep their marks.
+// addresses, of both families, of a non-default zone and of a zone of the
+// original direction only, carry the recheck bit afterwards; the others keep
+// their marks.
 
 #include <gtest/gtest.h>
 
@@ -37,21 +38,23 @@ class ConntrackTest : public ::testing::Test {
     ip(*node_, {"addr", "add", "10.250.0.1/24", "dev", "ct0"});
     ip(*node_, {"addr", "add", "fd00:250::1/64", "dev", "ct0", "nodad"});
     ip(*node_, {"link", "set", "ct0", "up"});
-    for (const char* a : {"10.250.0.2/24", "10.250.0.3/24", "10.250.0.4/24"})
+    for (const char* a : {"10.250.0.2/24", "10.250.0.3/24", "10.250.0.4/24", "10.250.0.5/24"})
       ip(*peer_, {"addr", "add", a, "dev", "ct1"});
     for (const char* a : {"fd00:250::2/64", "fd00:250::3/64"}) ip(*peer_, {"addr", "add", a, "dev", "ct1", "nodad"});
     ip(*peer_, {"link", "set", "ct1", "up"});
     // Conntrack runs in a netns once a rule uses it; 10.250.0.4's
-    // connections live in zone 5.
+    // connections live in zone 5, 10.250.0.5's in zone 6 of the original
+    // direction only (the zone rides in the dumped tuple, not beside it).
     std::string err;
     ASSERT_EQ(Cmd({"ip", "netns", "exec", node_->name(), "nft", "-f", "-"}, nullptr, &err,
                   "table inet wtct {\n"
-                  "  chain pre { type filter hook prerouting priority -300; ip saddr 10.250.0.4 ct zone set 5; }\n"
+                  "  chain pre { type filter hook prerouting priority -300; ip saddr 10.250.0.4 ct zone set 5; "
+                  "ip saddr 10.250.0.5 ct original zone set 6; }\n"
                   "  chain in { type filter hook input priority 0; ct state established accept; }\n"
                   "}\n"),
               0)
         << err;
-    for (const char* src : {"10.250.0.2", "10.250.0.3", "10.250.0.4", "fd00:250::2", "fd00:250::3"}) {
+    for (const char* src : {"10.250.0.2", "10.250.0.3", "10.250.0.4", "10.250.0.5", "fd00:250::2", "fd00:250::3"}) {
       const bool v6 = std::string(src).find(':') != std::string::npos;
       ASSERT_TRUE(peer_->Exec({"ping", "-c", "1", "-W", "2", "-I", src, v6 ? "fd00:250::1" : "10.250.0.1"}) == 0)
           << "ping from " << src;
@@ -88,17 +91,18 @@ class ConntrackTest : public ::testing::Test {
 };
 
 TEST_F(ConntrackTest, MarksTheEntriesOfTheNamedAddressesOnly) {
-  for (const char* src : {"10.250.0.2", "10.250.0.3", "10.250.0.4", "fd00:250::2", "fd00:250::3"})
+  for (const char* src : {"10.250.0.2", "10.250.0.3", "10.250.0.4", "10.250.0.5", "fd00:250::2", "fd00:250::3"})
     ASSERT_EQ(MarkFrom(src), 0) << src;
   // An old mark's other bits stay.
   ASSERT_EQ(node_->Exec({"conntrack", "-U", "-s", "10.250.0.2", "-m", "0x1"}), 0);
   ASSERT_EQ(MarkFrom("10.250.0.2"), 1);
 
-  auto n = Mark({"10.250.0.2", "10.250.0.4", "fd00:250::3"});
+  auto n = Mark({"10.250.0.2", "10.250.0.4", "10.250.0.5", "fd00:250::3"});
   ASSERT_TRUE(n.ok()) << n.status().ToString();
-  EXPECT_EQ(*n, 3u);
+  EXPECT_EQ(*n, 4u);
   EXPECT_EQ(MarkFrom("10.250.0.2"), kBit | 1);
   EXPECT_EQ(MarkFrom("10.250.0.4"), kBit);  // in zone 5
+  EXPECT_EQ(MarkFrom("10.250.0.5"), kBit);  // in zone 6, original direction
   EXPECT_EQ(MarkFrom("fd00:250::3"), kBit);
   EXPECT_EQ(MarkFrom("10.250.0.3"), 0);
   EXPECT_EQ(MarkFrom("fd00:250::2"), 0);

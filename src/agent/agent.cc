@@ -508,6 +508,7 @@ void Agent::KeepPods() {
 void Agent::KeepLoop() {
   constexpr auto kCoalesce = std::chrono::milliseconds(50);
   KeptNames names{opts_.vxlan_device, 0, fw::NftTableName(opts_.network_name)};
+  if (netpol_) names.own_netpol_commit = [this](uint32_t portid) { return netpol_->OwnCommit(portid); };
   std::optional<sys::KernelEvents> events;
   if (auto ev = sys::KernelEvents::Open(); ev.ok()) {
     events.emplace(std::move(*ev));

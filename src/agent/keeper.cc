@@ -35,7 +35,9 @@ WakeFor Classify(const sys::KernelEvent& e, const KeptNames& n) {
     case Kind::kNftRule:
       if (!e.deleted) break;
       if (e.family == NFPROTO_NETDEV && (e.table == fw::kGuardTable || e.table == fw::kBridgeGuardTable)) w.pods = true;
-      if (e.family == NFPROTO_INET && e.table == "weft-netpol") w.netpol = true;
+      if (e.family == NFPROTO_INET && e.table == "weft-netpol" &&
+          !(n.own_netpol_commit && n.own_netpol_commit(e.portid)))
+        w.netpol = true;
       if (e.family == NFPROTO_INET && (e.table == overlay::kOverlayTable || e.table == n.masquerade_table))
         w.node = true;
       break;

@@ -16,6 +16,7 @@
 // the wakes settle.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -40,6 +41,10 @@ struct KeptNames {
   std::string vxlan_device;      // "weft.1"
   int vxlan_index = 0;           // 0: none (host-gw)
   std::string masquerade_table;  // inet, fw::NftTableName(network)
+  // Whether a notification's port id is one of weftd's own commits to
+  // table inet weft-netpol (NetpolController::OwnCommit): its deltas delete
+  // rules, which call for no check. Unset: every deletion does.
+  std::function<bool(uint32_t portid)> own_netpol_commit;
 };
 
 // Pure: which passes `e` calls for.

@@ -34,6 +34,25 @@ std::string Wakes(const sys::KernelEvent& e) {
   return std::string(w.pods ? "pods " : "") + (w.node ? "node " : "") + (w.netpol ? "netpol " : "");
 }
 
+TEST(Keeper, WeftdsOwnNetpolCommitsCallForNoCheck) {
+  // weftd's own deltas delete rules of table inet weft-netpol: a check of
+  // the table after each would dump every rule per event.
+  KeptNames names = kNames;
+  names.own_netpol_commit = [](uint32_t portid) { return portid == 4242; };
+  for (Kind k : {Kind::kNftTable, Kind::kNftChain, Kind::kNftRule}) {
+    sys::KernelEvent own = Nft(k, true, NFPROTO_INET, "weft-netpol");
+    own.portid = 4242;
+    EXPECT_FALSE(Classify(own, names).netpol);
+    sys::KernelEvent other = own;
+    other.portid = 777;  // an operator's nft, another process
+    EXPECT_TRUE(Classify(other, names).netpol);
+    // Only weft-netpol's commits are told apart: the guard's still wake.
+    sys::KernelEvent guard = Nft(k, true, NFPROTO_NETDEV, "weft-guard");
+    guard.portid = 4242;
+    EXPECT_TRUE(Classify(guard, names).pods);
+  }
+}
+
 TEST(Keeper, DeletionsOfWeftsTablesWakeTheirPass) {
   for (Kind k : {Kind::kNftTable, Kind::kNftChain, Kind::kNftRule}) {
     EXPECT_EQ(Wakes(Nft(k, true, NFPROTO_NETDEV, "weft-guard")), "pods ");

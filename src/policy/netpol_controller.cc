@@ -3,6 +3,8 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <condition_variable>
 #include <ctime>
 #include <map>
@@ -46,7 +48,9 @@ class SystemNetpolKernel : public NetpolKernel {
   // nfnetlink socket right after a commit that deleted elements waits for
   // an RCU grace period (~10 ms), which an event would wait for.
   Status Apply(const sys::nft::Transaction& tx) override {
-    Status st = sys::nft::Kernel().Apply(tx, &keep_);
+    Status st = sys::nft::Kernel().Apply(tx, &keep_, [this](uint32_t portid) {
+      sent_[next_sent_.fetch_add(1) % sent_.size()].store(portid);
+    });
     if (!st.ok()) return st.WithPrefix(std::string("apply table inet ") + netpol::kTable);
     return Status::Ok();
   }
@@ -83,8 +87,17 @@ class SystemNetpolKernel : public NetpolKernel {
     return sys::WriteFileAtomic(path, content, 0644);
   }
 
+  bool SentBy(uint32_t portid) const override {
+    if (portid == 0) return false;
+    for (const auto& p : sent_)
+      if (p.load() == portid) return true;
+    return false;
+  }
+
  private:
   UniqueFd keep_;  // Apply's last socket
+  std::array<std::atomic<uint32_t>, 8> sent_{};  // the port ids of Apply's last sockets
+  std::atomic<size_t> next_sent_{0};
 };
 
 // metav1.Time as the API writes it: "2026-11-27T06:00:00Z".
@@ -203,6 +216,7 @@ struct NetpolController::Impl {
   // Whether the kernel's table has the chains and rule counts the model
   // says. A table that cannot be read is not replaced on a guess.
   bool KernelMatches() {
+    metrics.kernel_checks++;
     auto counts = kernel->ChainRuleCounts();
     if (!counts.ok()) {
       WEFT_LOG(kWarn, "cannot read table inet weft-netpol; integrity check skipped", {"err", counts.status()});
@@ -581,6 +595,8 @@ void NetpolController::RefreshCounters() {
   metrics_.dropped_egress = impl_->base_eg + c->second;
 }
 
+bool NetpolController::OwnCommit(uint32_t portid) const { return impl_->kernel->SentBy(portid); }
+
 void NetpolController::CheckKernelSoon() {
   impl_->check_soon = true;
   impl_->notifier.Notify();
@@ -634,6 +650,10 @@ std::string RenderNetpolMetrics(const NetpolMetrics& m) {
   gauge("weft_cnp_status_writes_total", "status.conditions written to ClusterNetworkPolicies.",
         m.cnp_status_writes.load(), "counter");
   gauge("weft_cnp_status_errors_total", "Failed status writes (retried).", m.cnp_status_errors.load(), "counter");
+  gauge("weft_netpol_kernel_checks_total",
+        "Checks of table inet weft-netpol against the desired ruleset (each a dump of its rules): at the resync "
+        "and after someone else deleted part of it.",
+        m.kernel_checks.load(), "counter");
   return out;
 }
 

@@ -53,6 +53,13 @@ class NetpolKernel {
   virtual Status MarkConntrack(const std::vector<std::string>& ips, uint32_t mark) = 0;
   // Writes the plugin's namespaces file (atomically).
   virtual Status WriteNamespaces(const std::string& path, const std::string& content) = 0;
+  // Whether nftables notifications with this netlink port id
+  // (sys::KernelEvent::portid) came from a batch Apply sent recently (its
+  // last 8 sockets): weftd's own deltas delete rules, which must not call
+  // for a check of the table. Thread-safe; a port id reused by another
+  // process within that window is taken for ours, and the periodic check
+  // still sees what it changed.
+  virtual bool SentBy(uint32_t /*portid*/) const { return false; }
 };
 // nft, conntrack and files of the node weftd runs in.
 std::unique_ptr<NetpolKernel> NewNetpolKernel();
@@ -104,6 +111,10 @@ struct NetpolMetrics {
   // Times the kernel's table differed from the desired ruleset and was
   // replaced (weft_repairs_total{object="netpol-table"}).
   std::atomic<uint64_t> kernel_repairs{0};
+  // Checks of the kernel's table against the desired ruleset (each one
+  // dump of the table's rules): at the resync, and when someone else
+  // deleted a rule, chain or the table (weft_netpol_kernel_checks_total).
+  std::atomic<uint64_t> kernel_checks{0};
 };
 std::string RenderNetpolMetrics(const NetpolMetrics& m);
 
@@ -141,6 +152,8 @@ class NetpolController {
   // (now, not at the resync): weftd saw the table or one of its chains or
   // rules deleted. Thread-safe.
   void CheckKernelSoon();
+  // NetpolKernel::SentBy: a notification of weftd's own commit.
+  bool OwnCommit(uint32_t portid) const;
 
  private:
   struct Impl;

@@ -132,6 +132,7 @@ bool ParseNft(const nlmsghdr* h, KernelEvent* ev) {
   if (h->nlmsg_len < NLMSG_LENGTH(sizeof(nfgenmsg))) return false;
   const auto* g = static_cast<const nfgenmsg*>(NLMSG_DATA(h));
   ev->family = g->nfgen_family;
+  ev->portid = h->nlmsg_pid;
   const char* attrs = reinterpret_cast<const char*>(g) + NLMSG_ALIGN(sizeof(nfgenmsg));
   size_t len = h->nlmsg_len - NLMSG_SPACE(sizeof(nfgenmsg));
   ForEachNfAttr(attrs, len, [&](uint16_t t, const char* d, size_t n) {

@@ -37,6 +37,11 @@ struct KernelEvent {
   bool gateway = false;
   bool up = false;
   int proxy_arp = -1;
+  // The netlink port id of the socket whose request made the change
+  // (nlmsg_pid): 0 for the kernel's own. nftables notifications carry the
+  // committing socket's, so a process can tell its own commits apart
+  // (sys/nft_kernel.h, Kernel::Apply's `sending`).
+  uint32_t portid = 0;
 };
 
 class KernelEvents {

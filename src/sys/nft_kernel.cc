@@ -181,7 +181,7 @@ Result<TableState> DumpOnce(Family family, const std::string& table, Part part =
 
 Status Kernel::Apply(const Transaction& tx) { return Apply(tx, nullptr); }
 
-Status Kernel::Apply(const Transaction& tx, UniqueFd* keep) {
+Status Kernel::Apply(const Transaction& tx, UniqueFd* keep, const std::function<void(uint32_t)>& sending) {
   if (tx.empty()) return Status::Ok();
   constexpr uint32_t kBegin = 1;
   WEFT_ASSIGN_OR_RETURN(std::vector<Message> msgs, EncodeOps(tx, kBegin + 1));
@@ -207,6 +207,7 @@ Status Kernel::Apply(const Transaction& tx, UniqueFd* keep) {
     if (setsockopt(mnl_socket_get_fd(s.get()), SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof size) < 0)
       (void)setsockopt(mnl_socket_get_fd(s.get()), SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
   }
+  if (sending) sending(mnl_socket_get_portid(s.get()));
   if (mnl_socket_sendto(s.get(), batch.data(), batch.size()) < 0) return OpError("send " + what, errno);
 
   // Answers: an error for each failing message, then the last message's

@@ -15,6 +15,8 @@
 // of the first (a chain a failed op should have created) and are counted
 // in the details.
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,7 +32,11 @@ class Kernel : public Backend {
   // socket closed: closing an nfnetlink socket right after a commit that
   // deleted objects waits for their destruction (an RCU grace period,
   // ~10 ms); a caller with other slow kernel work closes it after that.
-  Status Apply(const Transaction& tx, UniqueFd* keep);
+  // `sending` (optional) is told the socket's netlink port id before the
+  // batch is sent: the nftables notifications of the commit carry it
+  // (sys/kernel_events.h, KernelEvent::portid), and may be read by another
+  // thread before Apply returns.
+  Status Apply(const Transaction& tx, UniqueFd* keep, const std::function<void(uint32_t portid)>& sending = {});
   Result<TableState> Dump(Family family, const std::string& table) override;
   // Only the table's named counters (a metrics scrape: no sets, elements
   // or rules read); NotFound when the table does not exist.

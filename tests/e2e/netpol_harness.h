@@ -150,6 +150,7 @@ class NetpolCluster {
   FakeApiServer& api() { return *api_; }
   Underlay& underlay() { return *ul_; }
   WeftNode& node(int i) { return *nodes_.at(i); }
+  int node_count() const { return static_cast<int>(nodes_.size()); }
   const std::vector<std::string>& pod_keys() const { return keys_; }
   NetpolPod& pod(const std::string& key);
   bool sctp() const { return sctp_; }

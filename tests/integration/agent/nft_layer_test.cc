@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "sys/kernel_events.h"
 #include "sys/netns.h"
 #include "sys/nft_build.h"
 #include "sys/nft_fake.h"
@@ -211,6 +212,53 @@ TEST_F(NftLayerTest, ATransactionCommitsAndReadsBackAsTheSameObjectsAndNftsText)
   ASSERT_TRUE(Apply(Transaction(Family::kNetdev, "wnftnd").Destroy(Table{"wnftnd"})).ok());
   EXPECT_TRUE(Dump(Family::kInet, kTable).status().IsNotFound());
   EXPECT_TRUE(Apply(Transaction(Family::kNetdev, "wnftnd").Destroy(Table{"wnftnd"})).ok());
+}
+
+// weftd tells its own commits from anyone else's by the port id its
+// socket had (agent/keeper.h): the kernel's notifications of a batch carry
+// that socket's port id, and Apply names it before it sends.
+TEST_F(NftLayerTest, TheCommitsNotificationsCarryTheSendingSocketsPortId) {
+  auto h = sys::Netns::Open(ns_->path());
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  std::vector<KernelEvent> seen;
+  std::vector<uint32_t> sent;
+  Status st = sys::RunInNetns(*h, [&]() -> Status {
+    WEFT_ASSIGN_OR_RETURN(auto events, KernelEvents::Open(1 << 20));
+    Transaction make(Family::kInet, kTable);
+    make.Add(Table{kTable}).Add(Chain{"c", std::nullopt});
+    make.Add(Rule{"c", {Verdict{NF_ACCEPT, ""}}});
+    auto note = [&](uint32_t p) { sent.push_back(p); };
+    WEFT_RETURN_IF_ERROR(Kernel().Apply(make, nullptr, note));
+    Transaction drop(Family::kInet, kTable);
+    drop.Flush(Chain{"c", std::nullopt});
+    WEFT_RETURN_IF_ERROR(Kernel().Apply(drop, nullptr, note));
+    for (int i = 0; i < 20; ++i) {
+      bool lost = false;
+      WEFT_ASSIGN_OR_RETURN(auto got, events.Wait(std::chrono::milliseconds(50), &lost));
+      if (lost) return Status::Error(Reason::kInternal, Domain::kNone, "notifications lost");
+      seen.insert(seen.end(), got.begin(), got.end());
+    }
+    return Status::Ok();
+  });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_NE(sent[0], 0u);
+  EXPECT_NE(sent[0], sent[1]);  // each Apply its own socket
+  size_t added = 0, deleted = 0;
+  for (const auto& e : seen) {
+    if (e.table != kTable) continue;
+    if (e.kind == KernelEvent::Kind::kNftRule && !e.deleted) {
+      added++;
+      EXPECT_EQ(e.portid, sent[0]);
+    }
+    if (e.kind == KernelEvent::Kind::kNftRule && e.deleted) {
+      deleted++;
+      EXPECT_EQ(e.portid, sent[1]);
+    }
+  }
+  EXPECT_EQ(added, 1u);
+  EXPECT_EQ(deleted, 1u);
+  ASSERT_TRUE(Apply(Transaction(Family::kInet, kTable).Delete(Table{kTable})).ok());
 }
 
 TEST_F(NftLayerTest, AFailingOpRefusesTheWholeBatchAndIsNamed) {

@@ -183,6 +183,17 @@ nftnl_expr* EncodeExpr(const Expr& x, const AnonIds& anon) {
     nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_BURST, l->burst);
     nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_TYPE, l->type);
     if (l->invert) nftnl_expr_set_u32(e, NFTNL_EXPR_LIMIT_FLAGS, NFT_LIMIT_F_INV);
+  } else if (const auto* r = std::get_if<Reject>(&x)) {
+    e = nftnl_expr_alloc("reject");
+    nftnl_expr_set_u32(e, NFTNL_EXPR_REJECT_TYPE, r->type);
+    // The kernel takes (and dumps) a code only with the ICMP types.
+    if (r->type != NFT_REJECT_TCP_RST) nftnl_expr_set_u8(e, NFTNL_EXPR_REJECT_CODE, r->code);
+  } else if (const auto* d = std::get_if<Dynset>(&x)) {
+    e = nftnl_expr_alloc("dynset");
+    nftnl_expr_set_str(e, NFTNL_EXPR_DYNSET_SET_NAME, d->set.c_str());
+    nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_OP, d->op);
+    nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SREG_KEY, d->sreg_key);
+    if (d->timeout_ms) nftnl_expr_set_u64(e, NFTNL_EXPR_DYNSET_TIMEOUT, d->timeout_ms);
   }
   return e;
 }
@@ -288,6 +299,19 @@ std::optional<Expr> DecodeExpr(const nftnl_expr* e) {
     l.type = U32(e, NFTNL_EXPR_LIMIT_TYPE);
     l.invert = (U32(e, NFTNL_EXPR_LIMIT_FLAGS) & NFT_LIMIT_F_INV) != 0;
     return l;
+  }
+  if (name == "reject") {
+    Reject r{U32(e, NFTNL_EXPR_REJECT_TYPE), 0};
+    if (nftnl_expr_is_set(e, NFTNL_EXPR_REJECT_CODE)) r.code = nftnl_expr_get_u8(e, NFTNL_EXPR_REJECT_CODE);
+    return r;
+  }
+  if (name == "dynset") {
+    // A dynset with expressions of its own (`add @s { ip saddr counter }`) or data (a map) is none of ours.
+    if (nftnl_expr_is_set(e, NFTNL_EXPR_DYNSET_SREG_DATA) || nftnl_expr_is_set(e, NFTNL_EXPR_DYNSET_EXPR))
+      return std::nullopt;
+    Dynset d{U32(e, NFTNL_EXPR_DYNSET_OP), Str(e, NFTNL_EXPR_DYNSET_SET_NAME), U32(e, NFTNL_EXPR_DYNSET_SREG_KEY), 0};
+    if (nftnl_expr_is_set(e, NFTNL_EXPR_DYNSET_TIMEOUT)) d.timeout_ms = nftnl_expr_get_u64(e, NFTNL_EXPR_DYNSET_TIMEOUT);
+    return d;
   }
   return std::nullopt;
 }

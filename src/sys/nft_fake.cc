@@ -131,6 +131,11 @@ class Applier {
         }
       } else if (const auto* l = std::get_if<Lookup>(&e)) {
         if (!FindNamed(t_->sets, l->set)) return ENOENT;
+      } else if (const auto* d = std::get_if<Dynset>(&e)) {
+        const Set* s = FindNamed(t_->sets, d->set);
+        if (!s) return ENOENT;
+        // The kernel picks a backend that can be updated from the packet path only for `flags dynamic`.
+        if (!(s->flags & NFT_SET_EVAL) || (d->timeout_ms && !(s->flags & NFT_SET_TIMEOUT))) return EOPNOTSUPP;
       } else if (const auto* k = std::get_if<CounterRef>(&e)) {
         if (!FindNamed(t_->counters, k->name)) return ENOENT;
       } else if (const auto* k = std::get_if<LimitRef>(&e)) {
@@ -172,6 +177,7 @@ class Applier {
     for (const auto& r : t_->rules)
       for (const auto& e : r.exprs)
         if (const auto* l = std::get_if<Lookup>(&e); l && l->set == name) return true;
+        else if (const auto* d = std::get_if<Dynset>(&e); d && d->set == name) return true;
     return false;
   }
 

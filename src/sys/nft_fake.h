@@ -13,7 +13,9 @@
 //           again with other data
 //   EINVAL  a key or data of the wrong length for its set, data in a plain
 //           set or none in a map, a timeout in a set without the flag
-//   EOPNOTSUPP a jump or goto to a base chain
+//   EOPNOTSUPP a jump or goto to a base chain; a dynset (`update @s`) on a
+//           set without NFT_SET_EVAL, or with a timeout on one without
+//           NFT_SET_TIMEOUT
 // Not modelled: overlapping ranges (the kernel's ENOTEMPTY), element
 // expiry, counters that count.
 

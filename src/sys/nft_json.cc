@@ -139,11 +139,16 @@ template <class V> void Fields(V& v, Limit& x) {
 template <class V> void Fields(V& v, LimitRef& x) { v.Str("name", x.name); }
 template <class V> void Fields(V& v, Fib& x) { v.Int("flags", x.flags); v.Int("result", x.result); v.Int("dreg", x.dreg); }
 template <class V> void Fields(V& v, MetaSet& x) { v.Int("key", x.key); v.Int("sreg", x.sreg); }
+template <class V> void Fields(V& v, Reject& x) { v.Int("type", x.type); v.Int("code", x.code); }
+template <class V> void Fields(V& v, Dynset& x) {
+  v.Int("op", x.op); v.Str("set", x.set); v.Int("sreg_key", x.sreg_key); v.Int("timeout_ms", x.timeout_ms);
+}
 
 // Expression kinds in Expr's order.
 constexpr const char* kExprNames[] = {"meta",    "payload", "ct",      "cmp",     "bitwise", "lookup",
                                       "immediate", "verdict", "counter", "counter_ref", "log", "nat",
-                                      "numgen",  "limit",   "limit_ref", "fib",   "meta_set"};
+                                      "numgen",  "limit",   "limit_ref", "fib",   "meta_set", "reject",
+                                      "dynset"};
 static_assert(std::size(kExprNames) == std::variant_size_v<Expr>);
 
 json ExprJson(const Expr& e) {

@@ -44,7 +44,9 @@ Transaction Everything() {
              Limit{.rate = 1, .unit = 1, .burst = 5, .type = NFT_LIMIT_PKT_BYTES, .invert = false},
              LimitRef{"l"},
              Fib{.flags = 1, .result = 3, .dreg = 1},
-             MetaSet{NFT_META_MARK, 1}};
+             MetaSet{NFT_META_MARK, 1},
+             Reject{NFT_REJECT_ICMPX_UNREACH, 1},
+             Dynset{.op = NFT_DYNSET_OP_UPDATE, .set = "s", .sreg_key = 1, .timeout_ms = 5000}};
   tx.Add(r);
   tx.Flush(Chain{"c"}).Destroy(Set{.name = "gone"}).Create(Chain{"new"});
   return tx;

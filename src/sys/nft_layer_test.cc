@@ -63,6 +63,7 @@ Set PodsOn() {
 Set Vmap() { return Set{"ports", NFT_SET_MAP, kTypeInetService, 2, kTypeVerdict, 0}; }
 Set Timed() { return Set{"recent", NFT_SET_TIMEOUT, kTypeIpv6, 16, 0, 0, {}, 30000}; }
 Set Natmap() { return Set{"backends", NFT_SET_MAP, kTypeInetService, 2, kTypeIpv4, 4}; }
+Set Affinity() { return Set{"affinity", NFT_SET_TIMEOUT | NFT_SET_EVAL, kTypeIpv4, 4, 0, 0, {}, 10800000}; }
 
 // A transaction with every kind of object and expression the layer has.
 Transaction Everything() {
@@ -71,7 +72,7 @@ Transaction Everything() {
   tx.Add(NamedCounter{"dropped", 0, 0});
   tx.Add(NamedCounter{"seen", 0, 0});  // a name that fills its attribute: no padding to end it
   tx.Add(NamedLimit{"log-rate", 10, 60, 7, NFT_LIMIT_PKTS, false});
-  for (const Set& s : {Peers4(), Ranges(), PodsOn(), Vmap(), Timed(), Natmap()}) tx.Add(s);
+  for (const Set& s : {Peers4(), Ranges(), PodsOn(), Vmap(), Timed(), Natmap(), Affinity()}) tx.Add(s);
   tx.Add(Chain{"vxlan", std::nullopt});
   tx.Add(Chain{"other", std::nullopt});
   tx.Add(Chain{"input", Hook{NF_INET_LOCAL_IN, -10, "filter", "", NF_ACCEPT}});
@@ -104,6 +105,11 @@ Transaction Everything() {
   tx.Add(Rule{"other", {Fib{NFTA_FIB_F_DADDR, NFT_FIB_RESULT_ADDRTYPE, NFT_REG_1}, Cmp{NFT_CMP_EQ, Host32(2), NFT_REG_1},
                         Meta{NFT_META_MARK, NFT_REG_1}, Bitwise{NFT_REG_1, NFT_REG_1, 4, Host32(~0x2000u), Host32(0x2000)},
                         MetaSet{NFT_META_MARK, NFT_REG_1}}});
+  tx.Add(Rule{"other", MatchL4proto(IPPROTO_TCP) + std::vector<Expr>{Reject{NFT_REJECT_TCP_RST, 0}}});
+  tx.Add(Rule{"other", {Reject{NFT_REJECT_ICMPX_UNREACH, NFT_REJECT_ICMPX_PORT_UNREACH}}});
+  tx.Add(Rule{"other", MatchNfproto(NFPROTO_IPV4) +
+                           std::vector<Expr>{Payload{NFT_PAYLOAD_NETWORK_HEADER, 12, 4, NFT_REG_1},
+                                             Dynset{NFT_DYNSET_OP_UPDATE, "affinity", NFT_REG_1, 0}}});
   tx.Add(Elements{"peers4", {Element{V4("192.0.2.1")}, Element{V4("192.0.2.2")}}});
   tx.Add(Elements{"ranges", {Element{V4("10.0.0.0")}, Element{V4("10.0.1.0"), "", "", std::nullopt, NFT_SET_ELEM_INTERVAL_END}}});
   tx.Add(Elements{"pods4-on", {Element{V4("10.2.0.0") + Ifname("up0"), V4("10.2.0.255") + Ifname("up0")}}});
@@ -263,7 +269,7 @@ TEST(NftRender, RulesReadAsNftListsThem) {
   std::vector<std::string> rules;
   for (const Op& op : tx.ops())
     if (const auto* r = std::get_if<Rule>(&op.object)) rules.push_back(RenderRule(Family::kInet, *r));
-  ASSERT_EQ(rules.size(), 10u);
+  ASSERT_EQ(rules.size(), 13u);
   EXPECT_EQ(rules[0], "udp dport 8472 jump vxlan comment \"weft-overlay:abc\"");
   EXPECT_EQ(rules[1], "ip saddr != @peers4 counter name \"dropped\" drop");
   EXPECT_EQ(rules[2], "ip saddr . iifname @pods4-on counter packets 0 bytes 0 return");
@@ -274,6 +280,12 @@ TEST(NftRender, RulesReadAsNftListsThem) {
   EXPECT_EQ(rules[7], "masquerade fully-random");
   EXPECT_EQ(rules[8], "limit name \"log-rate\" counter name \"seen\" accept");
   EXPECT_EQ(rules[9], "fib daddr type local meta mark set meta mark | 0x00002000");
+  EXPECT_EQ(rules[10], "meta l4proto tcp reject with tcp reset");
+  EXPECT_EQ(rules[11], "reject");
+  EXPECT_EQ(rules[12], "update @affinity { ip saddr }");
+  EXPECT_EQ(RenderRule(Family::kInet, Rule{"c", {Reject{NFT_REJECT_ICMPX_UNREACH, NFT_REJECT_ICMPX_HOST_UNREACH}}}),
+            "reject with icmpx host-unreachable");
+  EXPECT_EQ(RenderRule(Family::kIp, Rule{"c", {Reject{NFT_REJECT_ICMP_UNREACH, 3}}}), "reject");
   // In an ip table there is no nfproto dependency to leave out.
   Rule r{"c", {Payload{NFT_PAYLOAD_NETWORK_HEADER, 16, 4, NFT_REG_1}, Cmp{NFT_CMP_NEQ, V4("10.0.0.2"), NFT_REG_1}}};
   EXPECT_EQ(RenderRule(Family::kIp, r), "ip daddr != 10.0.0.2");
@@ -406,6 +418,11 @@ TEST_F(NftFakeTest, ExistenceSemanticsMatchTheKernel) {
   ExpectRefused(Tx().Add(Rule{"target", {Payload{NFT_PAYLOAD_NETWORK_HEADER, 12, 4, 1}, Lookup{"nope", 1}}}), ENOENT,
                 "@nope");
   ExpectRefused(Tx().Add(Rule{"target", {CounterRef{"nope"}}}), ENOENT, "counter name");
+  // `update @s` needs a set that exists and is dynamic.
+  ExpectRefused(Tx().Add(Rule{"target", {Payload{NFT_PAYLOAD_NETWORK_HEADER, 12, 4, 1}, Dynset{NFT_DYNSET_OP_UPDATE, "nope", 1}}}),
+                ENOENT, "update @nope");
+  ExpectRefused(Tx().Add(Rule{"target", {Payload{NFT_PAYLOAD_NETWORK_HEADER, 12, 4, 1}, Dynset{NFT_DYNSET_OP_UPDATE, "peers4", 1}}}),
+                EOPNOTSUPP, "update @peers4");
   ExpectRefused(Tx().Add(Set{"peers4", NFT_SET_INTERVAL, kTypeIpv4, 4}), EEXIST, "add set inet wtest peers4");
   ExpectRefused(Tx().Delete(Set{"nope"}), ENOENT, "delete set");
   ExpectRefused(Tx().Add(Elements{"nope", {Element{V4("10.0.0.1")}}}), ENOENT, "add element inet wtest nope");

@@ -322,7 +322,7 @@ using InlineSets = std::map<std::string, std::string>;
 class RuleRenderer {
  public:
   explicit RuleRenderer(Family f, const InlineSets* inline_sets = nullptr)
-      : l3_known_(f != Family::kNetdev && f != Family::kBridge), inline_(inline_sets) {
+      : family_(f), l3_known_(f != Family::kNetdev && f != Family::kBridge), inline_(inline_sets) {
     if (f == Family::kIp) cx_.nfproto = NFPROTO_IPV4;
     if (f == Family::kIp6) cx_.nfproto = NFPROTO_IPV6;
   }
@@ -494,6 +494,24 @@ class RuleRenderer {
     Emit(s);
   }
   void On(const Limit& l) { Emit("limit " + LimitText(l)); }
+  // As nft prints it: the family's default (port unreachable) as plain `reject`.
+  void On(const Reject& r) {
+    if (r.type == NFT_REJECT_TCP_RST) return Emit("reject with tcp reset");
+    if (r.type == NFT_REJECT_ICMPX_UNREACH) {
+      static const char* const kCodes[] = {"no-route", "port-unreachable", "host-unreachable", "admin-prohibited"};
+      if (r.code == NFT_REJECT_ICMPX_PORT_UNREACH) return Emit("reject");
+      return Emit("reject with icmpx " + (r.code < 4 ? std::string(kCodes[r.code]) : std::to_string(r.code)));
+    }
+    const bool v6 = family_ == Family::kIp6 || cx_.nfproto == NFPROTO_IPV6;
+    if (r.code == (v6 ? 4 : 3)) return Emit("reject");  // ICMP6_DST_UNREACH_NOPORT, ICMP_PORT_UNREACH
+    Emit(std::string("reject with ") + (v6 ? "icmpv6 " : "icmp ") + std::to_string(r.code));
+  }
+  void On(const Dynset& d) {
+    const char* op = d.op == NFT_DYNSET_OP_UPDATE ? "update" : d.op == NFT_DYNSET_OP_DELETE ? "delete" : "add";
+    std::string key = Take(d.sreg_key).text;  // one field: what the layer's users write
+    if (d.timeout_ms) key += " timeout " + std::to_string(d.timeout_ms / 1000) + "s";
+    Emit(std::string(op) + " @" + d.set + " { " + key + " }");
+  }
   void On(const Nat& n) {
     if (n.masq) {
       std::string s = "masquerade";
@@ -542,6 +560,7 @@ class RuleRenderer {
   std::vector<uint32_t> order_;
   std::string dependency_;
   std::vector<std::string> out_;
+  Family family_;
   bool l3_known_;  // the family has its network protocol (ip, ip6, inet)
   const InlineSets* inline_;
 };

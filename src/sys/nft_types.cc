@@ -78,6 +78,7 @@ Rule CanonicalRule(Rule r) {
     if (auto* e = std::get_if<Numgen>(&x)) c(e->dreg);
     if (auto* e = std::get_if<Fib>(&x)) c(e->dreg);
     if (auto* e = std::get_if<MetaSet>(&x)) c(e->sreg);
+    if (auto* e = std::get_if<Dynset>(&x)) c(e->sreg_key);
   }
   return r;
 }

@@ -164,8 +164,29 @@ struct Limit {
   bool operator==(const Limit&) const = default;
 };
 
+// `reject`: type NFT_REJECT_ICMP_UNREACH (ip, ip6: `code` an ICMP / ICMPv6
+// unreachable code), NFT_REJECT_TCP_RST (no code), NFT_REJECT_ICMPX_UNREACH
+// (inet, bridge: `code` NFT_REJECT_ICMPX_*, the packet's family's ICMP). A
+// terminal statement: the packet is dropped after the reply is sent.
+struct Reject {
+  uint32_t type = 0;
+  uint8_t code = 0;
+  bool operator==(const Reject&) const = default;
+};
+// `update @set { <key> }` (op NFT_DYNSET_OP_UPDATE; _ADD: `add`, _DELETE:
+// `delete`): the key in sreg_key written into `set` from the packet path,
+// its timeout refreshed (timeout_ms 0: the set's default). The set needs
+// NFT_SET_EVAL (`flags dynamic`), and NFT_SET_TIMEOUT for timeouts.
+struct Dynset {
+  uint32_t op = 0;
+  std::string set;
+  uint32_t sreg_key = 1;
+  uint64_t timeout_ms = 0;
+  bool operator==(const Dynset&) const = default;
+};
+
 using Expr = std::variant<Meta, Payload, Ct, Cmp, Bitwise, Lookup, Immediate, Verdict, Counter, CounterRef, Log, Nat,
-                          Numgen, Limit, LimitRef, Fib, MetaSet>;
+                          Numgen, Limit, LimitRef, Fib, MetaSet, Reject, Dynset>;
 
 // The register the kernel reports for `reg`: a 4-byte register that starts
 // a 16-byte one is that one (NFT_REG32_00 is NFT_REG_1, NFT_REG32_04 is

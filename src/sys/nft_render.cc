@@ -547,6 +547,7 @@ class RuleRenderer {
     std::string inv = f.mask;
     for (auto& c : inv) c = static_cast<char>(~c);
     if (inv == f.xor_) return f.text + " | " + Format(k, f.xor_);
+    if (f.mask.find_first_not_of('\xff') == std::string::npos) return f.text + " ^ " + Format(k, f.xor_);
     return "(" + f.text + " & " + Format(k, f.mask) + ") ^ " + Format(k, f.xor_);
   }
   // A register's value as `k` (an immediate) or its words (a map lookup).
@@ -653,7 +654,11 @@ std::string KeyText(const Set& set, const std::string& key, const std::string& e
     uint32_t len = i < set.fields.size() ? set.fields[i] : DataTypeLen(types[i]);
     if (len == 0) len = static_cast<uint32_t>(key.size() - std::min(at, key.size()));
     const std::string a = key.substr(std::min(at, key.size()), len);
-    std::string f = Format(KindOf(types[i]), a);
+    Kind kind = KindOf(types[i]);
+    // A lone integer of host byte order (numgen's, `numgen random mod 2 vmap { 0 : ... }`) is a number.
+    if (types.size() == 1 && types[0] == kTypeInteger && KeyByteOrder(set.userdata) == ByteOrder::kHost)
+      kind = Kind::kDecimal;
+    std::string f = Format(kind, a);
     if (!end.empty()) {
       const std::string b = end.substr(std::min(at, end.size()), len);
       if (b != a) {

@@ -157,6 +157,19 @@ std::string ConcatMapUserdata() {
   return Bytes(b);
 }
 
+std::string ConcatVerdictMapUserdata() {
+  Buf b(nftnl_udata_buf_alloc(NFT_USERDATA_MAXLEN));
+  nftnl_udata_put_u32(b.get(), NFTNL_UDATA_SET_KEYBYTEORDER, static_cast<uint32_t>(ByteOrder::kInvalid));
+  nftnl_udata_put_u32(b.get(), NFTNL_UDATA_SET_DATABYTEORDER, static_cast<uint32_t>(ByteOrder::kInvalid));
+  nftnl_udata* key = nftnl_udata_nest_start(b.get(), NFTNL_UDATA_SET_KEY_TYPEOF);
+  nftnl_udata_put_u32(b.get(), kTypeofExpr, kExprConcat);
+  nftnl_udata* data = nftnl_udata_nest_start(b.get(), kTypeofData);
+  nftnl_udata_nest_end(b.get(), data);
+  nftnl_udata_nest_end(b.get(), key);
+  nftnl_udata_put_u32(b.get(), kDataInterval, 0);
+  return Bytes(b);
+}
+
 std::string TypeofSetUserdata(ByteOrder key, const TypeofField& field) {
   Buf b(nftnl_udata_buf_alloc(NFT_USERDATA_MAXLEN));
   nftnl_udata_put_u32(b.get(), NFTNL_UDATA_SET_KEYBYTEORDER, static_cast<uint32_t>(key));
@@ -184,6 +197,17 @@ std::optional<std::vector<TypeofField>> TypeofFields(const std::string& userdata
   }
   if (out.empty()) return std::nullopt;
   return out;
+}
+
+std::optional<ByteOrder> KeyByteOrder(const std::string& userdata) {
+  Attrs top;
+  if (userdata.empty() ||
+      nftnl_udata_parse(userdata.data(), static_cast<uint32_t>(userdata.size()), Keep, &top) < 0 ||
+      !top.a[NFTNL_UDATA_SET_KEYBYTEORDER])
+    return std::nullopt;
+  const auto order = U32(top.a[NFTNL_UDATA_SET_KEYBYTEORDER]);
+  if (!order) return std::nullopt;
+  return static_cast<ByteOrder>(*order);
 }
 
 std::string TypeofFieldText(const TypeofField& f) {

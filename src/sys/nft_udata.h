@@ -49,6 +49,8 @@ std::string ConcatSetUserdata(const std::vector<TypeofField>& fields);
 std::string MapUserdata(ByteOrder key);
 // For a map `type a . b : c . d` (key and data concatenations).
 std::string ConcatMapUserdata();
+// For a verdict map `type a . b : verdict` (a concatenated key).
+std::string ConcatVerdictMapUserdata();
 // For a one-field key nft knows by its expression (an anonymous set of
 // `icmpv6 type { ... }`): the byte order, then the field.
 std::string TypeofSetUserdata(ByteOrder key, const TypeofField& field);
@@ -57,6 +59,9 @@ std::string TypeofSetUserdata(ByteOrder key, const TypeofField& field);
 // concatenation when it names them (nullopt otherwise: a `type` set, or
 // metadata this parser does not know).
 std::optional<std::vector<TypeofField>> TypeofFields(const std::string& userdata);
+
+// The key's byte order a set's userdata records (nullopt without one).
+std::optional<ByteOrder> KeyByteOrder(const std::string& userdata);
 
 // A field in nft's words: "ip saddr", "@th,336,32", "iifname" ("" when unknown).
 std::string TypeofFieldText(const TypeofField& f);

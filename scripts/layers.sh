@@ -8,7 +8,8 @@
 # the plugin's teardown, plugin/reclaim.h); the runtime uses neither. weftd's
 # rooms: the API clients (kube, etcd) use only base and sys (the HTTP client,
 # weft_http, is in sys); the overlay and policy never use each other; the
-# agent composes them all.
+# agent composes them all. The Service proxy (services) uses the nftables
+# layer and knows nothing of policy or the overlay; weftd will compose it.
 declare -A DEPS=(
   [base]=""
   [sys]="base"
@@ -21,6 +22,7 @@ declare -A DEPS=(
   [etcd]="sys"
   [overlay]="sys"
   [policy]="kube fw"
+  [services]="sys"
   [agent]="plugin kube etcd overlay policy"
   [doctor]="agent runtime"
   [cmd]="doctor"
@@ -31,11 +33,11 @@ declare -A DEPS=(
   [bench]="agent"
   [tests]="doctor e2e testutil"
 )
-LAYERS="base sys cni ipam fw plugin runtime kube etcd overlay policy agent doctor cmd testutil e2e bench tests"
+LAYERS="base sys cni ipam fw plugin runtime kube etcd overlay services policy agent doctor cmd testutil e2e bench tests"
 # The product's layers: their libraries link exactly the layers DEPS names.
 # A helper library (weft_testutil, weft_e2e_cluster, weft_bench_lib) may link
 # less than its layer's programs do.
-PRODUCT_LAYERS="base sys cni ipam fw plugin runtime kube etcd overlay policy agent doctor"
+PRODUCT_LAYERS="base sys cni ipam fw plugin runtime kube etcd overlay services policy agent doctor"
 
 # closure <layer>: the layers <layer> may include, itself first.
 closure() {

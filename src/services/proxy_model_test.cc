@@ -289,7 +289,7 @@ TEST_F(ProxyTest, SessionAffinity) {
   Svc(web);
   Slice(WebSlice({{.ip = "10.244.1.5"}, {.ip = "10.244.2.5"}}));
   const std::string a = AffSet("10.244.1.5/8080"), b = AffSet("10.244.2.5/8080");
-  EXPECT_TRUE(Lists("set " + a + " {\n\t\ttype ipv4_addr\n\t\tflags dynamic\n\t\ttimeout 10800s\n\t}")) << Listing();
+  EXPECT_TRUE(Lists("set " + a + " {\n\t\ttype ipv4_addr\n\t\tflags dynamic,timeout\n\t\ttimeout 3h\n\t}")) << Listing();
   // The service chain looks the client up before it picks at random.
   EXPECT_TRUE(Lists("\t\tip saddr @" + a + " goto " + EpChain("10.244.1.5/8080") + "\n\t\tip saddr @" + b + " goto " +
                     EpChain("10.244.2.5/8080") + "\n\t\tnumgen random mod 2"))
@@ -298,7 +298,7 @@ TEST_F(ProxyTest, SessionAffinity) {
   EXPECT_TRUE(Lists("\t\tupdate @" + a + " { ip saddr }\n\t\tmeta l4proto tcp dnat ip to 10.244.1.5:8080")) << Listing();
   web["spec"]["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"] = 60;
   Svc(web);
-  EXPECT_TRUE(Lists("set " + a + " {\n\t\ttype ipv4_addr\n\t\tflags dynamic\n\t\ttimeout 60s\n\t}")) << Listing();
+  EXPECT_TRUE(Lists("set " + a + " {\n\t\ttype ipv4_addr\n\t\tflags dynamic,timeout\n\t\ttimeout 1m\n\t}")) << Listing();
   web["spec"]["sessionAffinity"] = "None";
   Svc(web);
   EXPECT_FALSE(Lists("aff4-")) << Listing();
@@ -515,14 +515,14 @@ TEST_F(ProxyTest, TheExampleOfDocsServicesMd) {
 
 	set aff4-YOC7WACK-default/web/tcp/http__10.244.2.5/8080 {
 		type ipv4_addr
-		flags dynamic
-		timeout 10800s
+		flags dynamic,timeout
+		timeout 3h
 	}
 
 	set aff4-ZTNODRUG-default/web/tcp/http__10.244.1.5/8080 {
 		type ipv4_addr
-		flags dynamic
-		timeout 10800s
+		flags dynamic,timeout
+		timeout 3h
 	}
 
 	chain mark-for-masquerade {

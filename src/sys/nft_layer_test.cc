@@ -343,6 +343,18 @@ TEST(NftRender, TableReadsAsNftListTable) {
             "add chain netdev wnd in { type filter hook ingress device \"eth0\" priority filter; policy drop; }\n");
 }
 
+// As nft 1.0.6 lists a set `update @set` writes to (the kernel adds "size 65535", which the layer does not model).
+TEST(NftRender, ADynamicSetWithATimeout) {
+  Transaction tx(Family::kInet, "wtest");
+  tx.Add(Table{"wtest"}).Add(Affinity());
+  Fake fake;
+  ASSERT_TRUE(fake.Apply(tx).ok());
+  auto t = fake.Dump(Family::kInet, "wtest");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(RenderTable(*t), "table inet wtest {\n\tset affinity {\n\t\ttype ipv4_addr\n\t\tflags dynamic,timeout\n"
+                             "\t\ttimeout 3h\n\t}\n}\n");
+}
+
 TEST(NftRender, TheExampleOfDocsNftablesMd) {
   Transaction tx(Family::kInet, "weft-example");
   tx.Add(Table{"weft-example"});

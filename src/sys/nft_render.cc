@@ -721,6 +721,19 @@ std::vector<std::string> ElementTexts(const Set& set, std::vector<Element> elems
   return out;
 }
 
+// A duration as nft prints one: "3h", "1m30s", "500ms".
+std::string DurationText(uint64_t ms) {
+  static const std::pair<uint64_t, const char*> kUnits[] = {
+      {86400000, "d"}, {3600000, "h"}, {60000, "m"}, {1000, "s"}, {1, "ms"}};
+  std::string s;
+  for (const auto& [unit, name] : kUnits)
+    if (ms >= unit) {
+      s += std::to_string(ms / unit) + name;
+      ms %= unit;
+    }
+  return s.empty() ? "0s" : s;
+}
+
 // A set's declaration: "type ...", "flags ...", "timeout ...".
 std::vector<std::string> SetLines(const Set& s) {
   std::vector<std::string> l;
@@ -734,10 +747,11 @@ std::vector<std::string> SetLines(const Set& s) {
   std::string flags;
   if (s.flags & NFT_SET_CONSTANT) flags += ",constant";
   if (s.flags & NFT_SET_INTERVAL) flags += ",interval";
-  if ((s.flags & NFT_SET_TIMEOUT) && !s.timeout_ms) flags += ",timeout";  // nft: a default timeout implies it
+  // nft 1.0.6: a default timeout implies the flag, except in a dynamic set (`flags dynamic,timeout`).
   if (s.flags & NFT_SET_EVAL) flags += ",dynamic";
+  if ((s.flags & NFT_SET_TIMEOUT) && (!s.timeout_ms || (s.flags & NFT_SET_EVAL))) flags += ",timeout";
   if (!flags.empty()) l.push_back("flags " + flags.substr(1));
-  if (s.timeout_ms) l.push_back("timeout " + std::to_string(s.timeout_ms / 1000) + "s");
+  if (s.timeout_ms) l.push_back("timeout " + DurationText(s.timeout_ms));
   return l;
 }
 

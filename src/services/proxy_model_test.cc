@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <linux/netfilter.h>
+#include <random>
 #include <linux/netfilter/nf_tables.h>
 
 #include "sys/nft_fake.h"
@@ -456,6 +457,99 @@ TEST_F(ProxyTest, ConntrackWorkForUdp) {
   EXPECT_TRUE(c.conntrack.empty());
   c = Slice(WebSlice({}));
   EXPECT_TRUE(c.conntrack.empty());
+}
+
+// A random history over a few Services and slices that share addresses,
+// ports and nodes: after every change the kernel (the fake, fed only the
+// deltas) holds what a fresh model's Full() writes.
+TEST(ProxyHistory, RandomChangesKeepTheKernelEqualToAFreshFull) {
+  for (unsigned seed = 1; seed <= 30; ++seed) {
+    std::mt19937 rng(seed);
+    auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+    auto coin = [&](int pct) { return pick(100) < pct; };
+    const Config cfg = TestConfig();
+    Model model(cfg);
+    nft::Fake kernel;
+    ASSERT_TRUE(kernel.Apply(model.Full()).ok());
+    std::map<std::string, Service> svcs;
+    std::map<std::string, EndpointSlice> slices;
+    auto random_service = [&](int i) {
+      const std::string n = "s" + std::to_string(i);
+      std::vector<std::string> ips = {"10.96.0." + std::to_string(10 + i)};
+      if (coin(40)) ips.push_back("fd00:96::" + std::to_string(10 + i));
+      json ports = json::array();
+      if (coin(80)) ports.push_back({{"name", "http"}, {"port", 80}, {"nodePort", 30000 + 10 * i}, {"targetPort", "web"}});
+      if (coin(60)) ports.push_back({{"name", "dns"}, {"protocol", "UDP"}, {"port", 53}, {"nodePort", 30001 + 10 * i}});
+      json j = testing::ServiceJson("default", n, ips, ports);
+      const char* types[] = {"ClusterIP", "NodePort", "LoadBalancer"};
+      j["spec"]["type"] = types[pick(3)];
+      if (j["spec"]["type"] == "ClusterIP")
+        for (auto& p : j["spec"]["ports"]) p.erase("nodePort");
+      if (coin(30)) j["spec"]["externalIPs"] = {coin(50) ? "192.0.2.1" : "192.0.2.2"};  // shared by chance
+      if (j["spec"]["type"] == "LoadBalancer" && coin(50)) j["status"]["loadBalancer"]["ingress"] = {{{"ip", "198.51.100.1"}}};
+      if (coin(40)) j["spec"]["sessionAffinity"] = "ClientIP";
+      if (coin(30)) j["spec"]["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"] = coin(50) ? 60 : 600;
+      if (coin(30)) j["spec"]["internalTrafficPolicy"] = "Local";
+      if (coin(40)) j["spec"]["externalTrafficPolicy"] = "Local";
+      if (coin(10)) j["metadata"]["labels"][kProxyNameLabel] = "other";
+      return testing::Decoded(j);
+    };
+    auto random_slice = [&](const std::string& name) {
+      const int owner = coin(85) ? name[1] - '0' : pick(3);  // now and then another Service's
+      const bool v6 = name.back() == '6';
+      std::vector<Ep> eps;
+      for (int k = 0, n = pick(4); k < n; ++k) {
+        Ep e;
+        e.ip = v6 ? "fd00:244::" + std::to_string(1 + pick(4)) : "10.244." + std::to_string(1 + pick(2)) + "." + std::to_string(1 + pick(4));
+        e.node = coin(40) ? "n1" : "n2";
+        e.ready = coin(70);
+        e.terminating = !e.ready && coin(60);
+        e.serving = e.ready || coin(60);
+        if (coin(20)) e.zones = {coin(50) ? "zone-a" : "zone-b"};
+        if (coin(15)) e.nodes = {e.node};
+        eps.push_back(e);
+      }
+      json ports = coin(90) ? SlicePorts() : json::array({{{"name", "other"}, {"port", 1}}});
+      return testing::DecodedSlice(testing::SliceJson("default", "s" + std::to_string(owner), name, eps, ports));
+    };
+    for (int step = 0; step < 60; ++step) {
+      Change c;
+      const int what = pick(10);
+      if (what < 3) {
+        Service s = random_service(pick(3));
+        svcs[s.Key()] = s;
+        c = model.UpsertService(s);
+      } else if (what < 4) {
+        const std::string key = "default/s" + std::to_string(pick(3));
+        svcs.erase(key);
+        c = model.DeleteService(key);
+      } else if (what < 9) {
+        const std::string name = "s" + std::to_string(pick(3)) + "-" + (coin(70) ? (coin(50) ? "a" : "b") : "6");
+        EndpointSlice sl = random_slice(name);
+        slices[sl.Key()] = sl;
+        c = model.UpsertSlice(sl);
+      } else {
+        if (slices.empty()) continue;
+        auto it = slices.begin();
+        std::advance(it, pick(static_cast<int>(slices.size())));
+        const std::string key = it->first;
+        slices.erase(it);
+        c = model.DeleteSlice(key);
+      }
+      if (!c.tx.empty()) {
+        Status st = kernel.Apply(c.tx);
+        ASSERT_TRUE(st.ok()) << "seed " << seed << " step " << step << ": " << st.ToString() << "\n"
+                             << nft::RenderTransaction(c.tx);
+      }
+      Model fresh(cfg);
+      for (const auto& [k, sv] : svcs) (void)fresh.UpsertService(sv);
+      for (const auto& [k, sl] : slices) (void)fresh.UpsertSlice(sl);
+      auto dump = kernel.Dump(nft::Family::kInet, kTable);
+      ASSERT_TRUE(dump.ok());
+      const TableDigest got = DigestOf(*dump), want = fresh.Digest();
+      ASSERT_EQ(got, want) << "seed " << seed << " step " << step << ":\n" << got.Diff(want);
+    }
+  }
 }
 
 TEST(ProxyNames, StableUniqueAndShortEnough) {

@@ -6,6 +6,7 @@
 #include <random>
 #include <linux/netfilter/nf_tables.h>
 
+#include "services/proxy_kernel.h"
 #include "sys/nft_fake.h"
 #include "sys/nft_render.h"
 #include "services/test_objects.h"
@@ -34,30 +35,35 @@ class ProxyTest : public ::testing::Test {
     Status st = kernel_.Apply(tx);
     ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << nft::RenderTransaction(tx);
   }
+  // A change as weftd will apply it: the transaction, then its conntrack cleanup.
+  void Apply(const Change& c) {
+    Status st = ApplyChange(kernel_, c);
+    ASSERT_TRUE(st.ok()) << st.ToString() << "\n" << nft::RenderTransaction(c.tx);
+  }
   Change Svc(const json& j) {
     Service s = testing::Decoded(j);
     svcs_[s.Key()] = s;
     Change c = model_.UpsertService(s);
-    Apply(c.tx);
+    Apply(c);
     return c;
   }
   Change Slice(const json& j) {
     EndpointSlice s = testing::DecodedSlice(j);
     slices_[s.Key()] = s;
     Change c = model_.UpsertSlice(s);
-    Apply(c.tx);
+    Apply(c);
     return c;
   }
   Change DelSvc(const std::string& key) {
     svcs_.erase(key);
     Change c = model_.DeleteService(key);
-    Apply(c.tx);
+    Apply(c);
     return c;
   }
   Change DelSlice(const std::string& key) {
     slices_.erase(key);
     Change c = model_.DeleteSlice(key);
-    Apply(c.tx);
+    Apply(c);
     return c;
   }
   // The key invariant: what the deltas left in the kernel is what a model
@@ -66,7 +72,7 @@ class ProxyTest : public ::testing::Test {
     Model fresh(cfg_);
     for (const auto& [k, s] : svcs_) (void)fresh.UpsertService(s);
     for (const auto& [k, s] : slices_) (void)fresh.UpsertSlice(s);
-    auto dump = kernel_.Dump(nft::Family::kInet, kTable);
+    auto dump = kernel_.Dump();
     ASSERT_TRUE(dump.ok()) << dump.status().ToString();
     const TableDigest got = DigestOf(*dump), want = fresh.Digest();
     EXPECT_TRUE(want.chains.count("services")) << "the fresh model's table did not apply";
@@ -74,14 +80,14 @@ class ProxyTest : public ::testing::Test {
     EXPECT_EQ(model_.Digest(), want) << "after " << step;
   }
   std::string Listing() {
-    auto dump = kernel_.Dump(nft::Family::kInet, kTable);
+    auto dump = kernel_.Dump();
     return dump.ok() ? nft::RenderTable(*dump) : dump.status().ToString();
   }
   bool Lists(const std::string& line) { return Listing().find(line) != std::string::npos; }
 
   Config cfg_ = TestConfig();
   Model model_{cfg_};
-  nft::Fake kernel_;
+  FakeProxyKernel kernel_;
   std::map<std::string, Service> svcs_;
   std::map<std::string, EndpointSlice> slices_;
 };
@@ -188,8 +194,8 @@ json WebSlice(const std::vector<Ep>& eps, const std::string& name = "web-1") {
 }
 
 // What the kernel's map holds for a key (nullopt: no element).
-std::optional<nft::Verdict> MapVerdict(nft::Fake& kernel, const std::string& map, const std::string& key) {
-  auto t = kernel.Dump(nft::Family::kInet, kTable);
+std::optional<nft::Verdict> MapVerdict(FakeProxyKernel& kernel, const std::string& map, const std::string& key) {
+  auto t = kernel.Dump();
   if (!t.ok()) return std::nullopt;
   for (const auto& e : t->elements[map])
     if (e.key == key) return e.verdict;
@@ -550,6 +556,59 @@ TEST(ProxyHistory, RandomChangesKeepTheKernelEqualToAFreshFull) {
       ASSERT_EQ(got, want) << "seed " << seed << " step " << step << ":\n" << got.Diff(want);
     }
   }
+}
+
+TEST_F(ProxyTest, AChangesConntrackCleanupFollowsItsTransactionOnly) {
+  json dns = testing::ServiceJson("default", "dns", {"10.96.0.53"},
+                                  json::array({{{"name", "dns"}, {"protocol", "UDP"}, {"port", 53}}}));
+  Svc(dns);
+  const json ports = json::array({{{"name", "dns"}, {"protocol", "UDP"}, {"port", 53}}});
+  Slice(testing::SliceJson("default", "dns", "dns-1", {{.ip = "10.244.1.5"}}, ports));
+  EXPECT_EQ(kernel_.deleted().size(), 1u);  // the VIP's entries, made while it had no endpoint
+  // The kernel refuses the next transaction: no conntrack entry is deleted for it.
+  EndpointSlice gone = testing::DecodedSlice(testing::SliceJson("default", "dns", "dns-1", {}, ports));
+  Change c = model_.UpsertSlice(gone);
+  ASSERT_EQ(c.conntrack.size(), 1u);
+  kernel_.FailApplies(1);
+  Status st = ApplyChange(kernel_, c);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.ToString().find("services: apply the change's transaction"), std::string::npos) << st.ToString();
+  EXPECT_EQ(kernel_.deleted().size(), 1u);
+  // The caller repairs with Full(): the check sees the difference and applies it.
+  slices_[gone.Key()] = gone;
+  auto r = CheckAndRepair(kernel_, model_);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->repaired);
+  EXPECT_NE(r->diff.find("elements differ"), std::string::npos) << r->diff;
+  ExpectKernelIsFresh("repair");
+  r = CheckAndRepair(kernel_, model_);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->repaired) << r->diff;
+}
+
+TEST_F(ProxyTest, TheCheckRepairsWhatSomeoneElseChanged) {
+  Svc(Web());
+  Slice(WebSlice({{.ip = "10.244.2.5"}}));
+  // Someone deletes the service's map element and the rules of its chain.
+  nft::Transaction tamper(nft::Family::kInet, kTable);
+  tamper.Delete(nft::Elements{"service-ips4", {nft::Element{.key = Vip("10.96.0.10")}}});
+  tamper.Flush(nft::Chain{SvcChain()});
+  ASSERT_TRUE(kernel_.Apply(tamper).ok());
+  auto r = CheckAndRepair(kernel_, model_);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->repaired);
+  EXPECT_NE(r->diff.find("chain " + SvcChain() + " rules differ"), std::string::npos) << r->diff;
+  EXPECT_NE(r->diff.find("set service-ips4 elements differ"), std::string::npos) << r->diff;
+  ExpectKernelIsFresh("repair");
+  // No table at all: built.
+  nft::Transaction drop(nft::Family::kInet, kTable);
+  drop.Delete(nft::Table{kTable});
+  ASSERT_TRUE(kernel_.Apply(drop).ok());
+  r = CheckAndRepair(kernel_, model_);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->repaired);
+  EXPECT_NE(r->diff.find("missing"), std::string::npos);
+  ExpectKernelIsFresh("rebuilt");
 }
 
 TEST(ProxyNames, StableUniqueAndShortEnough) {

@@ -150,9 +150,9 @@ class PortBuilder {
       has_external = !c.local.empty();
     }
     const bool uses_ext = c.has_any && svc_.ExternallyAccessible();
-    // No endpoint at all: reject. Endpoints, but none this policy may use here: drop (kube-proxy's verdicts).
-    const nft::Verdict internal_filter = c.has_any ? DropVerdict() : RejectVerdict();
-    const nft::Verdict external_filter = internal_filter;
+    // Nowhere to go: no endpoint at all, rejected; endpoints, but none the policy may use on this node, dropped
+    // (kube-proxy's verdicts, the same for internal and external traffic).
+    const nft::Verdict filter = c.has_any ? DropVerdict() : RejectVerdict();
 
     std::vector<IpAddress> external_ips, lb_ips;
     for (const auto& ip : svc_.external_ips)
@@ -163,16 +163,16 @@ class PortBuilder {
     // The maps: where each destination goes.
     const std::string ips = ServiceIpsMap(v6_), none = NoEndpointServicesMap(v6_);
     if (has_internal) Entry(ips, MapKeyBytes(cip_, port_.proto, port_.port), Goto(internal_chain));
-    else Entry(none, MapKeyBytes(cip_, port_.proto, port_.port), internal_filter);
+    else Entry(none, MapKeyBytes(cip_, port_.proto, port_.port), filter);
     for (const auto* list : {&external_ips, &lb_ips})
       for (const auto& ip : *list) {
         if (c.has_any) Entry(ips, MapKeyBytes(ip, port_.proto, port_.port), Goto(ext_chain));
-        if (!has_external) Entry(none, MapKeyBytes(ip, port_.proto, port_.port), external_filter);
+        if (!has_external) Entry(none, MapKeyBytes(ip, port_.proto, port_.port), filter);
       }
     if (port_.node_port) {
       const std::string key = MapKeyBytes(std::nullopt, port_.proto, port_.node_port);
       if (c.has_any) Entry(NodePortsMap(v6_), key, Goto(ext_chain));
-      if (!has_external) Entry(NoEndpointNodePortsMap(v6_), key, external_filter);
+      if (!has_external) Entry(NoEndpointNodePortsMap(v6_), key, filter);
     }
 
     // The policy chains, and the internal traffic's masquerade in the one ClusterIP traffic takes.

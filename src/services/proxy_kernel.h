@@ -32,7 +32,7 @@ class ProxyKernel {
 // it, its conntrack cleanup (entries deleted while the old rules still
 // stand would be made again by them). An error names which half failed;
 // after a failed transaction the caller applies Model::Full() (Change's
-// contract).
+// contract) and keeps c.conntrack to delete once the repair is in.
 Status ApplyChange(ProxyKernel& kernel, const Change& c);
 
 // The periodic check: the kernel's table digested against the model's. On

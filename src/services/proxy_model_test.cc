@@ -611,6 +611,33 @@ TEST_F(ProxyTest, TheCheckRepairsWhatSomeoneElseChanged) {
   ExpectKernelIsFresh("rebuilt");
 }
 
+// O(changes): with 1,000 Services of 3 endpoints each in the table, one
+// endpoint's change is a transaction of the same few ops as with one Service.
+TEST(ProxyScale, AChangeCostsTheSameWithManyServices) {
+  auto endpoint_change_ops = [](int services) {
+    Model model(TestConfig());
+    nft::Fake kernel;
+    for (int i = 0; i < services; ++i) {
+      const std::string n = "s" + std::to_string(i);
+      const std::string ip = "10.96." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1);
+      (void)model.UpsertService(testing::Decoded(testing::ServiceJson("default", n, {ip}, Http80())));
+      std::vector<Ep> eps;
+      for (int k = 0; k < 3; ++k)
+        eps.push_back({.ip = "10." + std::to_string(244 + k) + "." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1)});
+      (void)model.UpsertSlice(testing::DecodedSlice(testing::SliceJson("default", n, n + "-1", eps, Http8080())));
+    }
+    EXPECT_TRUE(kernel.Apply(model.Full()).ok());
+    Change c = model.UpsertSlice(testing::DecodedSlice(testing::SliceJson(
+        "default", "s0", "s0-1", {{.ip = "10.244.0.1"}, {.ip = "10.245.0.1"}, {.ip = "10.246.0.1"}, {.ip = "10.247.0.1"}},
+        Http8080())));
+    EXPECT_TRUE(kernel.Apply(c.tx).ok());
+    return c.tx.ops().size();
+  };
+  const size_t one = endpoint_change_ops(1), many = endpoint_change_ops(1000);
+  EXPECT_EQ(many, one);
+  EXPECT_LE(many, 9u);
+}
+
 TEST(ProxyNames, StableUniqueAndShortEnough) {
   EXPECT_EQ(ChainName("svc", false, kWeb), "svc4-Z7R6XF5F-default/web/tcp/http");
   EXPECT_NE(ChainName("svc", true, kWeb), ChainName("svc", false, kWeb));

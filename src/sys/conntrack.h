@@ -3,12 +3,14 @@
 // through libnetfilter_conntrack (the netfilter project's library, what the
 // `conntrack` tool itself is built on) over a libmnl socket: weftd's
 // NetworkPolicy controller marks the established connections of addresses
-// whose allowed traffic shrank, so their next packets are judged again. One
-// table dump per family and one update per matching entry, where exec'ing
-// `conntrack -U` three times per address walked the whole table each time and
-// cost a process start. The library decodes every dumped entry and encodes
-// every update (nfct_nlmsg_parse, nfct_nlmsg_build); this file only decides
-// which entries to update, and batches the updates.
+// whose allowed traffic shrank, so their next packets are judged again
+// (ConntrackSetMark), and the Service proxy deletes the UDP entries a change
+// left wrong (ConntrackDelete). One table dump per family and one update or
+// delete per matching entry, where exec'ing `conntrack -U` three times per
+// address walked the whole table each time and cost a process start. The
+// library decodes every dumped entry and encodes every request
+// (nfct_nlmsg_parse, nfct_nlmsg_build); this file only decides which entries
+// to change, and batches the requests.
 //
 // Library weft_netfilter (src/sys/CMakeLists.txt), apart from weft_sys: the
 // static CNI plugin links weft_sys, and Debian ships no static
@@ -16,9 +18,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/status.h"
@@ -38,7 +43,37 @@ namespace weft::sys {
 // A malformed address is kInvalidArgument (and nothing is changed).
 Result<size_t> ConntrackSetMark(const std::vector<std::string>& addrs, uint32_t mark);
 
-// ---- The pieces of ConntrackSetMark, exposed for tests (no root). ----
+// Which entries ConntrackDelete deletes: those of `family` (AF_INET or
+// AF_INET6) and layer-4 protocol `l4proto` (IPPROTO_UDP ...) whose original
+// destination is `orig_dst` (an address as text; none: any) and port
+// `orig_dport` (host order; 0: any), and, when `reply_src` is given, whose
+// reply comes from `reply_src` (an endpoint a DNAT sent them to) and port
+// `reply_sport` (0: any). What `conntrack -D -f F -p P [--orig-dst A]
+// [--dport N] [--reply-src E [--reply-port-src M]]` deletes, and kube-proxy's
+// filters for its cleanup: a Service address and port (ClearEntriesForIP),
+// a NodePort on any address (ClearEntriesForPort), and either of those
+// DNATed to one endpoint (ClearEntriesForNAT, ClearEntriesForPortNAT).
+struct CtDeleteFilter {
+  uint8_t family = 0;
+  uint8_t l4proto = 0;
+  std::optional<std::string> orig_dst;
+  uint16_t orig_dport = 0;
+  std::optional<std::string> reply_src;
+  uint16_t reply_sport = 0;
+};
+
+// Deletes every conntrack entry, of any zone, that one of `filters` names,
+// in one dump per family named (all filters matched against each entry) and
+// one delete per matching entry, batched. An entry that goes away meanwhile
+// (ENOENT) is no error and not counted. Returns how many were deleted.
+// A malformed filter is kInvalidArgument and nothing is deleted: an
+// address that does not parse or is not of the filter's family, a family
+// other than AF_INET or AF_INET6, no l4proto, a port with a protocol that
+// has none, or a filter that names no destination, port nor reply source
+// (it would delete every entry of its protocol).
+Result<size_t> ConntrackDelete(const std::vector<CtDeleteFilter>& filters);
+
+// ---- The pieces of ConntrackSetMark and ConntrackDelete, exposed for tests (no root). ----
 
 // The addresses to match, as raw bytes (4 or 16), per family.
 struct CtAddrFilter {
@@ -67,5 +102,29 @@ bool CtEntryMatches(const nf_conntrack& e, const CtAddrFilter& f);
 // CTA_MARK `mark` under CTA_MARK_MASK `mark`, so the kernel sets
 // mark = (old & ~mark) ^ mark = old | mark. Appended to `out`.
 void CtMarkRequest(const nf_conntrack& e, uint32_t mark, uint32_t seq, std::string* out);
+
+// ConntrackDelete's filters, parsed: addresses as raw bytes, indexed by
+// family, protocol and original destination port, so an entry is checked
+// against the filters of its own port (and those of any port) only.
+class CtDeleteSet {
+ public:
+  static Result<CtDeleteSet> Parse(const std::vector<CtDeleteFilter>& filters);
+  bool wants(uint8_t family) const;
+  // Whether one of the filters names `e`.
+  bool Matches(const nf_conntrack& e) const;
+
+ private:
+  struct Match {
+    std::string orig_dst;  // raw (4 or 16 bytes); "" = any
+    std::string reply_src;  // raw; "" = any
+    uint16_t reply_sport = 0;  // host order; 0 = any
+  };
+  // (family, l4proto, orig_dport; 0 = any port) -> the filters.
+  std::map<std::tuple<uint8_t, uint8_t, uint16_t>, std::vector<Match>> by_key_;
+};
+// IPCTNL_MSG_CT_DELETE of the entry `e`'s original tuple and zone name (the
+// tuple and zones encoded by the library from `e`'s, nothing else), without
+// NLM_F_ACK: only errors come back. Appended to `out`.
+void CtDeleteRequest(const nf_conntrack& e, uint32_t seq, std::string* out);
 
 }  // namespace weft::sys

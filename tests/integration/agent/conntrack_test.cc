@@ -5,9 +5,18 @@
 // addresses, of both families, of a non-default zone and of a zone of the
 // original direction only, carry the recheck bit afterwards; the others keep
 // their marks.
+//
+// sys::ConntrackDelete likewise, on entries `conntrack -I` creates in a test
+// netns (UDP through a ClusterIP and NodePorts, DNATed to endpoints or not,
+// TCP, IPv6, a zone): each kind of filter the Service proxy sends deletes
+// what it names and nothing else, and a thousand matching entries go in
+// several batches, counted.
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
+#include <set>
 #include <sstream>
 
 #include "sys/conntrack.h"
@@ -131,6 +140,191 @@ TEST_F(ConntrackTest, BadAddressChangesNothing) {
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(n.status().reason(), Reason::kInvalidArgument);
   EXPECT_EQ(MarkFrom("10.250.0.2"), 0);
+}
+
+// ---- ConntrackDelete ----
+
+// One UDP (or TCP) entry `conntrack -I` creates: client -> dst:dport, the
+// reply from `reply_src`:`reply_sport` (a DNAT to an endpoint) or, without,
+// from dst:dport. Entries are told apart by their client port.
+struct Ct {
+  const char* proto;
+  const char* client;
+  int sport;
+  const char* dst;
+  int dport;
+  const char* reply_src = nullptr;
+  int reply_sport = 0;
+  int zone = -1;
+};
+
+std::string InsertLine(const Ct& c) {
+  std::ostringstream l;
+  l << "-I -p " << c.proto << " -s " << c.client << " -d " << c.dst << " --sport " << c.sport << " --dport "
+    << c.dport << " -r " << (c.reply_src ? c.reply_src : c.dst) << " -q " << c.client << " --reply-port-src "
+    << (c.reply_sport ? c.reply_sport : c.dport) << " --reply-port-dst " << c.sport << " -t 600";
+  if (std::string(c.proto) == "tcp") l << " --state ESTABLISHED";
+  if (c.zone >= 0) l << " -w " << c.zone;
+  return l.str();
+}
+
+class ConntrackDeleteTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ns_ = std::make_unique<TestNetns>("ctdel");
+    Insert({
+        // ClusterIP 10.96.0.10:53 (service port dns) and :54 (dns2).
+        {"udp", "10.1.0.5", 40000, "10.96.0.10", 53, "10.244.1.5", 5353},
+        {"udp", "10.1.0.5", 40001, "10.96.0.10", 53, "10.244.2.5", 5353},
+        {"udp", "10.1.0.5", 40002, "10.96.0.10", 53},  // made while it had no endpoint
+        {"udp", "10.1.0.5", 40003, "10.96.0.10", 54, "10.244.1.5", 5353},
+        {"udp", "10.1.0.5", 40004, "10.96.0.10", 53, "10.244.1.5", 5354},  // the endpoint's other port
+        {"udp", "10.1.0.5", 40005, "10.96.0.10", 53, "10.244.1.5", 5353, 5},  // zone 5
+        // NodePorts 30053 and 30054 on two node addresses.
+        {"udp", "10.1.0.5", 40010, "192.0.2.10", 30053, "10.244.1.5", 5353},
+        {"udp", "10.1.0.5", 40011, "198.51.100.1", 30053, "10.244.2.5", 5353},
+        {"udp", "10.1.0.5", 40012, "198.51.100.1", 30053},
+        {"udp", "10.1.0.5", 40013, "192.0.2.10", 30054, "10.244.1.5", 5353},
+        // TCP to the same ClusterIP and endpoint: never UDP's cleanup.
+        {"tcp", "10.1.0.5", 40020, "10.96.0.10", 53, "10.244.1.5", 5353},
+        // IPv6.
+        {"udp", "fd00::5", 40030, "fd00:96::10", 53, "fd00:244::5", 5353},
+        {"udp", "fd00::5", 40031, "fd00:96::10", 53, "fd00:244::6", 5353},
+        {"udp", "fd00::5", 40032, "2001:db8::10", 30053, "fd00:244::5", 5353},
+    });
+  }
+
+  void Insert(const std::vector<Ct>& entries) {
+    std::string lines;
+    for (const Ct& c : entries) lines += InsertLine(c) + "\n";
+    std::string err;
+    ASSERT_EQ(Cmd({"ip", "netns", "exec", ns_->name(), "conntrack", "-R", "/dev/stdin"}, nullptr, &err, lines), 0)
+        << err;
+  }
+
+  // The client ports of the entries left of `family` and `proto`.
+  std::set<int> Left(const char* family, const char* proto) {
+    std::string out;
+    ns_->Exec({"conntrack", "-L", "-f", family, "-p", proto}, &out);
+    std::set<int> ports;
+    std::istringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+      auto p = line.find("sport=");
+      if (p != std::string::npos) ports.insert(std::stoi(line.substr(p + 6)));
+    }
+    return ports;
+  }
+
+  Result<size_t> Delete(const std::vector<sys::CtDeleteFilter>& filters) {
+    auto ns = sys::Netns::Open(ns_->path());
+    if (!ns.ok()) return ns.status();
+    size_t n = 0;
+    Status st = sys::RunInNetns(*ns, [&]() -> Status {
+      WEFT_ASSIGN_OR_RETURN(n, sys::ConntrackDelete(filters));
+      return Status::Ok();
+    });
+    if (!st.ok()) return st;
+    return n;
+  }
+
+  std::unique_ptr<TestNetns> ns_;
+};
+
+using Ports = std::set<int>;
+
+TEST_F(ConntrackDeleteTest, EachFilterKindDeletesWhatItNames) {
+  ASSERT_EQ(Left("ipv4", "udp"), (Ports{40000, 40001, 40002, 40003, 40004, 40005, 40010, 40011, 40012, 40013}));
+  ASSERT_EQ(Left("ipv6", "udp"), (Ports{40030, 40031, 40032}));
+
+  // An endpoint left a ClusterIP's port (ClearEntriesForNAT): its entries
+  // through that port, in any zone; with its port, only those to that port.
+  auto n = Delete({{AF_INET, IPPROTO_UDP, "10.96.0.10", 53, "10.244.1.5", 5353}});
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 2u);
+  EXPECT_EQ(Left("ipv4", "udp"), (Ports{40001, 40002, 40003, 40004, 40010, 40011, 40012, 40013}));
+  n = Delete({{AF_INET, IPPROTO_UDP, "10.96.0.10", 53, "10.244.1.5", 0}});
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 1u);  // 40004
+  EXPECT_EQ(Left("ipv4", "udp"), (Ports{40001, 40002, 40003, 40010, 40011, 40012, 40013}));
+
+  // The same endpoint behind a NodePort (ClearEntriesForPortNAT).
+  n = Delete({{AF_INET, IPPROTO_UDP, std::nullopt, 30053, "10.244.1.5", 5353}});
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 1u);
+  EXPECT_EQ(Left("ipv4", "udp"), (Ports{40001, 40002, 40003, 40011, 40012, 40013}));
+
+  // A NodePort got its first endpoint (ClearEntriesForPort): every entry to
+  // it, on any address.
+  n = Delete({{AF_INET, IPPROTO_UDP, std::nullopt, 30053, std::nullopt, 0}});
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 2u);
+  EXPECT_EQ(Left("ipv4", "udp"), (Ports{40001, 40002, 40003, 40013}));
+
+  // A ClusterIP's port got its first endpoint (ClearEntriesForIP).
+  n = Delete({{AF_INET, IPPROTO_UDP, "10.96.0.10", 53, std::nullopt, 0}});
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 2u);
+  EXPECT_EQ(Left("ipv4", "udp"), (Ports{40003, 40013}));
+
+  // Nothing left to delete: 0, no error.
+  n = Delete({{AF_INET, IPPROTO_UDP, "10.96.0.10", 53, std::nullopt, 0}});
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 0u);
+
+  // TCP and IPv6 were never touched.
+  EXPECT_EQ(Left("ipv4", "tcp"), (Ports{40020}));
+  EXPECT_EQ(Left("ipv6", "udp"), (Ports{40030, 40031, 40032}));
+
+  // IPv6, and TCP when asked for.
+  n = Delete({{AF_INET6, IPPROTO_UDP, "fd00:96::10", 53, "fd00:244::5", 5353}});
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 1u);
+  EXPECT_EQ(Left("ipv6", "udp"), (Ports{40031, 40032}));
+  n = Delete({{AF_INET, IPPROTO_TCP, "10.96.0.10", 53, std::nullopt, 0}});
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 1u);
+  EXPECT_EQ(Left("ipv4", "tcp"), Ports{});
+}
+
+// One call, several filters over both families: one dump per family.
+TEST_F(ConntrackDeleteTest, OneCallForBothFamilies) {
+  auto n = Delete({{AF_INET, IPPROTO_UDP, "10.96.0.10", 53, "10.244.2.5", 0},
+                   {AF_INET, IPPROTO_UDP, std::nullopt, 30054, std::nullopt, 0},
+                   {AF_INET, IPPROTO_UDP, std::nullopt, 30053, "10.244.2.5", 0},
+                   {AF_INET6, IPPROTO_UDP, std::nullopt, 30053, "fd00:244::5", 5353},
+                   {AF_INET6, IPPROTO_UDP, "fd00:96::10", 53, "fd00:244::6", 0}});
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 5u);  // 40001, 40013, 40011; 40032, 40031
+  EXPECT_EQ(Left("ipv4", "udp"), (Ports{40000, 40002, 40003, 40004, 40005, 40010, 40012}));
+  EXPECT_EQ(Left("ipv6", "udp"), (Ports{40030}));
+  EXPECT_EQ(Left("ipv4", "tcp"), (Ports{40020}));
+}
+
+// A thousand entries DNATed to one endpoint: ~100 KiB of deletes, several
+// datagrams, every one counted and gone; the others stay.
+TEST_F(ConntrackDeleteTest, ManyEntriesGoInBatches) {
+  std::vector<Ct> many;
+  std::vector<std::string> clients;
+  for (int i = 0; i < 1000; ++i) clients.push_back("10.2." + std::to_string(i / 250) + "." + std::to_string(i % 250 + 1));
+  for (const auto& c : clients) many.push_back({"udp", c.c_str(), 41000, "10.96.0.30", 53, "10.244.3.5", 5353});
+  ASSERT_NO_FATAL_FAILURE(Insert(many));
+  std::string count;
+  ns_->Exec({"conntrack", "-C"}, &count);
+  ASSERT_EQ(std::stoi(count), 1014);
+  auto n = Delete({{AF_INET, IPPROTO_UDP, "10.96.0.30", 53, "10.244.3.5", 5353}});
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 1000u);
+  ns_->Exec({"conntrack", "-C"}, &count);
+  EXPECT_EQ(std::stoi(count), 14);
+  EXPECT_EQ(Left("ipv4", "udp").count(41000), 0u);
+}
+
+TEST_F(ConntrackDeleteTest, BadFilterDeletesNothing) {
+  auto n = Delete({{AF_INET, IPPROTO_UDP, "10.96.0.10", 53, std::nullopt, 0},
+                   {AF_INET, IPPROTO_UDP, "fd00:96::10", 53, std::nullopt, 0}});
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().reason(), Reason::kInvalidArgument);
+  EXPECT_EQ(Left("ipv4", "udp").size(), 10u);
 }
 
 }  // namespace

@@ -27,11 +27,12 @@ declare -A DEPS=(
   [doctor]="agent runtime"
   [cmd]="doctor"
   # Test and benchmark helpers (tests/testutil, tests/e2e, bench) and the
-  # tests themselves (tests/integration, tests/demo, tests/fuzz).
+  # tests themselves (tests/integration, tests/demo, tests/fuzz); services
+  # for the health check servers' netns test until weftd composes the proxy.
   [testutil]="sys"
   [e2e]="agent testutil"
   [bench]="agent"
-  [tests]="doctor e2e testutil"
+  [tests]="doctor e2e testutil services"
 )
 LAYERS="base sys cni ipam fw plugin runtime kube etcd overlay services policy agent doctor cmd testutil e2e bench tests"
 # The product's layers: their libraries link exactly the layers DEPS names.

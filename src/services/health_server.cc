@@ -76,6 +76,74 @@ HealthAnswer HealthServer::AnswerFor(uint16_t port) const {
   return ServiceHealthAnswer(*check, ProxyHealthy());
 }
 
+Result<std::unique_ptr<HealthServer::Listener>> HealthServer::Listen(uint16_t port, const HealthCheck& check) {
+  auto l = std::make_unique<Listener>();
+  httplib::Server& svr = l->server;
+  const int threads = std::max(1, opts_.threads);
+  svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  svr.set_read_timeout(opts_.read_timeout);
+  svr.set_write_timeout(opts_.write_timeout);
+  svr.set_keep_alive_timeout(opts_.keep_alive.count());
+  svr.set_payload_max_length(64 * 1024);
+  svr.set_tcp_nodelay(true);
+  // SO_REUSEADDR (a port closed and wanted again binds despite its
+  // TIME_WAIT connections), never SO_REUSEPORT (a second server on the
+  // port must fail, not share it); IPv4 on the IPv6 socket too; not
+  // inherited by the programs weftd runs.
+  svr.set_socket_options([](socket_t sock) {
+    int one = 1, zero = 0, domain = 0;
+    socklen_t len = sizeof domain;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && domain == AF_INET6)
+      ::setsockopt(sock, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    ::fcntl(sock, F_SETFD, FD_CLOEXEC);
+  });
+  // kube-proxy's handler answers whatever the method and path.
+  auto answer = [this, port](const httplib::Request&, httplib::Response& res) {
+    HealthAnswer a = AnswerFor(port);
+    res.status = a.code;
+    std::string type = "text/plain";
+    for (const auto& [k, v] : a.headers) {
+      if (k == "Content-Type")
+        type = v;
+      else
+        res.set_header(k, v);
+    }
+    res.set_content(a.body, type.c_str());
+  };
+  svr.Get(".*", answer);  // and HEAD
+  svr.Post(".*", answer);
+  svr.Put(".*", answer);
+  svr.Patch(".*", answer);
+  svr.Delete(".*", answer);
+  svr.Options(".*", answer);
+
+  // Both families on one socket; IPv4 alone when [::] cannot be bound.
+  int err = Bind(svr, "::", port);
+  l->address = "[::]";
+  if (err) {
+    const int err6 = err;
+    err = Bind(svr, "0.0.0.0", port);
+    l->address = "0.0.0.0";
+    if (err && err6 != EAFNOSUPPORT && err6 != EADDRNOTAVAIL) err = err6;
+  }
+  if (!err) {
+    l->thread = std::thread([&svr, &ended = l->ended] {
+      svr.listen_after_bind();
+      ended = true;
+    });
+    // A stop() before the accept loop runs would be lost (and the join hang).
+    while (!svr.is_running() && !l->ended.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (l->ended.load()) err = EIO;
+  }
+  if (err)
+    return Status::FromErrno(Reason::kFailed, Domain::kKernel,
+                             "health check node port " + std::to_string(port) + " of Service " + check.ns + "/" +
+                                 check.name + ": listen",
+                             err);
+  return l;
+}
+
 HealthSyncResult HealthServer::Sync(const std::map<uint16_t, HealthCheck>& desired) {
   std::lock_guard<std::mutex> sync(sync_mu_);
   HealthSyncResult result;
@@ -101,70 +169,9 @@ HealthSyncResult HealthServer::Sync(const std::map<uint16_t, HealthCheck>& desir
       addresses[port] = it->second->address;
       continue;
     }
-    auto l = std::make_unique<Listener>();
-    httplib::Server& svr = l->server;
-    const int threads = std::max(1, opts_.threads);
-    svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-    svr.set_read_timeout(opts_.read_timeout);
-    svr.set_write_timeout(opts_.write_timeout);
-    svr.set_keep_alive_timeout(opts_.keep_alive.count());
-    svr.set_payload_max_length(64 * 1024);
-    svr.set_tcp_nodelay(true);
-    // SO_REUSEADDR (a port closed and wanted again binds despite its
-    // TIME_WAIT connections), never SO_REUSEPORT (a second server on the
-    // port must fail, not share it); IPv4 on the IPv6 socket too; not
-    // inherited by the programs weftd runs.
-    svr.set_socket_options([](socket_t sock) {
-      int one = 1, zero = 0, domain = 0;
-      socklen_t len = sizeof domain;
-      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      if (::getsockopt(sock, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && domain == AF_INET6)
-        ::setsockopt(sock, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-      ::fcntl(sock, F_SETFD, FD_CLOEXEC);
-    });
-    // kube-proxy's handler answers whatever the method and path.
-    auto answer = [this, port = port](const httplib::Request&, httplib::Response& res) {
-      HealthAnswer a = AnswerFor(port);
-      res.status = a.code;
-      std::string type = "text/plain";
-      for (const auto& [k, v] : a.headers) {
-        if (k == "Content-Type")
-          type = v;
-        else
-          res.set_header(k, v);
-      }
-      res.set_content(a.body, type.c_str());
-    };
-    svr.Get(".*", answer);  // and HEAD
-    svr.Post(".*", answer);
-    svr.Put(".*", answer);
-    svr.Patch(".*", answer);
-    svr.Delete(".*", answer);
-    svr.Options(".*", answer);
-
-    // Both families on one socket; IPv4 alone where there is no IPv6.
-    int err = Bind(svr, "::", port);
-    l->address = "[::]";
-    if (err) {
-      const int err6 = err;
-      err = Bind(svr, "0.0.0.0", port);
-      l->address = "0.0.0.0";
-      if (err && err6 != EAFNOSUPPORT && err6 != EADDRNOTAVAIL) err = err6;
-    }
-    if (!err) {
-      l->thread = std::thread([&svr, &ended = l->ended] {
-        svr.listen_after_bind();
-        ended = true;
-      });
-      // A stop() before the accept loop runs would be lost (and the join hang).
-      while (!svr.is_running() && !l->ended.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      if (l->ended.load()) err = EIO;
-    }
-    if (err) {
-      Status st = Status::FromErrno(Reason::kFailed, Domain::kKernel,
-                                    "health check node port " + std::to_string(port) + " of Service " + check.ns +
-                                        "/" + check.name + ": listen",
-                                    err);
+    auto l = Listen(port, check);
+    if (!l.ok()) {
+      Status st = l.status();
       {
         std::lock_guard<std::mutex> lk(mu_);
         auto before = errors_.find(port);
@@ -174,13 +181,13 @@ HealthSyncResult HealthServer::Sync(const std::map<uint16_t, HealthCheck>& desir
       }
       errors[port] = st.ToString();
       result.failed.emplace(port, std::move(st));
-      continue;  // `l` is destroyed: nothing was started, or what was is joined
+      continue;
     }
     WEFT_LOG(kInfo, "opened a health check node port", {"port", port}, {"service", check.ns + "/" + check.name},
-             {"address", l->address});
-    addresses[port] = l->address;
+             {"address", (*l)->address});
+    addresses[port] = (*l)->address;
     result.opened.push_back(port);
-    listeners_.emplace(port, std::move(l));
+    listeners_.emplace(port, std::move(*l));
   }
   std::lock_guard<std::mutex> l(mu_);
   errors_ = std::move(errors);

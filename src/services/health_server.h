@@ -114,6 +114,8 @@ class HealthServer {
 
  private:
   struct Listener;
+  // A server on `port`, listening and serving; destroying it closes it.
+  Result<std::unique_ptr<Listener>> Listen(uint16_t port, const HealthCheck& check);
   bool ProxyHealthy() const;
   HealthAnswer AnswerFor(uint16_t port) const;
   HealthPortState StateLocked(uint16_t port, const HealthCheck& check, bool healthy) const;  // REQUIRES: mu_

@@ -71,18 +71,9 @@ Status DrainErrors(mnl_socket* nl, const std::string& what, size_t* gone = nullp
       if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
       return CtError(what, errno);
     }
-    int err = 0;
-    ForEachMessage(buf, n, [&](const nlmsghdr* h) {
-      if (h->nlmsg_type != NLMSG_ERROR) return true;
-      const int e = ErrorOf(h);
-      if (e == ENOENT) {
-        if (gone) ++*gone;
-      } else if (e != 0) {
-        err = e;
-      }
-      return err == 0;
-    });
-    if (err) return CtError(what, err);
+    CtErrors e = CtErrorsOf(buf, static_cast<size_t>(n));
+    if (gone) *gone += e.gone;
+    if (e.err) return CtError(what, e.err);
   }
 }
 
@@ -202,6 +193,20 @@ uint16_t PortOf(const nf_conntrack& e, nf_conntrack_attr attr) {
 }  // namespace
 
 void CtFree::operator()(nf_conntrack* ct) const { nfct_destroy(ct); }
+
+CtErrors CtErrorsOf(const char* buf, size_t n) {
+  CtErrors out;
+  ForEachMessage(buf, static_cast<ssize_t>(n), [&](const nlmsghdr* h) {
+    if (h->nlmsg_type != NLMSG_ERROR) return true;
+    const int e = ErrorOf(h);
+    if (e == ENOENT)
+      ++out.gone;
+    else if (e != 0)
+      out.err = e;
+    return out.err == 0;
+  });
+  return out;
+}
 
 Result<CtAddrFilter> ParseCtAddrs(const std::vector<std::string>& addrs) {
   CtAddrFilter f;

@@ -122,6 +122,14 @@ class CtDeleteSet {
   // (family, l4proto, orig_dport; 0 = any port) -> the filters.
   std::map<std::tuple<uint8_t, uint8_t, uint16_t>, std::vector<Match>> by_key_;
 };
+// What the kernel answered to a datagram of requests sent without NLM_F_ACK
+// (`buf`, `n` bytes: its NLMSG_ERROR messages): how many named an entry that
+// had gone (ENOENT), and the first other errno (0: none; the walk stops there).
+struct CtErrors {
+  size_t gone = 0;
+  int err = 0;
+};
+CtErrors CtErrorsOf(const char* buf, size_t n);
 // IPCTNL_MSG_CT_DELETE of the entry `e`'s original tuple and zone name (the
 // tuple and zones encoded by the library from `e`'s, nothing else), without
 // NLM_F_ACK: only errors come back. Appended to `out`.

@@ -455,5 +455,40 @@ TEST(ConntrackDelete, DeleteRequestNamesTheDumpedEntryInItsZone) {
   EXPECT_EQ(static_cast<const nfgenmsg*>(NLMSG_DATA(Hdr(mz)))->nfgen_family, AF_INET6);
 }
 
+// The kernel's answers to a batch sent without NLM_F_ACK: an entry gone
+// between the dump and its delete (ENOENT) is counted, not an error; any
+// other errno is.
+TEST(ConntrackDelete, GoneEntriesAreCountedOtherErrorsAreErrors) {
+  auto error = [](int err, std::string* out) {
+    alignas(nlmsghdr) char buf[64] = {};
+    nlmsghdr* nlh = mnl_nlmsg_put_header(buf);
+    nlh->nlmsg_type = NLMSG_ERROR;
+    auto* e = static_cast<nlmsgerr*>(mnl_nlmsg_put_extra_header(nlh, sizeof(nlmsgerr)));
+    e->error = -err;
+    out->append(buf, nlh->nlmsg_len);
+  };
+  std::string two_gone;
+  error(ENOENT, &two_gone);
+  error(0, &two_gone);  // an ack
+  error(ENOENT, &two_gone);
+  CtErrors e = CtErrorsOf(two_gone.data(), two_gone.size());
+  EXPECT_EQ(e.gone, 2u);
+  EXPECT_EQ(e.err, 0);
+  std::string refused;
+  error(ENOENT, &refused);
+  error(EPERM, &refused);
+  error(ENOENT, &refused);  // after the error: not read
+  e = CtErrorsOf(refused.data(), refused.size());
+  EXPECT_EQ(e.err, EPERM);
+  EXPECT_EQ(e.gone, 1u);
+  // A truncated error is a malformed answer, never success.
+  std::string bad;
+  error(ENOENT, &bad);
+  reinterpret_cast<nlmsghdr*>(bad.data())->nlmsg_len = sizeof(nlmsghdr);
+  bad.resize(sizeof(nlmsghdr));
+  EXPECT_EQ(CtErrorsOf(bad.data(), bad.size()).err, EBADMSG);
+  EXPECT_EQ(CtErrorsOf(nullptr, 0).gone, 0u);
+}
+
 }  // namespace
 }  // namespace weft::sys

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 #include <utility>
 
@@ -26,6 +27,21 @@ HealthAnswer ServiceHealthAnswer(const HealthCheck& check, bool proxy_healthy) {
            ",\n\t\"serviceProxyHealthy\": " + (proxy_healthy ? "true" : "false") + "\n}";
   a.headers = {{"Content-Type", "application/json"}, {"X-Content-Type-Options", "nosniff"}};
   return a;
+}
+
+std::optional<std::pair<uint16_t, HealthCheck>> HealthCheckOf(const Service& svc,
+                                                              const std::vector<const EndpointSlice*>& slices,
+                                                              const NodeTopology& node) {
+  if (!svc.skip.empty() || !svc.ExternalLocal() || svc.health_check_node_port == 0) return std::nullopt;
+  size_t count = 0;
+  for (bool v6 : {false, true}) {
+    std::set<IpAddress> ready;  // kube-proxy's getLocalReadyEndpointIPs: by address, whatever the port
+    for (const ServicePort& port : svc.ports)
+      for (const PortEndpoint& ep : MergeEndpoints(slices, port, v6, node))
+        if (ep.local && ep.ready) ready.insert(ep.ip);
+    count = std::max(count, ready.size());
+  }
+  return std::make_pair(svc.health_check_node_port, HealthCheck{svc.ns, svc.name, static_cast<int>(count)});
 }
 
 // One port's server: its accept loop runs on `thread`, its requests on the

@@ -8,8 +8,8 @@
 // 503 when there is none (only terminating ones count as none), the body
 // and headers as kube-proxy writes them.
 //
-// The answer for a count is a pure function (ServiceHealthAnswer); the
-// HealthServer keeps one cpp-httplib server per port and is told the whole
+// The port and count a Service needs (HealthCheckOf) and the answer for a
+// count (ServiceHealthAnswer) are pure functions; the HealthServer keeps one cpp-httplib server per port and is told the whole
 // desired set at each Sync (level-triggered): ports no longer wanted close,
 // new ones open, counts change in place without touching a listener.
 
@@ -24,6 +24,8 @@
 #include <vector>
 
 #include "base/status.h"
+#include "services/endpoints.h"
+#include "services/service_types.h"
 
 namespace weft::services {
 
@@ -36,6 +38,18 @@ struct HealthCheck {
   int local_endpoints = 0;
   auto operator<=>(const HealthCheck&) const = default;
 };
+
+// The health check `svc` needs on this node, from its `slices` (as
+// MergeEndpoints takes them): none unless the proxy serves it, its
+// externalTrafficPolicy Local counts (an externally accessible Service) and
+// it has a healthCheckNodePort. The count is kube-proxy's: this node's
+// ready endpoints of any of its ports, by address. kube-proxy runs one
+// proxier per family and reports the family that synced last; here it is
+// the larger of the two families' counts (a dual-stack pod is one endpoint,
+// as in either family).
+std::optional<std::pair<uint16_t, HealthCheck>> HealthCheckOf(const Service& svc,
+                                                              const std::vector<const EndpointSlice*>& slices,
+                                                              const NodeTopology& node);
 
 // What a request to a health check port gets.
 struct HealthAnswer {

@@ -9,7 +9,8 @@
 # rooms: the API clients (kube, etcd) use only base and sys (the HTTP client,
 # weft_http, is in sys); the overlay and policy never use each other; the
 # agent composes them all. The Service proxy (services) uses the nftables
-# layer and knows nothing of policy or the overlay; weftd will compose it.
+# layer and kube's informers and knows nothing of policy or the overlay; the
+# agent composes it.
 declare -A DEPS=(
   [base]=""
   [sys]="base"
@@ -22,8 +23,8 @@ declare -A DEPS=(
   [etcd]="sys"
   [overlay]="sys"
   [policy]="kube fw"
-  [services]="sys"
-  [agent]="plugin kube etcd overlay policy"
+  [services]="kube"
+  [agent]="plugin kube etcd overlay policy services"
   [doctor]="agent runtime"
   [cmd]="doctor"
   # Test and benchmark helpers (tests/testutil, tests/e2e, bench) and the

@@ -50,10 +50,11 @@ Status SetUpLogging(const agent::WeftdFlags& f) {
 
 // The control plane the flags name; with Kubernetes, also the status
 // server's token reviewer (*reviewer; etcd has no TokenReview) and, with
-// NetworkPolicy on, the policy controller (*netpol), both sharing its API
-// endpoint.
+// NetworkPolicy on, the policy controller (*netpol) and with --service-proxy
+// the Service proxy (*proxy), all sharing its API endpoint.
 weft::Result<std::unique_ptr<agent::ControlPlane>> NewControlPlane(agent::WeftdFlags& f,
                                                                    std::unique_ptr<policy::NetpolController>* netpol,
+                                                                   std::unique_ptr<weft::services::ProxyController>* proxy,
                                                                    std::unique_ptr<agent::TokenReviewer>* reviewer) {
   if (f.control_plane == "etcd") return agent::NewEtcdControlPlane(std::move(f.etcd));
   auto ep = f.kubeconfig.empty() ? kube::InClusterEndpoint(weft::sys::CurrentEnv(), f.service_account_dir)
@@ -64,6 +65,7 @@ weft::Result<std::unique_ptr<agent::ControlPlane>> NewControlPlane(agent::WeftdF
   k.watch_timeout_seconds = f.watch_timeout_seconds;
   if (f.agent.network_policy)
     *netpol = std::make_unique<policy::NetpolController>(std::move(f.netpol), k.endpoint, policy::NewNetpolKernel());
+  if (f.service_proxy) *proxy = std::make_unique<weft::services::ProxyController>(std::move(f.proxy), k.endpoint);
   *reviewer = agent::NewKubeTokenReviewer(k.endpoint);
   return agent::NewKubeControlPlane(std::move(k));
 }
@@ -107,8 +109,9 @@ int RealMain(int argc, char** argv) {
   }
   if (Status st = weft::sys::InitHttp(); !st.ok()) return Fail(st);
   std::unique_ptr<policy::NetpolController> netpol;
+  std::unique_ptr<weft::services::ProxyController> proxy;
   std::unique_ptr<agent::TokenReviewer> reviewer;
-  auto cp = NewControlPlane(f, &netpol, &reviewer);
+  auto cp = NewControlPlane(f, &netpol, &proxy, &reviewer);
   if (!cp.ok()) return Fail(cp.status());
   if (f.leave) {
     if (Status st = (*cp)->Leave(); !st.ok()) return Fail(st);
@@ -123,6 +126,7 @@ int RealMain(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   agent::Agent a(std::move(f.agent), std::move(cp).value());
   if (netpol) a.SetNetworkPolicy(std::move(netpol));
+  if (proxy) a.SetServiceProxy(std::move(proxy));
   if (reviewer) a.SetTokenReviewer(std::move(reviewer));
   if (Status st = RunUntilSignalled(a, set); !st.ok()) return Fail(st);
   WEFT_LOG(kInfo, "stopped");

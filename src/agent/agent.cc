@@ -88,8 +88,10 @@ HttpAnswer Agent::ServePath(const std::string& path, const StatusServer::Query& 
     if (auto guard = fw::ReadGuardCounters(); guard.ok()) body += fw::RenderGuardMetrics(*guard);
     body += overlay::RenderOverlayFilterMetrics(ReadOverlayCounters());
     if (drops_) body += drops_->Metrics();
+    if (proxy_) body += services::RenderProxyMetrics(proxy_->metrics());
     std::map<std::string, uint64_t> netpol_repairs;
     if (netpol_) netpol_repairs["netpol-table"] = netpol_->metrics().kernel_repairs.load();
+    if (proxy_) netpol_repairs["services-table"] = proxy_->metrics().repairs.load();
     body += repairs_.Render(netpol_repairs);
     return {200, "text/plain; version=0.0.4; charset=utf-8", body};
   }
@@ -509,6 +511,7 @@ void Agent::KeepLoop() {
   constexpr auto kCoalesce = std::chrono::milliseconds(50);
   KeptNames names{opts_.vxlan_device, 0, fw::NftTableName(opts_.network_name)};
   if (netpol_) names.own_netpol_commit = [this](uint32_t portid) { return netpol_->OwnCommit(portid); };
+  if (proxy_) names.own_services_commit = [this](uint32_t portid) { return proxy_->OwnCommit(portid); };
   std::optional<sys::KernelEvents> events;
   if (auto ev = sys::KernelEvents::Open(); ev.ok()) {
     events.emplace(std::move(*ev));
@@ -527,7 +530,7 @@ void Agent::KeepLoop() {
     }
     names.vxlan_index = vxlan_index_.load();
     for (const auto& e : *got) *due |= Classify(e, names);
-    if (lost) *due = WakeFor{true, true, true};  // something may have gone unseen
+    if (lost) *due = WakeFor{true, true, true, true};  // something may have gone unseen
   };
   while (!stop_.load()) {
     auto now = std::chrono::steady_clock::now();
@@ -553,6 +556,7 @@ void Agent::KeepLoop() {
       store_.Wake();
     }
     if (due.netpol && netpol_) netpol_->CheckKernelSoon();
+    if (due.services && proxy_) proxy_->CheckKernelSoon();
     if (due.pods || std::chrono::steady_clock::now() >= next_pass) {
       KeepPods();
       next_pass = std::chrono::steady_clock::now() + opts_.resync;
@@ -589,6 +593,14 @@ Status Agent::Run() {
   ScopeGuard join_netpol([&] {
     RequestStop();
     if (netpol_thread.joinable()) netpol_thread.join();
+  });
+  // The Service proxy beside it: its table replaces the one an earlier
+  // weftd left only once its lists are complete.
+  std::thread proxy_thread;
+  if (proxy_) proxy_thread = std::thread([this] { proxy_->Run(stop_); });
+  ScopeGuard join_proxy([&] {
+    RequestStop();
+    if (proxy_thread.joinable()) proxy_thread.join();
   });
 
   // The VXLAN device first: its MAC is part of what the node publishes.

@@ -20,6 +20,7 @@
 #include "fw/backend.h"
 #include "overlay/types.h"
 #include "policy/netpol_controller.h"
+#include "services/proxy_controller.h"
 
 namespace weft::agent {
 
@@ -71,6 +72,9 @@ class Agent {
   // Enforces NetworkPolicy with `netpol` (Kubernetes control plane only);
   // call before Run().
   void SetNetworkPolicy(std::unique_ptr<policy::NetpolController> netpol) { netpol_ = std::move(netpol); }
+  // Serves Kubernetes Services with `proxy` (--service-proxy; Kubernetes
+  // control plane only); call before Run().
+  void SetServiceProxy(std::unique_ptr<services::ProxyController> proxy) { proxy_ = std::move(proxy); }
   // Checks the bearer tokens of callers off the node's loopback
   // (status_auth.h); without one, protected paths answer the loopback only.
   // Call before Run().
@@ -113,6 +117,7 @@ class Agent {
   AgentOptions opts_;
   std::unique_ptr<ControlPlane> cp_;
   std::unique_ptr<policy::NetpolController> netpol_;
+  std::unique_ptr<services::ProxyController> proxy_;
   std::unique_ptr<DropRecorder> drops_;  // null with --drop-log=false
   std::unique_ptr<TokenReviewer> reviewer_;  // moved into gate_ by Run()
   std::unique_ptr<StatusGate> gate_;

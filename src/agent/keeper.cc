@@ -5,6 +5,7 @@
 
 #include "fw/source_guard.h"
 #include "overlay/filter.h"
+#include "services/proxy_table.h"
 #include "sys/netlink.h"
 
 namespace weft::agent {
@@ -38,6 +39,9 @@ WakeFor Classify(const sys::KernelEvent& e, const KeptNames& n) {
       if (e.family == NFPROTO_INET && e.table == "weft-netpol" &&
           !(n.own_netpol_commit && n.own_netpol_commit(e.portid)))
         w.netpol = true;
+      if (e.family == NFPROTO_INET && e.table == services::kTable &&
+          !(n.own_services_commit && n.own_services_commit(e.portid)))
+        w.services = true;
       if (e.family == NFPROTO_INET && (e.table == overlay::kOverlayTable || e.table == n.masquerade_table))
         w.node = true;
       break;

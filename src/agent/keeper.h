@@ -9,6 +9,7 @@
 //   node    node setup (overlay filter, masquerade, VXLAN device) and a
 //           reconcile that reads the kernel (overlay routes, FDB, neighbours)
 //   netpol  the NetworkPolicy table compared with the desired ruleset
+//   services  the Service proxy's table compared with its model's digest
 // A notification wakes a pass only when it can mean that something of that
 // pass went missing (a deletion, proxy ARP turned off, IPv6 addresses on a
 // port, a link down): what weftd and the plugin add themselves never wakes
@@ -26,12 +27,13 @@
 namespace weft::agent {
 
 struct WakeFor {
-  bool pods = false, node = false, netpol = false;
-  bool any() const { return pods || node || netpol; }
+  bool pods = false, node = false, netpol = false, services = false;
+  bool any() const { return pods || node || netpol || services; }
   WakeFor& operator|=(const WakeFor& o) {
     pods |= o.pods;
     node |= o.node;
     netpol |= o.netpol;
+    services |= o.services;
     return *this;
   }
 };
@@ -45,6 +47,9 @@ struct KeptNames {
   // table inet weft-netpol (NetpolController::OwnCommit): its deltas delete
   // rules, which call for no check. Unset: every deletion does.
   std::function<bool(uint32_t portid)> own_netpol_commit;
+  // The same for table inet weft-services (ProxyController::OwnCommit):
+  // each Service change deletes chains and elements.
+  std::function<bool(uint32_t portid)> own_services_commit;
 };
 
 // Pure: which passes `e` calls for.

@@ -74,6 +74,10 @@ void AddKubeFlags(CLI::App& app, WeftdFlags& f, Text& t) {
                  "Enforce ClusterNetworkPolicy (policy.networking.k8s.io/v1alpha2) with NetworkPolicy; without its "
                  "CRD weftd asks again every 30 s")
       ->capture_default_str();
+  app.add_option("--service-proxy", f.service_proxy,
+                 "Serve Kubernetes Services on this node (table inet weft-services, in place of kube-proxy; "
+                 "docs/services.md). Kubernetes control plane only")
+      ->capture_default_str();
   app.add_option("--drop-log", o.drop_log,
                  "Read the packets NetworkPolicy and the source guard drop from NFLOG group 22342 and serve one "
                  "record per flow at /drops (weftctl policy drops)")
@@ -148,6 +152,13 @@ Status Check(const Text& t, WeftdFlags& f) {
     return Invalid("--network-policy needs --control-plane=kubernetes: etcd holds no Pods, Namespaces or "
                    "NetworkPolicies");
   o.network_policy = f.control_plane == "kubernetes" && t.network_policy != "false";
+
+  if (f.control_plane == "etcd" && f.service_proxy)
+    return Invalid("--service-proxy needs --control-plane=kubernetes: etcd holds no Services or EndpointSlices");
+  f.proxy.node_name = o.node_name;
+  f.proxy.cluster_cidrs = o.cluster_cidrs;
+  f.proxy.resync = o.resync;
+  f.proxy.watch_timeout_seconds = f.watch_timeout_seconds;
 
   f.netpol.node_name = o.node_name;
   f.netpol.pending_group = o.netpol_pending_group;

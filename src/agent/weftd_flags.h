@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "policy/netpol_controller.h"
+#include "services/proxy_controller.h"
 
 namespace weft::agent {
 
@@ -23,6 +24,8 @@ struct WeftdFlags {
   std::string service_account_dir = "/var/run/secrets/kubernetes.io/serviceaccount";
   int64_t watch_timeout_seconds = 300;
   policy::NetpolOptions netpol;       // used when agent.network_policy
+  bool service_proxy = false;         // --service-proxy: serve Services (docs/services.md)
+  services::ProxyOptions proxy;       // used when service_proxy (filled from `agent`)
   // --control-plane=etcd: endpoints, prefix, TLS, lease, subnet sizes.
   EtcdOptions etcd;
   // What weftd does instead of running.

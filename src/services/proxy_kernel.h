@@ -3,10 +3,11 @@
 // controller's NetpolKernel (policy/netpol_controller.h): what a change
 // asks of the kernel (one nftables transaction, then its conntrack
 // cleanup), and the periodic check that compares the kernel's table with
-// the model's and repairs only a difference. The real implementation
-// (sys::nft::Kernel and ctnetlink in weftd's node) is later work; the fake
-// here lets the logic above it be tested without root.
+// the model's and repairs only a difference. The real implementation is
+// weftd's (proxy_controller.h, NewProxyKernel); the fake here lets the
+// logic above it be tested without root.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@ class ProxyKernel {
   virtual Result<nft::TableState> Dump() = 0;
   // Deletes the conntrack entries each flush describes.
   virtual Status DeleteConntrack(const std::vector<ConntrackFlush>& flushes) = 0;
+  // Whether nftables notifications with this netlink port id came from one
+  // of this kernel's recent Apply batches (as NetpolKernel::SentBy): weftd's
+  // own deltas delete chains and elements, which call for no check.
+  // Thread-safe.
+  virtual bool SentBy(uint32_t /*portid*/) const { return false; }
 };
 
 // `c` into the kernel: its transaction, then, only once the kernel took

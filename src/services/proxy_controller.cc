@@ -1,0 +1,472 @@
+#include "services/proxy_controller.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "base/log.h"
+#include "kube/informer.h"
+#include "services/service_types.h"
+#include "sys/nft_kernel.h"
+
+namespace weft::services {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+constexpr char kTriggerAnnotation[] = "endpoints.kubernetes.io/last-change-trigger-time";
+constexpr char kZoneLabel[] = "topology.kubernetes.io/zone";
+
+class SystemProxyKernel : public ProxyKernel {
+ public:
+  explicit SystemProxyKernel(std::atomic<uint64_t>* skipped) : skipped_(skipped) {}
+
+  // In-process over nfnetlink, in weftd's netns (the node's). The socket
+  // stays open until the next batch, as the NetworkPolicy controller's:
+  // closing it right after a commit that deleted objects waits for an RCU
+  // grace period.
+  Status Apply(const nft::Transaction& tx) override {
+    Status st = nft::Kernel().Apply(tx, &keep_, [this](uint32_t portid) {
+      sent_[next_sent_.fetch_add(1) % sent_.size()].store(portid);
+    });
+    if (!st.ok()) return st.WithPrefix(std::string("apply table inet ") + kTable);
+    return Status::Ok();
+  }
+
+  Result<nft::TableState> Dump() override { return nft::Kernel().Dump(nft::Family::kInet, kTable); }
+
+  // sys/conntrack.h has no deletion yet: each flush is logged and counted,
+  // and its entries stay until conntrack times them out (UDP: 30 s without
+  // traffic, 120 s for a stream).
+  Status DeleteConntrack(const std::vector<ConntrackFlush>& flushes) override {
+    for (const auto& f : flushes) {
+      if (skipped_) (*skipped_)++;
+      WEFT_LOG(kInfo, "conntrack entries not deleted: weftd cannot delete conntrack entries yet",
+               {"proto", ProtoName(f.proto)}, {"dst", f.dst ? f.dst->ToString() : std::string("nodeport")},
+               {"dport", f.dport}, {"endpoint", f.endpoint ? f.endpoint->ToString() : std::string("any")},
+               {"endpoint_port", f.endpoint_port});
+    }
+    return Status::Ok();
+  }
+
+  bool SentBy(uint32_t portid) const override {
+    if (portid == 0) return false;
+    for (const auto& p : sent_)
+      if (p.load() == portid) return true;
+    return false;
+  }
+
+ private:
+  std::atomic<uint64_t>* skipped_;
+  UniqueFd keep_;
+  std::array<std::atomic<uint32_t>, 8> sent_{};
+  std::atomic<size_t> next_sent_{0};
+};
+
+// An EndpointSlice with its trigger time (for the programming latency).
+struct SliceObject {
+  EndpointSlice slice;
+  std::optional<double> trigger;  // seconds since the epoch
+  bool operator==(const SliceObject&) const = default;
+};
+
+double NowUnix() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+}  // namespace
+
+std::unique_ptr<ProxyKernel> NewProxyKernel(std::atomic<uint64_t>* skipped) {
+  return std::make_unique<SystemProxyKernel>(skipped);
+}
+
+std::optional<double> ParseTriggerTime(const std::string& s) {
+  // 2026-12-03T12:30:00Z or 2026-12-03T12:30:00.123456789Z (RFC3339Nano,
+  // as the EndpointSlice controller writes it), or a numeric offset.
+  std::tm tm{};
+  int consumed = 0;
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                  &tm.tm_min, &tm.tm_sec, &consumed) != 6 ||
+      consumed != 19)
+    return std::nullopt;
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  double frac = 0;
+  size_t i = 19;
+  if (i < s.size() && s[i] == '.') {
+    double scale = 0.1;
+    for (++i; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i, scale /= 10) frac += (s[i] - '0') * scale;
+  }
+  long offset = 0;
+  if (i < s.size() && (s[i] == 'Z' || s[i] == 'z') && i + 1 == s.size()) {
+  } else if (i + 6 == s.size() && (s[i] == '+' || s[i] == '-') && s[i + 3] == ':') {
+    int h = 0, m = 0;
+    if (std::sscanf(s.c_str() + i + 1, "%2d:%2d", &h, &m) != 2) return std::nullopt;
+    offset = (s[i] == '+' ? 1 : -1) * (h * 3600L + m * 60L);
+  } else {
+    return std::nullopt;
+  }
+  time_t t = timegm(&tm);
+  if (t == static_cast<time_t>(-1)) return std::nullopt;
+  return static_cast<double>(t - offset) + frac;
+}
+
+SecondsHistogram::SecondsHistogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), buckets_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
+  for (size_t i = 0; i <= bounds_.size(); ++i) buckets_[i] = 0;
+}
+
+void SecondsHistogram::Observe(double seconds) {
+  if (!(seconds >= 0)) seconds = 0;  // a trigger time ahead of this node's clock
+  size_t i = 0;
+  while (i < bounds_.size() && seconds > bounds_[i]) ++i;
+  buckets_[i]++;
+  sum_ns_ += static_cast<uint64_t>(std::llround(seconds * 1e9));
+  count_++;
+}
+
+std::string SecondsHistogram::Render(const char* name, const char* help) const {
+  std::string out = std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
+  uint64_t cum = 0;
+  char buf[64];
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cum += buckets_[i].load();
+    std::snprintf(buf, sizeof buf, "%g", bounds_[i]);
+    out += std::string(name) + "_bucket{le=\"" + buf + "\"} " + std::to_string(cum) + "\n";
+  }
+  cum += buckets_[bounds_.size()].load();
+  out += std::string(name) + "_bucket{le=\"+Inf\"} " + std::to_string(cum) + "\n";
+  std::snprintf(buf, sizeof buf, "%.6f", sum_ns_.load() / 1e9);
+  out += std::string(name) + "_sum " + buf + "\n";
+  out += std::string(name) + "_count " + std::to_string(count_.load()) + "\n";
+  return out;
+}
+
+struct ProxyController::Impl {
+  Impl(ProxyOptions o, ProxyController::ApiFactory a, std::unique_ptr<ProxyKernel> k, ProxyMetrics& m)
+      : opts(std::move(o)),
+        apis(std::move(a)),
+        kernel(std::move(k)),
+        metrics(m),
+        services(
+            [this](const json& j) -> std::optional<Service> {
+              auto s = DecodeService(j);
+              if (!s.ok()) return Skip(s.status());
+              return std::move(s).value();
+            },
+            &notifier),
+        slices(
+            [this](const json& j) -> std::optional<SliceObject> {
+              auto s = DecodeEndpointSlice(j);
+              if (!s.ok()) return Skip(s.status());
+              SliceObject o{std::move(s).value(), std::nullopt};
+              const json& ann = j.value("metadata", json::object()).value("annotations", json::object());
+              if (auto it = ann.find(kTriggerAnnotation); it != ann.end() && it->is_string())
+                o.trigger = ParseTriggerTime(it->get<std::string>());
+              return o;
+            },
+            &notifier) {}
+
+  // A decoder's answer for an object it cannot read: logged, counted, and
+  // the object left out (as if absent: an update that breaks a Service
+  // takes it out of the table).
+  std::nullopt_t Skip(const Status& st) {
+    metrics.decode_errors++;
+    WEFT_LOG(kWarn, "services: object skipped", {"err", st});
+    return std::nullopt;
+  }
+
+  // The node's zone label, once (topology hints; docs/services.md).
+  std::string ReadZone() {
+    if (!opts.zone.empty()) return opts.zone;
+    auto api = apis();
+    auto r = api->Get("/api/v1/nodes/" + opts.node_name);
+    if (!r.ok() || r->status != 200) {
+      WEFT_LOG(kWarn, "services: cannot read this node's zone; topology hints by zone are not followed",
+               {"node", opts.node_name},
+               {"err", r.ok() ? Status::Error(Reason::kUnavailable, Domain::kControlPlane,
+                                              "HTTP " + std::to_string(r->status))
+                              : r.status()});
+      return "";
+    }
+    json node = json::parse(r->body, nullptr, false);
+    if (node.is_discarded()) return "";
+    const json& labels = node.value("metadata", json::object()).value("labels", json::object());
+    auto it = labels.find(kZoneLabel);
+    return it != labels.end() && it->is_string() ? it->get<std::string>() : "";
+  }
+
+  std::thread StartInformer(const char* what, const char* path, kube::InformerHandler& h,
+                            const std::atomic<bool>& stop) {
+    return std::thread([this, &stop, what, path, &h] {
+      kube::ResourceSpec spec;
+      spec.what = what;
+      spec.path = path;
+      spec.watch_timeout_seconds = opts.watch_timeout_seconds;
+      kube::Informer inf(apis(), spec, h, stats);
+      inf.Run(stop);
+    });
+  }
+
+  // Never program before both lists are complete: a Service seen without
+  // its slices would reject what has endpoints.
+  uint64_t WaitForLists(const std::atomic<bool>& stop) {
+    uint64_t seen = 0;
+    while (!stop.load() && !(services.synced() && slices.synced()))
+      seen = notifier.Wait(seen, std::chrono::milliseconds(500), stop);
+    if (!stop.load()) WEFT_LOG(kInfo, "services: lists complete");
+    return seen;
+  }
+
+  // The queued changes into the model, as one Change (their transactions
+  // in order, one batch); `triggers` gets the trigger times of the slices
+  // among them.
+  Change Drain(std::vector<double>* triggers, size_t* n) {
+    Change all;
+    auto add = [&](Change c) {
+      all.tx.Append(std::move(c.tx));
+      all.conntrack.insert(all.conntrack.end(), c.conntrack.begin(), c.conntrack.end());
+      ++*n;
+    };
+    // Services first: a slice of a new Service then finds it.
+    for (auto& d : services.Drain()) {
+      if (d.object) add(model->UpsertService(std::move(*d.object)));
+      else add(model->DeleteService(d.key));
+    }
+    for (auto& d : slices.Drain()) {
+      auto old = slice_endpoints.find(d.key);
+      if (old != slice_endpoints.end()) {
+        endpoints -= old->second;
+        slice_endpoints.erase(old);
+      }
+      if (d.object) {
+        endpoints += d.object->slice.endpoints.size();
+        slice_endpoints[d.key] = d.object->slice.endpoints.size();
+        if (d.object->trigger) triggers->push_back(*d.object->trigger);
+        add(model->UpsertSlice(std::move(d.object->slice)));
+      } else {
+        add(model->DeleteSlice(d.key));
+      }
+    }
+    std::sort(all.conntrack.begin(), all.conntrack.end());
+    all.conntrack.erase(std::unique(all.conntrack.begin(), all.conntrack.end()), all.conntrack.end());
+    return all;
+  }
+
+  // Conntrack deletions of changes whose transaction is in; a failure is
+  // logged (the entries time out on their own).
+  void DeleteConntrack(const std::vector<ConntrackFlush>& flushes) {
+    if (flushes.empty()) return;
+    metrics.conntrack_flushes += flushes.size();
+    if (Status st = kernel->DeleteConntrack(flushes); !st.ok()) {
+      metrics.sync_errors++;
+      WEFT_LOG(kWarn, "services: deleting conntrack entries failed", {"err", st});
+    }
+  }
+
+  struct SyncLoop {
+    Clock::time_point next_check;
+    Clock::time_point retry_at = Clock::time_point::max();
+    bool full_due = true;  // start-up, and after a failed transaction
+    std::vector<ConntrackFlush> pending_conntrack;  // of changes whose transaction failed
+  };
+
+  // One pass: the queued changes into the model and their delta into the
+  // kernel (the whole table when due), then the check when due.
+  void SyncOnce(SyncLoop& loop) {
+    auto woke = Clock::now();
+    std::vector<double> triggers;
+    size_t n = 0;
+    Change c = Drain(&triggers, &n);
+    metrics.changes += n;
+    bool applied = false;
+    if (loop.full_due) {
+      Status st = kernel->Apply(model->Full());
+      if (st.ok()) {
+        loop.full_due = false;
+        metrics.syncs++;
+        metrics.full_syncs++;
+        applied = true;
+        loop.pending_conntrack.insert(loop.pending_conntrack.end(), c.conntrack.begin(), c.conntrack.end());
+        DeleteConntrack(loop.pending_conntrack);
+        loop.pending_conntrack.clear();
+      } else {
+        Failed(loop, st, c.conntrack);
+      }
+    } else if (!c.tx.empty() || !c.conntrack.empty()) {
+      Status st = c.tx.empty() ? Status::Ok() : kernel->Apply(c.tx);
+      if (st.ok()) {
+        if (!c.tx.empty()) metrics.syncs++;
+        applied = true;
+        DeleteConntrack(c.conntrack);
+      } else {
+        Failed(loop, st, c.conntrack);
+      }
+    }
+    if (applied) {
+      loop.retry_at = Clock::time_point::max();
+      metrics.sync_duration.Observe(SecondsSince(woke));
+      const double now = NowUnix();
+      for (double t : triggers) metrics.programming_duration.Observe(now - t);
+      const log::Level level = metrics.ready.load() ? log::Level::kDebug : log::Level::kInfo;
+      if (level >= log::GetLevel())
+        log::Write(level, "services synced",
+                   {{"services", model->service_count()}, {"changes", n}, {"full", metrics.full_syncs.load()},
+                    {"duration_us", static_cast<int64_t>(SecondsSince(woke) * 1e6)}});
+      metrics.ready = true;
+    }
+    if (!loop.full_due && (woke >= loop.next_check || check_soon.exchange(false))) {
+      loop.next_check = woke + opts.resync;
+      Check();
+    }
+    metrics.services = model->service_count();
+    metrics.endpoints = endpoints;
+  }
+
+  void Failed(SyncLoop& loop, const Status& st, const std::vector<ConntrackFlush>& flushes) {
+    metrics.sync_errors++;
+    loop.full_due = true;
+    loop.pending_conntrack.insert(loop.pending_conntrack.end(), flushes.begin(), flushes.end());
+    loop.retry_at = Clock::now() + std::chrono::seconds(1);
+    WEFT_LOG(kWarn, "services: apply failed; retrying with the whole table", {"err", st});
+  }
+
+  // The periodic check: the kernel's table against the model's digest.
+  void Check() {
+    metrics.checks++;
+    auto r = CheckAndRepair(*kernel, *model);
+    if (!r.ok()) {
+      metrics.sync_errors++;
+      WEFT_LOG(kWarn, "services: checking table inet weft-services failed", {"err", r.status()});
+      return;
+    }
+    if (!r->repaired) return;
+    metrics.repairs++;
+    metrics.full_syncs++;
+    metrics.syncs++;
+    std::string diff = r->diff.size() > 2000 ? r->diff.substr(0, 2000) + "..." : r->diff;
+    WEFT_LOG(kWarn, "services: table inet weft-services differed from the model; replaced it", {"diff", diff});
+  }
+
+  uint64_t WaitForChange(const SyncLoop& loop, uint64_t seen, const std::atomic<bool>& stop) {
+    auto now = Clock::now();
+    auto wake = std::min(loop.next_check, loop.retry_at);
+    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake > now ? wake - now : Clock::duration(0));
+    uint64_t v = notifier.Wait(seen, std::min<std::chrono::milliseconds>(wait, std::chrono::seconds(5)), stop);
+    if (v != seen) {
+      // Coalesce a burst (a rollout's endpoints) into one transaction.
+      std::this_thread::sleep_for(opts.batch);
+      seen = notifier.value();
+    }
+    return seen;
+  }
+
+  ProxyOptions opts;
+  ProxyController::ApiFactory apis;
+  std::unique_ptr<ProxyKernel> kernel;
+  ProxyMetrics& metrics;
+  ControlPlaneStats stats;
+  kube::ChangeNotifier notifier;
+  kube::Cache<Service> services;
+  kube::Cache<SliceObject> slices;
+  std::atomic<bool> check_soon{false};
+  // The sync thread's.
+  std::unique_ptr<Model> model;
+  std::map<std::string, size_t> slice_endpoints;  // slice key -> its endpoints
+  uint64_t endpoints = 0;
+};
+
+ProxyController::ProxyController(ProxyOptions opts, kube::KubeEndpoint endpoint)
+    : ProxyController(std::move(opts), [endpoint] { return kube::NewKubeApi(endpoint); }, nullptr) {}
+
+ProxyController::ProxyController(ProxyOptions opts, ApiFactory apis, std::unique_ptr<ProxyKernel> kernel)
+    : impl_(std::make_unique<Impl>(std::move(opts), std::move(apis),
+                                   kernel ? std::move(kernel) : NewProxyKernel(&metrics_.conntrack_flushes_skipped),
+                                   metrics_)) {}
+
+ProxyController::~ProxyController() = default;
+
+ControlPlaneStats& ProxyController::stats() { return impl_->stats; }
+
+void ProxyController::Run(const std::atomic<bool>& stop) {
+  Impl& s = *impl_;
+  Config cfg;
+  cfg.node.node_name = s.opts.node_name;
+  cfg.node.zone = s.ReadZone();
+  cfg.cluster_cidrs = s.opts.cluster_cidrs;
+  cfg.masquerade_all = s.opts.masquerade_all;
+  s.model = std::make_unique<Model>(std::move(cfg));
+  WEFT_LOG(kInfo, "services: starting", {"node", s.opts.node_name}, {"zone", s.model->config().node.zone});
+  std::vector<std::thread> threads;
+  threads.push_back(s.StartInformer("services", "/api/v1/services", s.services, stop));
+  threads.push_back(s.StartInformer("endpointslices", "/apis/discovery.k8s.io/v1/endpointslices", s.slices, stop));
+  uint64_t seen = s.WaitForLists(stop);
+  Impl::SyncLoop loop;
+  loop.next_check = Clock::now() + s.opts.resync;
+  while (!stop.load()) {
+    s.SyncOnce(loop);
+    seen = s.WaitForChange(loop, seen, stop);
+  }
+  s.notifier.Notify();
+  for (auto& t : threads) t.join();
+}
+
+void ProxyController::CheckKernelSoon() {
+  impl_->check_soon = true;
+  impl_->notifier.Notify();
+}
+
+bool ProxyController::OwnCommit(uint32_t portid) const { return impl_->kernel->SentBy(portid); }
+
+std::string RenderProxyMetrics(const ProxyMetrics& m) {
+  std::string out;
+  auto one = [&](const char* name, const char* help, uint64_t v, const char* type) {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+           std::to_string(v) + "\n";
+  };
+  one("weft_services_services", "Services weftd's proxy knows (skipped ones included).", m.services.load(), "gauge");
+  one("weft_services_endpoints", "Endpoints of the EndpointSlices weftd's proxy knows.", m.endpoints.load(), "gauge");
+  one("weft_services_changes_total", "Service and EndpointSlice changes fed to the proxy's model.", m.changes.load(),
+      "counter");
+  one("weft_services_syncs_total", "nft transactions applied to table inet weft-services.", m.syncs.load(),
+      "counter");
+  one("weft_services_full_syncs_total",
+      "Transactions that replaced the whole table (start-up, after a failure, repairs).", m.full_syncs.load(),
+      "counter");
+  one("weft_services_sync_errors_total",
+      "Failed transactions (each followed by the whole table), conntrack deletions and checks.",
+      m.sync_errors.load(), "counter");
+  one("weft_services_kernel_checks_total", "Comparisons of the kernel's table with the model's digest.",
+      m.checks.load(), "counter");
+  one("weft_services_repairs_total", "Checks that found the kernel's table different and replaced it.",
+      m.repairs.load(), "counter");
+  one("weft_services_decode_errors_total", "Services and EndpointSlices skipped because they did not decode.",
+      m.decode_errors.load(), "counter");
+  one("weft_services_conntrack_flushes_total",
+      "UDP conntrack cleanups (a service address and port, or one endpoint of it) asked after a change.",
+      m.conntrack_flushes.load(), "counter");
+  one("weft_services_conntrack_flushes_skipped_total",
+      "Of those, the cleanups weftd could not do (no conntrack deletion yet): the entries time out instead.",
+      m.conntrack_flushes_skipped.load(), "counter");
+  one("weft_services_ready", "1 once the first complete lists are programmed.", m.ready.load() ? 1 : 0, "gauge");
+  out += m.sync_duration.Render("weft_services_sync_proxy_rules_duration_seconds",
+                                "One sync of table inet weft-services: changes drained, transaction applied "
+                                "(kube-proxy's sync_proxy_rules_duration_seconds).");
+  out += m.programming_duration.Render(
+      "weft_services_network_programming_duration_seconds",
+      "From an EndpointSlice's last-change-trigger-time annotation to its change in the kernel "
+      "(kube-proxy's network_programming_duration_seconds).");
+  return out;
+}
+
+}  // namespace weft::services

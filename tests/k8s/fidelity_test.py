@@ -343,7 +343,44 @@ def scenario(api, unauth):
     st, events = api.watch(q(NP, watch=1, allowWatchBookmarks="true", resourceVersion="1", timeoutSeconds=3), 3)
     step("watch from compacted rv", (st, events[:1]))
     cnp_scenario(api, step)
+    services_scenario(api, step)
     return out
+
+
+SVC = "/api/v1/namespaces/%s/services" % NS
+EPS = "/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices" % NS
+
+
+def services_scenario(api, step):
+    """What weftd's Service proxy reads (--service-proxy): Services (defaulted:
+    type, affinity timeout, targetPort, traffic policies, families, the
+    allocated clusterIP and nodePort, compared by shape) and EndpointSlices,
+    listed and watched cluster-wide. No selector: no controller writes a slice
+    of its own on the real side."""
+    labels = {"weft.io/fid": "svc"}
+    step("services: create clusterip", api.req("POST", SVC, {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "fid-web", "labels": labels},
+        "spec": {"ports": [{"name": "http", "port": 80, "targetPort": 8080}]}}))
+    step("services: create nodeport clientip", api.req("POST", SVC, {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "fid-np", "labels": labels},
+        "spec": {"type": "NodePort", "sessionAffinity": "ClientIP", "ports": [{"port": 81}]}}))
+    step("services: create invalid port", api.req("POST", SVC, {
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "fid-bad", "labels": labels},
+        "spec": {"ports": [{"port": 70000}]}}))
+    step("endpointslices: create", api.req("POST", EPS, {
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": "fid-web-1", "labels": dict(labels, **{"kubernetes.io/service-name": "fid-web"})},
+        "addressType": "IPv4", "ports": [{"name": "http", "port": 8080}],
+        "endpoints": [{"addresses": ["10.244.1.5"], "conditions": {"ready": True}, "nodeName": "fid-0"}]}))
+    st, lst = step("services: list", api.req("GET", q("/api/v1/services", limit=500, labelSelector="weft.io/fid=svc")))
+    step("endpointslices: list", api.req("GET", q("/apis/discovery.k8s.io/v1/endpointslices", limit=500,
+                                                  labelSelector="weft.io/fid=svc")))
+    rv = lst["metadata"]["resourceVersion"]
+    api.req("PATCH", EPS + "/fid-web-1", {"endpoints": [{"addresses": ["10.244.2.5"]}]}, "application/merge-patch+json")
+    api.req("DELETE", EPS + "/fid-web-1")
+    st, events = api.watch(q("/apis/discovery.k8s.io/v1/endpointslices", watch=1, resourceVersion=rv,
+                             timeoutSeconds=3, labelSelector="weft.io/fid=svc"), 3)
+    step("endpointslices: watch", (st, [e for e in events if e.get("type") != "BOOKMARK"]))
 
 
 CNP = "/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies"

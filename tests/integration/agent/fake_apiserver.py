@@ -10,6 +10,9 @@ JSON shapes:
   pods             /api/v1/namespaces/NS/pods[/NAME[/status|/binding]], /api/v1/pods
   networkpolicies  /apis/networking.k8s.io/v1/namespaces/NS/networkpolicies[/NAME],
                    /apis/networking.k8s.io/v1/networkpolicies
+  services         /api/v1/namespaces/NS/services[/NAME[/status]], /api/v1/services
+  endpointslices   /apis/discovery.k8s.io/v1/namespaces/NS/endpointslices[/NAME],
+                   /apis/discovery.k8s.io/v1/endpointslices
 
 Verbs: list, watch (?watch=1), get, create (POST to the collection),
 replace (PUT), patch (merge-patch+json, json-patch+json), delete,
@@ -130,6 +133,11 @@ RESOURCES = {r.plural: r for r in [
         "spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
         "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"}, True),
     Resource("networkpolicies", "NetworkPolicy", "networking.k8s.io", True, set(), False),
+    # The Service proxy's (docs/services.md). Services select on spec.clusterIP and spec.type as the real
+    # server's; EndpointSlices have no spec (addressType, endpoints, ports are top-level) and no status.
+    Resource("services", "Service", "", True, {"spec.clusterIP", "spec.type"}, True),
+    Resource("endpointslices", "EndpointSlice", "discovery.k8s.io", True, set(), False,
+             top=("addressType", "endpoints", "ports")),
     # sigs.k8s.io/network-policy-api v0.3.0's CRD (deploy/crd/clusternetworkpolicies.yaml): cluster-scoped,
     # a status subresource; the stand-in serves its v1alpha2 only (the real CRD serves v1beta1 too).
     Resource("clusternetworkpolicies", "ClusterNetworkPolicy", "policy.networking.k8s.io", False, set(), True,
@@ -190,6 +198,10 @@ BOOKMARK_BODIES = {
     "namespaces": {"spec": {}, "status": {}},
     "pods": {"spec": {"containers": None}, "status": {}},
     "networkpolicies": {"spec": {"podSelector": {}}},
+    # Not yet seen from a real server (the fidelity test does not cover them): as the Go types encode their zero
+    # values (ServiceStatus.loadBalancer is a struct; EndpointSlice's addressType and endpoints have no omitempty).
+    "services": {"spec": {}, "status": {"loadBalancer": {}}},
+    "endpointslices": {"addressType": "", "endpoints": None},
 }
 
 
@@ -389,6 +401,9 @@ def field_values(res, obj):
         f["spec.unschedulable"] = "true" if spec.get("unschedulable") else "false"
     elif res.plural == "namespaces":
         f["status.phase"] = st.get("phase", "")
+    elif res.plural == "services":
+        f["spec.clusterIP"] = spec.get("clusterIP", "")
+        f["spec.type"] = spec.get("type", "")
     return f
 
 
@@ -491,6 +506,15 @@ def default_object(res, obj):
                 st["podIP"] = st["podIPs"][0].get("ip", "")
             if st.get("hostIP") and not st.get("hostIPs"):
                 st["hostIPs"] = [{"ip": st["hostIP"]}]
+    elif res.plural == "services":
+        default_service(obj)
+    elif res.plural == "endpointslices":
+        for p in obj.get("ports") or []:
+            if isinstance(p, dict):
+                p.setdefault("protocol", "TCP")
+        for e in obj.get("endpoints") or []:
+            if isinstance(e, dict):
+                e.setdefault("conditions", {})
     elif res.plural == "networkpolicies":
         spec = obj.setdefault("spec", {})
         if not isinstance(spec.get("podSelector"), dict):
@@ -513,6 +537,71 @@ def default_object(res, obj):
         prune_empty(spec, ["ingress", "egress", "policyTypes"])
         if not spec.get("policyTypes"):
             spec["policyTypes"] = ["Ingress"] + (["Egress"] if spec.get("egress") else [])
+
+
+class Allocator:
+    """ClusterIPs and NodePorts for Services created without them (called
+    with the store's lock held)."""
+
+    def __init__(self):
+        self.next_ip, self.next_port = 1, 30000
+
+    def cluster_ip(self):
+        ip = "10.96.%d.%d" % (self.next_ip // 256, self.next_ip % 256)
+        self.next_ip += 1
+        return ip
+
+    def node_port(self):
+        self.next_port += 1
+        return self.next_port - 1
+
+
+ALLOCATOR = Allocator()
+
+
+def default_service(obj):
+    """A Service's defaults as the real server's (registry/core/service and
+    the v1 defaulter): type ClusterIP, sessionAffinity None (ClientIP gets its
+    3-hour timeout), ports' protocol TCP and targetPort = port, the traffic
+    policies, a single-stack IPv4 family; clusterIP/clusterIPs copied into
+    each other (allocated when absent, from 10.96.0.0/16; the stand-in's
+    allocator is sequential, the real one random) and NodePorts allocated for
+    NodePort and LoadBalancer types (from 30000)."""
+    spec = obj.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    if spec["sessionAffinity"] == "ClientIP":
+        spec.setdefault("sessionAffinityConfig", {}).setdefault("clientIP", {}).setdefault("timeoutSeconds", 10800)
+    for p in spec.get("ports") or []:
+        if isinstance(p, dict):
+            p.setdefault("protocol", "TCP")
+            p.setdefault("targetPort", p.get("port"))
+    if spec["type"] == "ExternalName":
+        return
+    spec.setdefault("internalTrafficPolicy", "Cluster")
+    if spec["type"] in ("NodePort", "LoadBalancer"):
+        spec.setdefault("externalTrafficPolicy", "Cluster")
+    if spec.get("clusterIP") and not spec.get("clusterIPs"):
+        spec["clusterIPs"] = [spec["clusterIP"]]
+    elif spec.get("clusterIPs") and not spec.get("clusterIP"):
+        spec["clusterIP"] = spec["clusterIPs"][0]
+    elif not spec.get("clusterIP"):
+        ip = ALLOCATOR.cluster_ip()
+        spec["clusterIP"], spec["clusterIPs"] = ip, [ip]
+    if spec["clusterIP"] != "None":
+        fams = ["IPv6" if ":" in ip else "IPv4" for ip in spec["clusterIPs"]]
+        spec.setdefault("ipFamilies", fams)
+        spec.setdefault("ipFamilyPolicy", "SingleStack" if len(fams) == 1 else "RequireDualStack")
+    else:
+        spec.setdefault("ipFamilies", ["IPv4"])
+        spec.setdefault("ipFamilyPolicy", "SingleStack")
+    if spec["type"] in ("NodePort", "LoadBalancer"):
+        for p in spec.get("ports") or []:
+            if isinstance(p, dict) and not p.get("nodePort"):
+                p["nodePort"] = ALLOCATOR.node_port()
+    obj.setdefault("status", {}).setdefault("loadBalancer", {})
 
 
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -651,6 +740,10 @@ def validate_object(res, obj):
         validate_np(spec, errs)
     if res.plural == "clusternetworkpolicies":
         validate_cnp(spec, errs)
+    if res.plural == "services":
+        validate_service(spec, errs)
+    if res.plural == "endpointslices":
+        validate_endpointslice(obj, errs)
     elif res.plural == "pods":
         containers = spec.get("containers") or []
         if not containers:
@@ -672,6 +765,45 @@ def validate_object(res, obj):
                         errs.append('%s.ports[%d].name: Invalid value: "%s"' % (base, j, p["name"]))
     if errs:
         raise invalid(res, name, errs)
+
+
+def validate_service(spec, errs):
+    """The checks of the real server's Service validation a client of ours
+    can meet (a subset: ports, protocols, types, affinity)."""
+    if spec.get("type") not in ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName"):
+        errs.append('spec.type: Unsupported value: "%s": supported values: "ClusterIP", "ExternalName", '
+                    '"LoadBalancer", "NodePort"' % spec.get("type"))
+    ports = spec.get("ports") or []
+    if not ports and spec.get("type") != "ExternalName":
+        errs.append("spec.ports: Required value")
+    for i, p in enumerate(ports):
+        port = p.get("port")
+        if not isinstance(port, int) or not 1 <= port <= 65535:
+            errs.append("spec.ports[%d].port: Invalid value: %s: must be between 1 and 65535, inclusive" % (i, port))
+        if p.get("protocol") not in ("TCP", "UDP", "SCTP"):
+            errs.append('spec.ports[%d].protocol: Unsupported value: "%s": supported values: "SCTP", "TCP", "UDP"'
+                        % (i, p.get("protocol")))
+        if len(ports) > 1 and not p.get("name"):
+            errs.append("spec.ports[%d].name: Required value" % i)
+        np_ = p.get("nodePort")
+        if np_ is not None and (not isinstance(np_, int) or not 0 <= np_ <= 65535):
+            errs.append("spec.ports[%d].nodePort: Invalid value: %s: must be between 1 and 65535, inclusive" % (i, np_))
+    if spec.get("sessionAffinity") not in (None, "None", "ClientIP"):
+        errs.append('spec.sessionAffinity: Unsupported value: "%s": supported values: "ClientIP", "None"'
+                    % spec.get("sessionAffinity"))
+
+
+def validate_endpointslice(obj, errs):
+    if obj.get("addressType") not in ("IPv4", "IPv6", "FQDN"):
+        errs.append('addressType: Unsupported value: "%s": supported values: "FQDN", "IPv4", "IPv6"'
+                    % obj.get("addressType"))
+    for i, p in enumerate(obj.get("ports") or []):
+        port = p.get("port")
+        if port is not None and (not isinstance(port, int) or not 1 <= port <= 65535):
+            errs.append("ports[%d].port: Invalid value: %s: must be between 1 and 65535, inclusive" % (i, port))
+    for i, e in enumerate(obj.get("endpoints") or []):
+        if not e.get("addresses"):
+            errs.append("endpoints[%d].addresses: Required value: must contain at least 1 address" % i)
 
 
 POD_MUTABLE = ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "schedulingGates")
@@ -1139,7 +1271,7 @@ class Store:
                 term["metadata"]["deletionGracePeriodSeconds"] = 0
                 term.setdefault("status", {})["phase"] = "Terminating"
                 self.commit(res, key, term)
-                for plural in ("pods", "networkpolicies"):
+                for plural in ("pods", "networkpolicies", "services", "endpointslices"):
                     r = RESOURCES[plural]
                     for k in sorted(self.objects[plural]):
                         if k.startswith(name + "/"):
@@ -1280,6 +1412,7 @@ def parse_api_path(path):
     """(Resource, namespace or None, name or None, subresource or None), or
     None when the path names no resource we serve."""
     for group, prefix in (("", "/api/v1/"), ("networking.k8s.io", "/apis/networking.k8s.io/v1/"),
+                          ("discovery.k8s.io", "/apis/discovery.k8s.io/v1/"),
                           ("policy.networking.k8s.io", "/apis/policy.networking.k8s.io/v1alpha2/"),
                           ("rbac.authorization.k8s.io", "/apis/rbac.authorization.k8s.io/v1/")):
         if path.startswith(prefix):
@@ -1406,16 +1539,17 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json(200, {"kind": "APIVersions", "versions": ["v1"],
                                             "serverAddressByClientCIDRs": []})
             if method == "GET" and path in ("/apis", "/apis/"):
-                groups = [{"name": "networking.k8s.io",
-                           "versions": [{"groupVersion": "networking.k8s.io/v1", "version": "v1"}],
-                           "preferredVersion": {"groupVersion": "networking.k8s.io/v1", "version": "v1"}}]
+                groups = [{"name": g, "versions": [{"groupVersion": g + "/v1", "version": "v1"}],
+                           "preferredVersion": {"groupVersion": g + "/v1", "version": "v1"}}
+                          for g in ("networking.k8s.io", "discovery.k8s.io")]
                 for r in RESOURCES.values():
                     if r.crd and r.plural in self.store.crds:
                         gv = {"groupVersion": r.api_version, "version": r.version}
                         groups.append({"name": r.group, "versions": [gv], "preferredVersion": gv})
                 return self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
-            if method == "GET" and path.rstrip("/") in ("/api/v1", "/apis/networking.k8s.io/v1"):
-                return self.send_json(200, discovery("" if path.startswith("/api/") else "networking.k8s.io"))
+            if method == "GET" and path.rstrip("/") in ("/api/v1", "/apis/networking.k8s.io/v1",
+                                                        "/apis/discovery.k8s.io/v1"):
+                return self.send_json(200, discovery("" if path.startswith("/api/") else path.split("/")[2]))
             if (method == "GET" and path.rstrip("/") == RESOURCES["clusternetworkpolicies"].prefix
                     and "clusternetworkpolicies" in self.store.crds):
                 return self.send_json(200, discovery("policy.networking.k8s.io"))

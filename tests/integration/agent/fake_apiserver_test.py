@@ -542,6 +542,39 @@ class FakeApiServerTest(unittest.TestCase):
         self.assertEqual([e["type"] for e in wp.events(3)], ["ADDED", "MODIFIED", "DELETED"])
         self.assertEqual(self.req("GET", PODS % "default" + "/g")[0], 404)
 
+    def test_services_and_endpointslices(self):
+        svc = "/api/v1/namespaces/default/services"
+        eps = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices"
+        rv = str(self.rv())
+        ws = self.watch("/api/v1/services?watch=1&resourceVersion=" + rv)
+        we = self.watch("/apis/discovery.k8s.io/v1/endpointslices?watch=1&resourceVersion=" + rv)
+        s = self.ok("POST", svc, {"metadata": {"name": "web"}, "spec": {
+            "type": "NodePort", "sessionAffinity": "ClientIP", "ports": [{"port": 80, "targetPort": 8080}]}})
+        spec = s["spec"]
+        self.assertEqual((spec["clusterIPs"], spec["ipFamilies"], spec["ipFamilyPolicy"]),
+                         ([spec["clusterIP"]], ["IPv4"], "SingleStack"))
+        self.assertEqual(spec["sessionAffinityConfig"], {"clientIP": {"timeoutSeconds": 10800}})
+        self.assertEqual((spec["internalTrafficPolicy"], spec["externalTrafficPolicy"]), ("Cluster", "Cluster"))
+        self.assertEqual(spec["ports"][0]["protocol"], "TCP")
+        self.assertTrue(30000 <= spec["ports"][0]["nodePort"] <= 32767)
+        self.assertEqual(self.req("POST", svc, {"metadata": {"name": "bad"}, "spec": {"ports": [{"port": 0}]}})[0], 422)
+        slice_ = {"metadata": {"name": "web-1", "labels": {"kubernetes.io/service-name": "web"}},
+                  "addressType": "IPv4", "ports": [{"port": 8080}], "endpoints": [{"addresses": ["10.0.0.1"]}]}
+        e = self.ok("POST", eps, slice_)
+        self.assertEqual((e["kind"], e["ports"][0]["protocol"]), ("EndpointSlice", "TCP"))
+        self.assertEqual(self.req("POST", eps, dict(slice_, metadata={"name": "x"}, addressType="IPX"))[0], 422)
+        self.ok("PATCH", eps + "/web-1", {"endpoints": [{"addresses": ["10.0.0.2"]}]}, "application/merge-patch+json")
+        self.assertEqual([x["type"] for x in ws.events(1)], ["ADDED"])
+        self.assertEqual([x["type"] for x in we.events(2)], ["ADDED", "MODIFIED"])
+        lst = self.ok("GET", "/apis/discovery.k8s.io/v1/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dweb")
+        self.assertEqual([i["endpoints"][0]["addresses"] for i in lst["items"]], [["10.0.0.2"]])
+        self.assertEqual(len(self.ok("GET", "/api/v1/services?fieldSelector=spec.type%3DNodePort")["items"]), 1)
+        # A namespace's deletion takes its Services and slices.
+        self.ok("POST", "/api/v1/namespaces", {"metadata": {"name": "gone"}})
+        self.ok("POST", "/api/v1/namespaces/gone/services", {"metadata": {"name": "s"}, "spec": {"ports": [{"port": 1}]}})
+        self.ok("DELETE", "/api/v1/namespaces/gone")
+        self.assertEqual(self.ok("GET", "/api/v1/namespaces/gone/services")["items"], [])
+
     def test_test_controls_nodes_and_log(self):
         n = self.ok("POST", "/_test/nodes", {"kind": "Node", "apiVersion": "v1", "metadata": {"name": "n1"},
                                               "spec": {"podCIDR": "10.1.0.0/24"}})

@@ -53,7 +53,10 @@ void MakeCertificates(const std::string& dir) {
        "-CAcreateserial", "-out", dir + "/server.crt", "-days", "2", "-extfile", dir + "/server.ext"});
 }
 
-bool Namespaced(const std::string& kind) { return kind == "Pod" || kind == "NetworkPolicy" || kind == "ServiceAccount"; }
+bool Namespaced(const std::string& kind) {
+  return kind == "Pod" || kind == "NetworkPolicy" || kind == "ServiceAccount" || kind == "Service" ||
+         kind == "EndpointSlice";
+}
 
 }  // namespace
 
@@ -171,6 +174,10 @@ std::string FakeApiServer::PathFor(const std::string& kind, const std::string& n
     p = "/apis/networking.k8s.io/v1" + (ns.empty() ? std::string() : "/namespaces/" + ns) + "/networkpolicies";
   } else if (kind == "ClusterNetworkPolicy") {
     p = "/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies";
+  } else if (kind == "Service") {
+    p = ns.empty() ? "/api/v1/services" : "/api/v1/namespaces/" + ns + "/services";
+  } else if (kind == "EndpointSlice") {
+    p = "/apis/discovery.k8s.io/v1" + (ns.empty() ? std::string() : "/namespaces/" + ns) + "/endpointslices";
   } else if (kind == "ServiceAccount") {
     p = "/api/v1/namespaces/" + ns + "/serviceaccounts";
   } else if (kind == "ClusterRole" || kind == "ClusterRoleBinding") {
@@ -207,6 +214,7 @@ nlohmann::json FakeApiServer::Apply(nlohmann::json obj) {
     obj["apiVersion"] = kind == "NetworkPolicy"          ? "networking.k8s.io/v1"
                         : kind == "ClusterNetworkPolicy" ? "policy.networking.k8s.io/v1alpha2"
                         : kind.rfind("ClusterRole", 0) == 0 ? "rbac.authorization.k8s.io/v1"
+                        : kind == "EndpointSlice"           ? "discovery.k8s.io/v1"
                                                          : "v1";
   meta.erase("resourceVersion");
   const std::string what = kind + " " + (ns.empty() ? "" : ns + "/") + name;

@@ -49,7 +49,7 @@ class FakeApiServer {
 
   // The object, or null when it does not exist.
   nlohmann::json Get(const std::string& kind, const std::string& ns, const std::string& name);
-  // Create-or-replace any object (Node, Namespace, Pod, NetworkPolicy,
+  // Create-or-replace any object (Node, Namespace, Pod, NetworkPolicy, Service, EndpointSlice,
   // ClusterNetworkPolicy) by
   // its kind/metadata, as a client would: POST, and PUT when it exists;
   // then, when the object carries a status field the server did not take

@@ -1,10 +1,12 @@
 // The NetworkPolicy suite's in-pod helper (libc only), run with
 // `ip netns exec <pod netns> netpol_agent ...`:
 //
-//   netpol_agent serve [--name NAME] [--tcp 80,81] [--udp 80] [--sctp 80]
+//   netpol_agent serve [--name NAME] [--tcp 80,81] [--udp 80] [--sctp 80] [--peer 1]
 //     TCP/SCTP: accepts, writes NAME and closes. UDP: echoes each datagram
 //     prefixed with "NAME ". Defaults: TCP 80 and 81, UDP 80, SCTP 80; SCTP
-//     is skipped silently where the kernel has none.
+//     is skipped silently where the kernel has none. With --peer 1 a stream
+//     reply is "NAME@PEER", PEER the address the connection came from (the
+//     Service suite: whether a client's address was masqueraded).
 //
 //   netpol_agent probe [--timeout-ms N] [--source IP] [--resend-ms N] TARGET...
 //     TARGET is tcp:IP:PORT, udp:IP:PORT or sctp:IP:PORT. Every target is
@@ -114,12 +116,14 @@ int Listen(int type, int proto, int port) {
 int Serve(int argc, char** argv) {
   std::string name = "agent";
   std::vector<int> tcp = {80, 81}, udp = {80}, sctp = {80};
+  bool peer = false;
   for (int i = 0; i + 1 < argc; i += 2) {
     std::string f = argv[i];
     if (f == "--name") name = argv[i + 1];
     else if (f == "--tcp") tcp = ParsePorts(argv[i + 1]);
     else if (f == "--udp") udp = ParsePorts(argv[i + 1]);
     else if (f == "--sctp") sctp = ParsePorts(argv[i + 1]);
+    else if (f == "--peer") peer = std::string(argv[i + 1]) == "1";
     else {
       fprintf(stderr, "netpol_agent serve: unknown flag %s\n", f.c_str());
       return 2;
@@ -160,10 +164,18 @@ int Serve(int argc, char** argv) {
       if (!(pfds[i].revents & POLLIN)) continue;
       if (socks[i].stream) {
         for (;;) {
-          int c = accept4(socks[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
+          sockaddr_in from{};
+          socklen_t fl = sizeof from;
+          int c = accept4(socks[i].fd, reinterpret_cast<sockaddr*>(&from), &fl, SOCK_CLOEXEC);
           if (c < 0) break;
+          std::string reply = name;
+          if (peer) {
+            char ip[INET_ADDRSTRLEN] = "?";
+            inet_ntop(AF_INET, &from.sin_addr, ip, sizeof ip);
+            reply += std::string("@") + ip;
+          }
           // A fresh connection's send buffer is empty: this never blocks.
-          ssize_t n = write(c, name.data(), name.size());
+          ssize_t n = write(c, reply.data(), reply.size());
           (void)n;
           close(c);
         }

@@ -1,0 +1,301 @@
+// Weft's own Service proxy end to end (issue 31, docs/services.md): the
+// NetworkPolicy harness's two-node virtual cluster (netpol_harness.h) with
+// weftd --service-proxy true on both nodes, Services and EndpointSlices
+// posted to the stand-in API server as the EndpointSlice controller would
+// write them, and netpol_agent probes from a client pod:
+//   (a) a ClusterIP with two endpoints on different nodes: both used, the
+//       client pod's address unmasqueraded at the endpoint;
+//   (b) a Service without endpoints: a TCP connect is refused at once;
+//   (c) an endpoint removed: traffic only to the one left, promptly;
+//   (d) a NodePort through the node's address (from the underlay and from
+//       the node itself), masqueraded as kube-proxy does;
+//   (e) sessionAffinity ClientIP: every connection to one endpoint.
+// Pods: s/client on n1, s/ep1 on n2, s/ep2 on n1; each endpoint pod runs a
+// second agent on TCP 8080 that names the peer address (serve --peer 1).
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "e2e/netpol_harness.h"
+
+namespace weft::testing::netpol {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kTargetPort = 8080;
+constexpr char kWebIp[] = "10.96.10.10";     // (a), (c)
+constexpr char kEmptyIp[] = "10.96.10.11";   // (b)
+constexpr char kNodePortIp[] = "10.96.10.12";  // (d)
+constexpr int kNodePort = 30080;
+constexpr char kStickyIp[] = "10.96.10.13";  // (e)
+
+long MsSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+json ServiceObject(const std::string& name, const std::string& ip, const std::string& type = "ClusterIP",
+                   bool affinity = false) {
+  json port = {{"name", "http"}, {"port", 80}, {"targetPort", kTargetPort}, {"protocol", "TCP"}};
+  if (type == "NodePort") port["nodePort"] = kNodePort;
+  json spec = {{"type", type}, {"clusterIP", ip}, {"clusterIPs", {ip}}, {"ports", {port}}};
+  if (affinity) spec["sessionAffinity"] = "ClientIP";
+  return {{"kind", "Service"}, {"metadata", {{"name", name}, {"namespace", "s"}}}, {"spec", spec}};
+}
+
+// The slice the EndpointSlice controller would write for `service`, with
+// its trigger-time annotation.
+json SliceObject(const std::string& service, const std::vector<const NetpolPod*>& pods) {
+  json eps = json::array();
+  for (const NetpolPod* p : pods)
+    eps.push_back({{"addresses", {p->ip()}},
+                   {"conditions", {{"ready", true}, {"serving", true}, {"terminating", false}}},
+                   {"nodeName", p->node->name},
+                   {"targetRef", {{"kind", "Pod"}, {"namespace", p->ns}, {"name", p->name}}}});
+  std::time_t t = std::time(nullptr);
+  char ts[32];
+  std::strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return {{"kind", "EndpointSlice"},
+          {"metadata",
+           {{"name", service + "-abcde"},
+            {"namespace", "s"},
+            {"labels", {{"kubernetes.io/service-name", service}, {"endpointslice.kubernetes.io/managed-by",
+                                                                   "endpointslice-controller.k8s.io"}}},
+            {"annotations", {{"endpoints.kubernetes.io/last-change-trigger-time", ts}}}}},
+          {"addressType", "IPv4"},
+          {"ports", {{{"name", "http"}, {"port", kTargetPort}, {"protocol", "TCP"}}}},
+          {"endpoints", eps}};
+}
+
+class ServicesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ClusterOptions o;
+    o.pods = {"s/client", "s/ep1", "s/ep2"};  // n1, n2, n1
+    o.weftd_flags = {"--service-proxy", "true"};
+    cluster_ = std::make_unique<NetpolCluster>(o);
+    if (!cluster_->error().empty()) return;
+    for (const char* key : {"s/ep1", "s/ep2"}) {
+      NetpolPod& p = cluster_->pod(key);
+      peers_.push_back(std::make_unique<Child>(
+          p.pod->ns.name(),
+          std::vector<std::string>{AgentPath(), "serve", "--name", p.key(), "--tcp", std::to_string(kTargetPort),
+                                   "--udp", std::to_string(kTargetPort), "--sctp", std::to_string(kTargetPort),
+                                   "--peer", "1"},
+          cluster_->root() + "/agent-peer-" + p.name + ".log"));
+      const std::string self = "tcp:127.0.0.1:" + std::to_string(kTargetPort);
+      WaitFor([&] { return cluster_->ProbeFrom(p.pod->ns, {self}, 200)[0].ok; }, 5000, 50);
+    }
+  }
+  static void TearDownTestSuite() {
+    peers_.clear();
+    cluster_.reset();
+  }
+
+  void SetUp() override {
+    ASSERT_TRUE(cluster_);
+    c_ = cluster_.get();
+    ASSERT_EQ(c_->error(), "") << c_->Diagnostics();
+    ASSERT_TRUE(c_->Healthy()) << c_->Diagnostics();
+  }
+  void TearDown() override {
+    if (HasFailure()) std::cerr << Diagnostics();
+    for (const auto& [kind, name] : created_) c_->api().Delete(kind, "s", name);
+    created_.clear();
+  }
+
+  void Apply(const json& obj) {
+    c_->api().Apply(obj);
+    created_.emplace(obj["kind"].get<std::string>(), obj["metadata"]["name"].get<std::string>());
+  }
+  const NetpolPod& Pod(const std::string& key) { return c_->pod(key); }
+
+  // One connection from `from` to `target`: the responder ("s/ep1") and the
+  // address it saw, or ok=false with the reason.
+  struct Reply {
+    bool ok = false;
+    std::string responder, peer, detail;
+  };
+  Reply Connect(const TestNetns& from, const std::string& target, int timeout_ms = 1000) {
+    ProbeResult r = c_->ProbeFrom(from, {target}, timeout_ms)[0];
+    Reply out;
+    out.ok = r.ok;
+    out.detail = r.detail;
+    if (r.ok) {
+      auto at = r.detail.find('@');
+      out.responder = r.detail.substr(0, at);
+      if (at != std::string::npos) out.peer = r.detail.substr(at + 1);
+    }
+    return out;
+  }
+  // Until `target` answers from `from` (the proxy programs asynchronously).
+  Reply WaitReachable(const TestNetns& from, const std::string& target, int deadline_ms = 5000) {
+    Reply r;
+    auto t0 = Clock::now();
+    while (MsSince(t0) < deadline_ms) {
+      r = Connect(from, target, 300);
+      if (r.ok) return r;
+    }
+    return r;
+  }
+
+  std::string Diagnostics() {
+    std::string out = c_->Diagnostics();
+    for (int i = 0; i < c_->node_count(); ++i) {
+      std::string t;
+      c_->node(i).ns.Exec({"nft", "list", "table", "inet", "weft-services"}, &t);
+      out += "---- " + c_->node(i).name + " nft list table inet weft-services ----\n" + t + "\n";
+    }
+    return out;
+  }
+
+  static std::string Tcp(const std::string& ip, int port = 80) { return "tcp:" + ip + ":" + std::to_string(port); }
+
+  static std::unique_ptr<NetpolCluster> cluster_;
+  static std::vector<std::unique_ptr<Child>> peers_;
+  NetpolCluster* c_ = nullptr;
+  std::set<std::pair<std::string, std::string>> created_;  // (kind, name) in namespace s
+};
+
+std::unique_ptr<NetpolCluster> ServicesTest::cluster_;
+std::vector<std::unique_ptr<Child>> ServicesTest::peers_;
+
+// (a) and (c): a ClusterIP over two endpoints on different nodes; the
+// client's address reaches each endpoint as it is; then one endpoint goes.
+TEST_F(ServicesTest, ClusterIpUsesBothEndpointsWithTheClientsAddressAndDropsARemovedOne) {
+  const NetpolPod &client = Pod("s/client"), &ep1 = Pod("s/ep1"), &ep2 = Pod("s/ep2");
+  ASSERT_NE(ep1.node, ep2.node);
+  Apply(ServiceObject("web", kWebIp));
+  Apply(SliceObject("web", {&ep1, &ep2}));
+  const std::string target = Tcp(kWebIp);
+  Reply first = WaitReachable(client.pod->ns, target);
+  ASSERT_TRUE(first.ok) << first.detail;
+
+  std::map<std::string, int> seen;
+  for (int i = 0; i < 40 && seen.size() < 2; ++i) {
+    Reply r = Connect(client.pod->ns, target);
+    ASSERT_TRUE(r.ok) << "connection " << i << ": " << r.detail;
+    EXPECT_EQ(r.peer, client.ip()) << "the endpoint " << r.responder << " saw another source than the client pod";
+    seen[r.responder]++;
+  }
+  EXPECT_EQ(seen.size(), 2u) << "only " << (seen.empty() ? "none" : seen.begin()->first) << " answered 40 connections";
+  EXPECT_TRUE(seen.count("s/ep1") && seen.count("s/ep2"));
+
+  // (c) ep1 leaves the slice: within a moment only ep2 answers.
+  auto t0 = Clock::now();
+  Apply(SliceObject("web", {&ep2}));
+  long took = -1;
+  int in_a_row = 0;
+  while (MsSince(t0) < 5000) {
+    Reply r = Connect(client.pod->ns, target, 500);
+    in_a_row = r.ok && r.responder == "s/ep2" ? in_a_row + 1 : 0;
+    if (in_a_row == 1) took = MsSince(t0);
+    if (in_a_row == 20) break;
+  }
+  ASSERT_EQ(in_a_row, 20) << "traffic still went elsewhere than s/ep2 after 5 s";
+  EXPECT_LT(took, 1000) << "the removed endpoint was still used " << took << " ms after the change";
+  std::cerr << "[services] endpoint removal effective after " << took << " ms\n";
+  // The proxy counted the changes and a programming latency (the trigger
+  // time annotation) on the client's node.
+  EXPECT_GE(c_->node(0).Metric("weft_services_network_programming_duration_seconds_count"), 2);
+  EXPECT_GE(c_->node(0).Metric("weft_services_changes_total"), 3);
+  EXPECT_EQ(c_->node(0).Metric("weft_services_ready"), 1);
+}
+
+// (b): no endpoints -> reject (TCP RST) at once, not a timeout; the
+// Service's first endpoint then opens it.
+TEST_F(ServicesTest, ServiceWithoutEndpointsRefusesAtOnce) {
+  const NetpolPod &client = Pod("s/client"), &ep1 = Pod("s/ep1");
+  Apply(ServiceObject("empty", kEmptyIp));
+  Apply(SliceObject("empty", {}));
+  const std::string target = Tcp(kEmptyIp);
+  // Programmed when the connect is refused rather than timing out (before
+  // the proxy has the Service, the SYN is routed to the node's default
+  // route and gets no answer).
+  Reply r;
+  auto t0 = Clock::now();
+  while (MsSince(t0) < 5000) {
+    r = Connect(client.pod->ns, target, 300);
+    if (!r.ok && r.detail == "refused") break;
+  }
+  ASSERT_EQ(r.detail, "refused") << "a Service without endpoints did not reject";
+  for (int i = 0; i < 5; ++i) {
+    auto t = Clock::now();
+    r = Connect(client.pod->ns, target, 3000);
+    long ms = MsSince(t);
+    EXPECT_FALSE(r.ok);
+    EXPECT_EQ(r.detail, "refused");
+    EXPECT_LT(ms, 500) << "the refusal took " << ms << " ms";
+  }
+  // The node itself is refused too (the output hook).
+  ProbeResult n = c_->ProbeFrom(c_->node(0).ns, {target}, 3000)[0];
+  EXPECT_EQ(n.detail, "refused");
+  // Its first endpoint: reachable.
+  Apply(SliceObject("empty", {&ep1}));
+  r = WaitReachable(client.pod->ns, target);
+  EXPECT_TRUE(r.ok) << r.detail;
+  EXPECT_EQ(r.responder, "s/ep1");
+}
+
+// (d): the NodePort on n1's address, from outside the cluster (the
+// underlay) and from the node itself; both endpoints behind it.
+TEST_F(ServicesTest, NodePortAnswersOnTheNodesAddressMasqueraded) {
+  const NetpolPod &ep1 = Pod("s/ep1"), &ep2 = Pod("s/ep2");
+  Apply(ServiceObject("np", kNodePortIp, "NodePort"));
+  Apply(SliceObject("np", {&ep1, &ep2}));
+  const WeftNode& n1 = c_->node(0);
+  const std::string target = Tcp(n1.ip(), kNodePort);
+  Reply r = WaitReachable(c_->underlay(), target);
+  ASSERT_TRUE(r.ok) << "NodePort " << target << " from the underlay: " << r.detail;
+  std::set<std::string> seen;
+  for (int i = 0; i < 40 && seen.size() < 2; ++i) {
+    r = Connect(c_->underlay(), target);
+    ASSERT_TRUE(r.ok) << r.detail;
+    // externalTrafficPolicy Cluster: masqueraded (the endpoint never sees
+    // the off-cluster client's address).
+    EXPECT_NE(r.peer, Underlay::kIp) << "NodePort traffic reached " << r.responder << " unmasqueraded";
+    seen.insert(r.responder);
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"s/ep1", "s/ep2"}));
+  // From the node itself, to its own address.
+  r = WaitReachable(n1.ns, target);
+  EXPECT_TRUE(r.ok) << "NodePort from the node: " << r.detail;
+  // And from the other node's address too (every node serves every NodePort).
+  r = WaitReachable(c_->underlay(), Tcp(c_->node(1).ip(), kNodePort));
+  EXPECT_TRUE(r.ok) << "NodePort on n2: " << r.detail;
+  // The ClusterIP of the same Service from a pod.
+  r = WaitReachable(Pod("s/client").pod->ns, Tcp(kNodePortIp));
+  EXPECT_TRUE(r.ok) << r.detail;
+}
+
+// (e): sessionAffinity ClientIP keeps a client on one endpoint.
+TEST_F(ServicesTest, SessionAffinityClientIpSticks) {
+  const NetpolPod &client = Pod("s/client"), &ep1 = Pod("s/ep1"), &ep2 = Pod("s/ep2");
+  Apply(ServiceObject("sticky", kStickyIp, "ClusterIP", true));
+  Apply(SliceObject("sticky", {&ep1, &ep2}));
+  const std::string target = Tcp(kStickyIp);
+  Reply first = WaitReachable(client.pod->ns, target);
+  ASSERT_TRUE(first.ok) << first.detail;
+  // 2^-15 that a random choice keeps one endpoint for 16 connections.
+  for (int i = 0; i < 15; ++i) {
+    Reply r = Connect(client.pod->ns, target);
+    ASSERT_TRUE(r.ok) << r.detail;
+    EXPECT_EQ(r.responder, first.responder) << "connection " << i + 1 << " left the first endpoint";
+  }
+  // Another client (the node itself, a source of its own) is free to land
+  // elsewhere, but sticks as well.
+  Reply n = WaitReachable(c_->node(0).ns, target);
+  ASSERT_TRUE(n.ok) << n.detail;
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(Connect(c_->node(0).ns, target).responder, n.responder);
+}
+
+}  // namespace
+}  // namespace weft::testing::netpol

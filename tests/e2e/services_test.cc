@@ -21,6 +21,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "e2e/netpol_harness.h"
@@ -295,6 +296,35 @@ TEST_F(ServicesTest, SessionAffinityClientIpSticks) {
   Reply n = WaitReachable(c_->node(0).ns, target);
   ASSERT_TRUE(n.ok) << n.detail;
   for (int i = 0; i < 5; ++i) EXPECT_EQ(Connect(c_->node(0).ns, target).responder, n.responder);
+}
+
+// The periodic check's wake: weftd's own deltas (which delete chains and
+// elements) call for no check, someone else's deletion in the table does,
+// and the check puts the table back (weft_repairs_total{object=
+// "services-table"}).
+TEST_F(ServicesTest, OwnDeltasWakeNoCheckAndATamperedTableIsRepaired) {
+  const NetpolPod &client = Pod("s/client"), &ep1 = Pod("s/ep1"), &ep2 = Pod("s/ep2");
+  WeftNode& n1 = c_->node(0);
+  Apply(ServiceObject("web", kWebIp));
+  Apply(SliceObject("web", {&ep1, &ep2}));
+  ASSERT_TRUE(WaitReachable(client.pod->ns, Tcp(kWebIp)).ok);
+  const double checks = n1.Metric("weft_services_kernel_checks_total");
+  const double repairs = n1.Metric("weft_services_repairs_total");
+  // Endpoint chains deleted by weftd itself.
+  Apply(SliceObject("web", {&ep2}));
+  Apply(SliceObject("web", {&ep1}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(n1.Metric("weft_services_kernel_checks_total"), checks) << "weftd's own commits woke a check";
+  // Someone flushes the dispatch chain: ClusterIPs stop working until the check.
+  std::string out;
+  ASSERT_EQ(n1.ns.Exec({"nft", "flush", "chain", "inet", "weft-services", "services"}, &out), 0) << out;
+  auto t0 = Clock::now();
+  Reply r = WaitReachable(client.pod->ns, Tcp(kWebIp));
+  ASSERT_TRUE(r.ok) << "not repaired: " << r.detail;
+  std::cerr << "[services] tampered table repaired and reachable after " << MsSince(t0) << " ms\n";
+  EXPECT_TRUE(WaitFor([&] { return n1.Metric("weft_services_repairs_total") >= repairs + 1; }, 3000));
+  EXPECT_GE(n1.Metric("weft_services_kernel_checks_total"), checks + 1);
+  EXPECT_GE(n1.Metric("weft_repairs_total{object=\"services-table\"}"), 1);
 }
 
 }  // namespace

@@ -53,6 +53,27 @@ TEST(Keeper, WeftdsOwnNetpolCommitsCallForNoCheck) {
   }
 }
 
+TEST(Keeper, WeftdsOwnServicesCommitsCallForNoCheckOthersDo) {
+  // The Service proxy's deltas delete chains and elements of table inet
+  // weft-services; another process's deletion there wakes its check.
+  KeptNames names = kNames;
+  names.own_netpol_commit = [](uint32_t portid) { return portid == 4242; };
+  names.own_services_commit = [](uint32_t portid) { return portid == 5151; };
+  for (Kind k : {Kind::kNftTable, Kind::kNftChain, Kind::kNftRule}) {
+    sys::KernelEvent own = Nft(k, true, NFPROTO_INET, "weft-services");
+    own.portid = 5151;
+    WakeFor w = Classify(own, names);
+    EXPECT_FALSE(w.services || w.netpol || w.pods || w.node);
+    sys::KernelEvent other = own;
+    other.portid = 4242;  // weftd's NetworkPolicy socket is not the proxy's
+    EXPECT_TRUE(Classify(other, names).services);
+    EXPECT_FALSE(Classify(other, names).netpol);
+    EXPECT_FALSE(Classify(Nft(k, false, NFPROTO_INET, "weft-services"), names).services);  // additions never
+  }
+  // No proxy (no function): every deletion there calls for a check nobody runs.
+  EXPECT_TRUE(Classify(Nft(Kind::kNftChain, true, NFPROTO_INET, "weft-services"), kNames).services);
+}
+
 TEST(Keeper, DeletionsOfWeftsTablesWakeTheirPass) {
   for (Kind k : {Kind::kNftTable, Kind::kNftChain, Kind::kNftRule}) {
     EXPECT_EQ(Wakes(Nft(k, true, NFPROTO_NETDEV, "weft-guard")), "pods ");

@@ -35,6 +35,23 @@ TEST(WeftdFlags, DefaultsAreKubernetesWithNetworkPolicy) {
   EXPECT_EQ(f.netpol.resync, std::chrono::seconds(30));
   EXPECT_TRUE(f.netpol.recheck_established);
   EXPECT_TRUE(f.netpol.cluster_network_policy);
+  EXPECT_FALSE(f.service_proxy);  // off until issue 31's proof on a real cluster
+}
+
+TEST(WeftdFlags, ServiceProxyTakesTheNodeAndClusterCidrs) {
+  auto p = Parse({"--node-name", "n1", "--service-proxy", "true", "--cluster-cidr", "10.244.0.0/16,fd00:244::/56",
+                  "--resync-period", "5"});
+  ASSERT_FALSE(p.exit_code);
+  ASSERT_TRUE(p.invalid.ok()) << p.invalid.ToString();
+  EXPECT_TRUE(p.flags.service_proxy);
+  EXPECT_EQ(p.flags.proxy.node_name, "n1");
+  EXPECT_EQ(p.flags.proxy.cluster_cidrs, p.flags.agent.cluster_cidrs);
+  EXPECT_EQ(p.flags.proxy.cluster_cidrs.size(), 2u);
+  EXPECT_EQ(p.flags.proxy.resync, std::chrono::seconds(5));
+  EXPECT_NE(Parse({"--node-name=n", "--control-plane=etcd", "--etcd-endpoints=http://a:1", "--service-proxy=true"})
+                .invalid.ToString()
+                .find("--service-proxy needs --control-plane=kubernetes"),
+            std::string::npos);
 }
 
 TEST(WeftdFlags, EtcdOptionsFromTheirFlags) {

@@ -321,7 +321,7 @@ struct ProxyController::Impl {
       const log::Level level = metrics.ready.load() ? log::Level::kDebug : log::Level::kInfo;
       if (level >= log::GetLevel())
         log::Write(level, "services synced",
-                   {{"services", model->service_count()}, {"changes", n}, {"full", metrics.full_syncs.load()},
+                   {{"services", model->service_count()}, {"changes", n}, {"full_syncs", metrics.full_syncs.load()},
                     {"duration_us", static_cast<int64_t>(SecondsSince(woke) * 1e6)}});
       metrics.ready = true;
     }

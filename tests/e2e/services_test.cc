@@ -9,7 +9,10 @@
 //   (c) an endpoint removed: traffic only to the one left, promptly;
 //   (d) a NodePort through the node's address (from the underlay and from
 //       the node itself), masqueraded as kube-proxy does;
-//   (e) sessionAffinity ClientIP: every connection to one endpoint.
+//   (e) sessionAffinity ClientIP: every connection to one endpoint;
+//   UDP: rejected without endpoints, an endpoint's removal and its conntrack
+//   cleanup; and the check: weftd's own deltas wake none, a tampered table
+//   is repaired.
 // Pods: s/client on n1, s/ep1 on n2, s/ep2 on n1; each endpoint pod runs a
 // second agent on TCP 8080 that names the peer address (serve --peer 1).
 
@@ -38,14 +41,15 @@ constexpr char kEmptyIp[] = "10.96.10.11";   // (b)
 constexpr char kNodePortIp[] = "10.96.10.12";  // (d)
 constexpr int kNodePort = 30080;
 constexpr char kStickyIp[] = "10.96.10.13";  // (e)
+constexpr char kUdpIp[] = "10.96.10.14";   // UDP
 
 long MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
 
 json ServiceObject(const std::string& name, const std::string& ip, const std::string& type = "ClusterIP",
-                   bool affinity = false) {
-  json port = {{"name", "http"}, {"port", 80}, {"targetPort", kTargetPort}, {"protocol", "TCP"}};
+                   bool affinity = false, const std::string& proto = "TCP") {
+  json port = {{"name", "http"}, {"port", 80}, {"targetPort", kTargetPort}, {"protocol", proto}};
   if (type == "NodePort") port["nodePort"] = kNodePort;
   json spec = {{"type", type}, {"clusterIP", ip}, {"clusterIPs", {ip}}, {"ports", {port}}};
   if (affinity) spec["sessionAffinity"] = "ClientIP";
@@ -54,7 +58,8 @@ json ServiceObject(const std::string& name, const std::string& ip, const std::st
 
 // The slice the EndpointSlice controller would write for `service`, with
 // its trigger-time annotation.
-json SliceObject(const std::string& service, const std::vector<const NetpolPod*>& pods) {
+json SliceObject(const std::string& service, const std::vector<const NetpolPod*>& pods,
+                 const std::string& proto = "TCP") {
   json eps = json::array();
   for (const NetpolPod* p : pods)
     eps.push_back({{"addresses", {p->ip()}},
@@ -72,7 +77,7 @@ json SliceObject(const std::string& service, const std::vector<const NetpolPod*>
                                                                    "endpointslice-controller.k8s.io"}}},
             {"annotations", {{"endpoints.kubernetes.io/last-change-trigger-time", ts}}}}},
           {"addressType", "IPv4"},
-          {"ports", {{{"name", "http"}, {"port", kTargetPort}, {"protocol", "TCP"}}}},
+          {"ports", {{{"name", "http"}, {"port", kTargetPort}, {"protocol", proto}}}},
           {"endpoints", eps}};
 }
 
@@ -131,9 +136,10 @@ class ServicesTest : public ::testing::Test {
     out.ok = r.ok;
     out.detail = r.detail;
     if (r.ok) {
-      auto at = r.detail.find('@');
+      // TCP: "NAME@PEER"; UDP: "NAME <the datagram>".
+      auto at = r.detail.find_first_of("@ ");
       out.responder = r.detail.substr(0, at);
-      if (at != std::string::npos) out.peer = r.detail.substr(at + 1);
+      if (at != std::string::npos && r.detail[at] == '@') out.peer = r.detail.substr(at + 1);
     }
     return out;
   }
@@ -296,6 +302,42 @@ TEST_F(ServicesTest, SessionAffinityClientIpSticks) {
   Reply n = WaitReachable(c_->node(0).ns, target);
   ASSERT_TRUE(n.ok) << n.detail;
   for (int i = 0; i < 5; ++i) EXPECT_EQ(Connect(c_->node(0).ns, target).responder, n.responder);
+}
+
+// UDP: no endpoints is an ICMP port unreachable (refused at once), both
+// endpoints answer, and when one leaves only the other does; the change's
+// conntrack cleanup (entries DNATed to the endpoint that left) is asked of
+// the kernel side, which cannot delete entries yet and counts it skipped.
+TEST_F(ServicesTest, UdpRejectsWithoutEndpointsUsesBothAndCountsTheCleanupOfOneThatLeft) {
+  const NetpolPod &client = Pod("s/client"), &ep1 = Pod("s/ep1"), &ep2 = Pod("s/ep2");
+  WeftNode& n1 = c_->node(0);
+  Apply(ServiceObject("dns", kUdpIp, "ClusterIP", false, "UDP"));
+  Apply(SliceObject("dns", {}, "UDP"));
+  const std::string target = "udp:" + std::string(kUdpIp) + ":80";
+  Reply r;
+  auto t0 = Clock::now();
+  while (MsSince(t0) < 5000 && r.detail != "refused") r = Connect(client.pod->ns, target, 300);
+  ASSERT_EQ(r.detail, "refused") << "a UDP Service without endpoints did not reject";
+  Apply(SliceObject("dns", {&ep1, &ep2}, "UDP"));
+  std::set<std::string> seen;
+  t0 = Clock::now();
+  while (MsSince(t0) < 5000 && seen.size() < 2) {
+    r = Connect(client.pod->ns, target, 500);
+    if (r.ok) seen.insert(r.responder);
+  }
+  EXPECT_EQ(seen, (std::set<std::string>{"s/ep1", "s/ep2"}));
+  const double asked = n1.Metric("weft_services_conntrack_flushes_total");
+  const double skipped = n1.Metric("weft_services_conntrack_flushes_skipped_total");
+  Apply(SliceObject("dns", {&ep2}, "UDP"));
+  int in_a_row = 0;
+  t0 = Clock::now();
+  while (MsSince(t0) < 5000 && in_a_row < 10) {
+    r = Connect(client.pod->ns, target, 500);
+    in_a_row = r.ok && r.responder == "s/ep2" ? in_a_row + 1 : 0;
+  }
+  EXPECT_EQ(in_a_row, 10) << "UDP still went elsewhere than s/ep2: " << r.detail;
+  EXPECT_TRUE(WaitFor([&] { return n1.Metric("weft_services_conntrack_flushes_total") > asked; }, 2000));
+  EXPECT_GT(n1.Metric("weft_services_conntrack_flushes_skipped_total"), skipped);
 }
 
 // The periodic check's wake: weftd's own deltas (which delete chains and

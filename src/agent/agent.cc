@@ -149,6 +149,8 @@ HttpAnswer Agent::ServePath(const std::string& path, const StatusServer::Query& 
   if (path == "/readyz") {
     if (netpol_ && !netpol_->metrics().ready.load())
       return {503, "text/plain", "not ready: network policy not yet enforced from complete lists\n"};
+    if (proxy_ && !proxy_->metrics().ready.load())
+      return {503, "text/plain", "not ready: services not yet programmed from complete lists\n"};
     if (metrics_.ready.load()) return {200, "text/plain", "ok\n"};
     return {503, "text/plain", "not ready: waiting for the first complete peer list and reconcile\n"};
   }

@@ -327,7 +327,7 @@ struct ProxyController::Impl {
     }
     if (!loop.full_due && (woke >= loop.next_check || check_soon.exchange(false))) {
       loop.next_check = woke + opts.resync;
-      Check();
+      Check(loop);
     }
     metrics.services = model->service_count();
     metrics.endpoints = endpoints;
@@ -341,13 +341,17 @@ struct ProxyController::Impl {
     WEFT_LOG(kWarn, "services: apply failed; retrying with the whole table", {"err", st});
   }
 
-  // The periodic check: the kernel's table against the model's digest.
-  void Check() {
+  // The periodic check: the kernel's table against the model's digest. A
+  // check that fails (the dump, or the repair's transaction) is followed by
+  // the whole table a second later.
+  void Check(SyncLoop& loop) {
     metrics.checks++;
     auto r = CheckAndRepair(*kernel, *model);
     if (!r.ok()) {
       metrics.sync_errors++;
-      WEFT_LOG(kWarn, "services: checking table inet weft-services failed", {"err", r.status()});
+      loop.full_due = true;
+      loop.retry_at = Clock::now() + std::chrono::seconds(1);
+      WEFT_LOG(kWarn, "services: checking table inet weft-services failed; replacing it", {"err", r.status()});
       return;
     }
     if (!r->repaired) return;

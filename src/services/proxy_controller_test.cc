@@ -241,6 +241,29 @@ TEST_F(ProxyControllerTest, AFailedTransactionIsFollowedByTheWholeTableAndATampe
   EXPECT_GE(m.checks.load(), 1u);
 }
 
+TEST_F(ProxyControllerTest, AUdpEndpointsRemovalAsksItsConntrackCleanupAfterTheTransaction) {
+  json udp = json::array({{{"name", "dns"}, {"protocol", "UDP"}, {"port", 53}, {"targetPort", 5353}}});
+  json slice_ports = json::array({{{"name", "dns"}, {"protocol", "UDP"}, {"port", 5353}}});
+  json svc = ServiceJson("kube-system", "dns", {"10.96.0.10"}, udp);
+  cluster_.Put(kSvcPath, svc);
+  cluster_.Put(kSlicePath, SliceJson("kube-system", "dns", "dns-1", {Ep{"10.244.1.5"}, Ep{"10.244.2.5"}}, slice_ports));
+  Start();
+  ProxyMetrics& m = ctl_->metrics();
+  ASSERT_TRUE(Eventually([&] { return m.ready.load(); }));
+  const uint64_t asked = m.conntrack_flushes.load();
+  json fewer = SliceJson("kube-system", "dns", "dns-1", {Ep{"10.244.2.5"}}, slice_ports);
+  cluster_.Event(kSlicePath, "MODIFIED", fewer);
+  ASSERT_TRUE(Eventually([&] { return m.conntrack_flushes.load() > asked; }));
+  EXPECT_TRUE(KernelHolds({svc}, {fewer}));
+  auto gone = kernel_->With([](FakeProxyKernel& f, auto&) { return f.deleted(); });
+  ASSERT_FALSE(gone.empty());
+  const ConntrackFlush& last = gone.back();
+  EXPECT_EQ(last.proto, Proto::kUdp);
+  ASSERT_TRUE(last.endpoint.has_value());
+  EXPECT_EQ(last.endpoint->ToString(), "10.244.1.5");
+  EXPECT_EQ(m.conntrack_flushes_skipped.load(), 0u);  // the fake deletes; only the node's kernel skips
+}
+
 TEST(ParseTriggerTime, Rfc3339WithAndWithoutFractionsAndOffsets) {
   EXPECT_EQ(ParseTriggerTime("1970-01-01T00:01:40Z"), 100.0);
   EXPECT_NEAR(*ParseTriggerTime("2026-12-03T12:30:00.25Z") - *ParseTriggerTime("2026-12-03T12:30:00Z"), 0.25, 1e-6);

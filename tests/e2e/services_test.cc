@@ -11,8 +11,9 @@
 //       the node itself), masqueraded as kube-proxy does;
 //   (e) sessionAffinity ClientIP: every connection to one endpoint;
 //   UDP: rejected without endpoints, an endpoint's removal and its conntrack
-//   cleanup; and the check: weftd's own deltas wake none, a tampered table
-//   is repaired.
+//   cleanup; weftd restarting (the table serves on, then is replaced from
+//   complete lists); and the check: weftd's own deltas wake none, a
+//   tampered table is repaired.
 // Pods: s/client on n1, s/ep1 on n2, s/ep2 on n1; each endpoint pod runs a
 // second agent on TCP 8080 that names the peer address (serve --peer 1).
 
@@ -338,6 +339,30 @@ TEST_F(ServicesTest, UdpRejectsWithoutEndpointsUsesBothAndCountsTheCleanupOfOneT
   EXPECT_EQ(in_a_row, 10) << "UDP still went elsewhere than s/ep2: " << r.detail;
   EXPECT_TRUE(WaitFor([&] { return n1.Metric("weft_services_conntrack_flushes_total") > asked; }, 2000));
   EXPECT_GT(n1.Metric("weft_services_conntrack_flushes_skipped_total"), skipped);
+}
+
+// weftd restarting: the table it left serves on while it is down (nothing
+// flushes it), and the new weftd replaces it in one transaction from
+// complete lists (one full sync, no repair), serving what changed meanwhile.
+TEST_F(ServicesTest, TheTableServesWhileWeftdRestartsAndIsReplacedFromCompleteLists) {
+  const NetpolPod &client = Pod("s/client"), &ep1 = Pod("s/ep1"), &ep2 = Pod("s/ep2");
+  Apply(ServiceObject("web", kWebIp));
+  Apply(SliceObject("web", {&ep1, &ep2}));
+  ASSERT_TRUE(WaitReachable(client.pod->ns, Tcp(kWebIp)).ok);
+  c_->node(0).StopWeftd();
+  for (int i = 0; i < 5; ++i) {
+    Reply r = Connect(client.pod->ns, Tcp(kWebIp));
+    EXPECT_TRUE(r.ok) << "with weftd stopped: " << r.detail;
+  }
+  Apply(SliceObject("web", {&ep2}));  // while n1's weftd is down
+  c_->StartWeftd(0);
+  ASSERT_TRUE(WaitFor([&] { return c_->node(0).Metric("weft_services_ready") == 1; }, 10000)) << Diagnostics();
+  EXPECT_EQ(c_->node(0).Metric("weft_services_full_syncs_total"), 1);
+  EXPECT_EQ(c_->node(0).Metric("weft_services_repairs_total"), 0);
+  for (int i = 0; i < 10; ++i) {
+    Reply r = Connect(client.pod->ns, Tcp(kWebIp));
+    EXPECT_TRUE(r.ok && r.responder == "s/ep2") << "after the restart: " << r.detail;
+  }
 }
 
 // The periodic check's wake: weftd's own deltas (which delete chains and

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>

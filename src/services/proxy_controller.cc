@@ -1,5 +1,7 @@
 #include "services/proxy_controller.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -13,6 +15,7 @@
 #include "base/log.h"
 #include "kube/informer.h"
 #include "services/service_types.h"
+#include "sys/conntrack.h"
 #include "sys/nft_kernel.h"
 
 namespace weft::services {
@@ -24,9 +27,24 @@ using json = nlohmann::json;
 constexpr char kTriggerAnnotation[] = "endpoints.kubernetes.io/last-change-trigger-time";
 constexpr char kZoneLabel[] = "topology.kubernetes.io/zone";
 
+// A flush as ctnetlink's filter (sys/conntrack.h): kube-proxy's
+// ClearEntriesForIP / ForPort (no endpoint) and ForNAT / ForPortNAT.
+sys::CtDeleteFilter FilterOf(const ConntrackFlush& f) {
+  sys::CtDeleteFilter c;
+  c.family = f.v6 ? AF_INET6 : AF_INET;
+  c.l4proto = static_cast<uint8_t>(f.proto);
+  if (f.dst) c.orig_dst = f.dst->ToString();
+  c.orig_dport = f.dport;
+  if (f.endpoint) {
+    c.reply_src = f.endpoint->ToString();
+    c.reply_sport = f.endpoint_port;
+  }
+  return c;
+}
+
 class SystemProxyKernel : public ProxyKernel {
  public:
-  explicit SystemProxyKernel(std::atomic<uint64_t>* skipped) : skipped_(skipped) {}
+  explicit SystemProxyKernel(std::atomic<uint64_t>* deleted) : deleted_(deleted) {}
 
   // In-process over nfnetlink, in weftd's netns (the node's). The socket
   // stays open until the next batch, as the NetworkPolicy controller's:
@@ -42,17 +60,16 @@ class SystemProxyKernel : public ProxyKernel {
 
   Result<nft::TableState> Dump() override { return nft::Kernel().Dump(nft::Family::kInet, kTable); }
 
-  // sys/conntrack.h has no deletion yet: each flush is logged and counted,
-  // and its entries stay until conntrack times them out (UDP: 30 s without
-  // traffic, 120 s for a stream).
+  // Over ctnetlink in weftd's netns (the node's): one dump per family for
+  // all of a change's flushes, one delete per matching entry, any zone.
   Status DeleteConntrack(const std::vector<ConntrackFlush>& flushes) override {
-    for (const auto& f : flushes) {
-      if (skipped_) (*skipped_)++;
-      WEFT_LOG(kInfo, "conntrack entries not deleted: weftd cannot delete conntrack entries yet",
-               {"proto", ProtoName(f.proto)}, {"dst", f.dst ? f.dst->ToString() : std::string("nodeport")},
-               {"dport", f.dport}, {"endpoint", f.endpoint ? f.endpoint->ToString() : std::string("any")},
-               {"endpoint_port", f.endpoint_port});
-    }
+    std::vector<sys::CtDeleteFilter> filters;
+    filters.reserve(flushes.size());
+    for (const auto& f : flushes) filters.push_back(FilterOf(f));
+    auto n = sys::ConntrackDelete(filters);
+    if (!n.ok()) return n.status().WithPrefix("delete conntrack entries");
+    if (deleted_) *deleted_ += *n;
+    if (*n > 0) WEFT_LOG(kDebug, "services: conntrack entries deleted", {"entries", *n}, {"filters", flushes.size()});
     return Status::Ok();
   }
 
@@ -64,7 +81,7 @@ class SystemProxyKernel : public ProxyKernel {
   }
 
  private:
-  std::atomic<uint64_t>* skipped_;
+  std::atomic<uint64_t>* deleted_;
   UniqueFd keep_;
   std::array<std::atomic<uint32_t>, 8> sent_{};
   std::atomic<size_t> next_sent_{0};
@@ -85,8 +102,8 @@ double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(
 
 }  // namespace
 
-std::unique_ptr<ProxyKernel> NewProxyKernel(std::atomic<uint64_t>* skipped) {
-  return std::make_unique<SystemProxyKernel>(skipped);
+std::unique_ptr<ProxyKernel> NewProxyKernel(std::atomic<uint64_t>* deleted) {
+  return std::make_unique<SystemProxyKernel>(deleted);
 }
 
 std::optional<double> ParseTriggerTime(const std::string& s) {
@@ -266,8 +283,9 @@ struct ProxyController::Impl {
   // logged (the entries time out on their own).
   void DeleteConntrack(const std::vector<ConntrackFlush>& flushes) {
     if (flushes.empty()) return;
-    metrics.conntrack_flushes += flushes.size();
-    if (Status st = kernel->DeleteConntrack(flushes); !st.ok()) {
+    Status st = kernel->DeleteConntrack(flushes);
+    metrics.conntrack_flushes += flushes.size();  // once done (the e2e test reads it so)
+    if (!st.ok()) {
       metrics.sync_errors++;
       WEFT_LOG(kWarn, "services: deleting conntrack entries failed", {"err", st});
     }
@@ -394,7 +412,7 @@ ProxyController::ProxyController(ProxyOptions opts, kube::KubeEndpoint endpoint)
 
 ProxyController::ProxyController(ProxyOptions opts, ApiFactory apis, std::unique_ptr<ProxyKernel> kernel)
     : impl_(std::make_unique<Impl>(std::move(opts), std::move(apis),
-                                   kernel ? std::move(kernel) : NewProxyKernel(&metrics_.conntrack_flushes_skipped),
+                                   kernel ? std::move(kernel) : NewProxyKernel(&metrics_.conntrack_entries_deleted),
                                    metrics_)) {}
 
 ProxyController::~ProxyController() = default;
@@ -458,9 +476,10 @@ std::string RenderProxyMetrics(const ProxyMetrics& m) {
   one("weft_services_conntrack_flushes_total",
       "UDP conntrack cleanups (a service address and port, or one endpoint of it) asked after a change.",
       m.conntrack_flushes.load(), "counter");
-  one("weft_services_conntrack_flushes_skipped_total",
-      "Of those, the cleanups weftd could not do (no conntrack deletion yet): the entries time out instead.",
-      m.conntrack_flushes_skipped.load(), "counter");
+  one("weft_services_conntrack_entries_deleted_total",
+      "UDP conntrack entries those cleanups deleted (entries to a service that got its first endpoint, or DNATed to "
+      "an endpoint that left).",
+      m.conntrack_entries_deleted.load(), "counter");
   one("weft_services_ready", "1 once the first complete lists are programmed.", m.ready.load() ? 1 : 0, "gauge");
   out += m.sync_duration.Render("weft_services_sync_proxy_rules_duration_seconds",
                                 "One sync of table inet weft-services: changes drained, transaction applied "

@@ -31,12 +31,10 @@ class KubeApi;
 
 namespace weft::services {
 
-// The kernel of the node weftd runs in: sys::nft::Kernel for the table.
-// Conntrack: sys/conntrack.h has no delete yet (ConntrackDelete is being
-// added there), so DeleteConntrack logs each flush it cannot do and counts
-// it in `skipped` (weft_services_conntrack_flushes_skipped_total); the
-// stale UDP entries then live until their conntrack timeout.
-std::unique_ptr<ProxyKernel> NewProxyKernel(std::atomic<uint64_t>* skipped);
+// The kernel of the node weftd runs in: sys::nft::Kernel for the table,
+// sys::ConntrackDelete for the cleanup; the entries it deletes are added to
+// `deleted` (weft_services_conntrack_entries_deleted_total).
+std::unique_ptr<ProxyKernel> NewProxyKernel(std::atomic<uint64_t>* deleted);
 
 struct ProxyOptions {
   std::string node_name;
@@ -77,7 +75,7 @@ struct ProxyMetrics {
   std::atomic<uint64_t> repairs{0};      // ... that found a difference and replaced the table
   std::atomic<uint64_t> decode_errors{0};  // objects skipped because they did not decode
   std::atomic<uint64_t> conntrack_flushes{0};          // flushes handed to the kernel side after their transaction
-  std::atomic<uint64_t> conntrack_flushes_skipped{0};  // ... of which it could not do (NewProxyKernel)
+  std::atomic<uint64_t> conntrack_entries_deleted{0};  // entries they deleted (NewProxyKernel)
   std::atomic<bool> ready{false};  // the first complete lists are programmed
   // kube-proxy's sync_proxy_rules_duration_seconds: one pass (decode, model,
   // transaction, conntrack) that changed the table.

@@ -11,7 +11,7 @@
 //       the node itself), masqueraded as kube-proxy does;
 //   (e) sessionAffinity ClientIP: every connection to one endpoint;
 //   UDP: rejected without endpoints, an endpoint's removal and its conntrack
-//   cleanup; weftd restarting (the table serves on, then is replaced from
+//   entries deleted; weftd restarting (the table serves on, then is replaced from
 //   complete lists); and the check: weftd's own deltas wake none, a
 //   tampered table is repaired.
 // Pods: s/client on n1, s/ep1 on n2, s/ep2 on n1; each endpoint pod runs a
@@ -307,9 +307,9 @@ TEST_F(ServicesTest, SessionAffinityClientIpSticks) {
 
 // UDP: no endpoints is an ICMP port unreachable (refused at once), both
 // endpoints answer, and when one leaves only the other does; the change's
-// conntrack cleanup (entries DNATed to the endpoint that left) is asked of
-// the kernel side, which cannot delete entries yet and counts it skipped.
-TEST_F(ServicesTest, UdpRejectsWithoutEndpointsUsesBothAndCountsTheCleanupOfOneThatLeft) {
+// conntrack cleanup deletes the node's entries DNATed to the endpoint that
+// left (kube-proxy's ClearEntriesForNAT), and only those.
+TEST_F(ServicesTest, UdpRejectsWithoutEndpointsUsesBothAndDeletesTheEntriesOfOneThatLeft) {
   const NetpolPod &client = Pod("s/client"), &ep1 = Pod("s/ep1"), &ep2 = Pod("s/ep2");
   WeftNode& n1 = c_->node(0);
   Apply(ServiceObject("dns", kUdpIp, "ClusterIP", false, "UDP"));
@@ -327,8 +327,20 @@ TEST_F(ServicesTest, UdpRejectsWithoutEndpointsUsesBothAndCountsTheCleanupOfOneT
     if (r.ok) seen.insert(r.responder);
   }
   EXPECT_EQ(seen, (std::set<std::string>{"s/ep1", "s/ep2"}));
+  // The probes left entries on n1 (the client's node, where the DNAT is)
+  // to each endpoint.
+  auto entries_to = [&](const NetpolPod& ep) {
+    std::string out;
+    n1.ns.Exec({"conntrack", "-L", "-p", "udp", "--orig-dst", kUdpIp, "--reply-src", ep.ip()}, &out);
+    int n = 0;
+    for (size_t at = out.find("udp "); at != std::string::npos; at = out.find("udp ", at + 1)) ++n;
+    return n;
+  };
+  for (int i = 0; i < 10 && (entries_to(ep1) == 0 || entries_to(ep2) == 0); ++i) Connect(client.pod->ns, target, 500);
+  ASSERT_GT(entries_to(ep1), 0);
+  ASSERT_GT(entries_to(ep2), 0);
   const double asked = n1.Metric("weft_services_conntrack_flushes_total");
-  const double skipped = n1.Metric("weft_services_conntrack_flushes_skipped_total");
+  const double deleted = n1.Metric("weft_services_conntrack_entries_deleted_total");
   Apply(SliceObject("dns", {&ep2}, "UDP"));
   int in_a_row = 0;
   t0 = Clock::now();
@@ -338,7 +350,9 @@ TEST_F(ServicesTest, UdpRejectsWithoutEndpointsUsesBothAndCountsTheCleanupOfOneT
   }
   EXPECT_EQ(in_a_row, 10) << "UDP still went elsewhere than s/ep2: " << r.detail;
   EXPECT_TRUE(WaitFor([&] { return n1.Metric("weft_services_conntrack_flushes_total") > asked; }, 2000));
-  EXPECT_GT(n1.Metric("weft_services_conntrack_flushes_skipped_total"), skipped);
+  EXPECT_EQ(entries_to(ep1), 0) << "entries DNATed to the endpoint that left are still there";
+  EXPECT_GT(entries_to(ep2), 0) << "the endpoint left had its entries deleted too";
+  EXPECT_GT(n1.Metric("weft_services_conntrack_entries_deleted_total"), deleted);
 }
 
 // weftd restarting: the table it left serves on while it is down (nothing

@@ -509,14 +509,35 @@ void Agent::KeepPods() {
 // notification calls for one; the node and NetworkPolicy passes are handed
 // their wakes. A burst (`nft flush ruleset`, a DEL) is coalesced for
 // kCoalesce into one pass.
+void Agent::SetNetworkPolicy(std::unique_ptr<policy::NetpolController> netpol) {
+  netpol_ = std::move(netpol);
+  if (netpol_) netpol_->SetFullSyncHook([this](bool begin) { DeafDuringFullSync(begin); });
+}
+
+void Agent::DeafDuringFullSync(bool begin) {
+  std::lock_guard lock(events_mu_);
+  if (events_nft_fd_ < 0) return;
+  Status st = sys::KernelEvents::SetNftListening(events_nft_fd_, !begin);
+  if (!st.ok()) WEFT_LOG(kWarn, "cannot change the nftables notifications' subscription", {"err", st});
+  if (!begin) heard_nothing_ = true;  // also after a failed join: the keeper wakes every pass
+}
+
 void Agent::KeepLoop() {
   constexpr auto kCoalesce = std::chrono::milliseconds(50);
   KeptNames names{opts_.vxlan_device, 0, fw::NftTableName(opts_.network_name)};
   if (netpol_) names.own_netpol_commit = [this](uint32_t portid) { return netpol_->OwnCommit(portid); };
   if (proxy_) names.own_services_commit = [this](uint32_t portid) { return proxy_->OwnCommit(portid); };
   std::optional<sys::KernelEvents> events;
+  // Whatever way the loop ends, the netpol thread's hook no longer uses the
+  // socket once it is closed.
+  ScopeGuard forget_fd([this] {
+    std::lock_guard lock(events_mu_);
+    events_nft_fd_ = -1;
+  });
   if (auto ev = sys::KernelEvents::Open(); ev.ok()) {
     events.emplace(std::move(*ev));
+    std::lock_guard lock(events_mu_);
+    events_nft_fd_ = events->nft_fd();
   } else {
     WEFT_LOG(kWarn, "no kernel notifications: what goes missing comes back at the resync only", {"err", ev.status()});
   }
@@ -527,12 +548,19 @@ void Agent::KeepLoop() {
     if (!got.ok()) {
       WEFT_LOG(kWarn, "kernel notifications failed: what goes missing comes back at the resync only",
                {"err", got.status()});
-      events.reset();
+      {
+        std::lock_guard lock(events_mu_);
+        events_nft_fd_ = -1;
+        events.reset();
+      }
       return;
     }
     names.vxlan_index = vxlan_index_.load();
     for (const auto& e : *got) *due |= Classify(e, names);
     if (lost) *due = WakeFor{true, true, true, true};  // something may have gone unseen
+    // A full table went in while weftd did not listen: what else changed
+    // meanwhile was not heard (DeafDuringFullSync).
+    if (heard_nothing_.exchange(false)) *due |= WakeFor{true, true, false, true};
   };
   while (!stop_.load()) {
     auto now = std::chrono::steady_clock::now();

@@ -267,7 +267,9 @@ struct NetpolController::Impl {
       }
     }
     auto t0 = Clock::now();
+    if (full && full_sync_hook) full_sync_hook(true);
     Status st = kernel->Apply(*tx);
+    if (full && full_sync_hook) full_sync_hook(false);
     metrics.last_sync_us = static_cast<uint64_t>(UsSince(t0));
     if (full) {
       // The full table's objects (~tens of MB at 100,000 pods, for a
@@ -467,6 +469,7 @@ struct NetpolController::Impl {
   CnpStatusWriter status_writer;
   std::string namespaces_written;
   uint64_t base_in = 0, base_eg = 0;
+  std::function<void(bool)> full_sync_hook;  // SetFullSyncHook
   std::mutex recheck_mu;
   std::condition_variable recheck_cv;
   std::set<std::string> recheck_queue;
@@ -594,6 +597,8 @@ void NetpolController::RefreshCounters() {
   metrics_.dropped_ingress = impl_->base_in + c->first;
   metrics_.dropped_egress = impl_->base_eg + c->second;
 }
+
+void NetpolController::SetFullSyncHook(std::function<void(bool)> hook) { impl_->full_sync_hook = std::move(hook); }
 
 bool NetpolController::OwnCommit(uint32_t portid) const { return impl_->kernel->SentBy(portid); }
 

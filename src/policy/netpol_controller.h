@@ -154,6 +154,10 @@ class NetpolController {
   void CheckKernelSoon();
   // NetpolKernel::SentBy: a notification of weftd's own commit.
   bool OwnCommit(uint32_t portid) const;
+  // Called with true right before a full table is sent and with false
+  // once the kernel answered (weftd's agent stops listening to nftables
+  // notifications meanwhile: agent.h). REQUIRES: set before Run.
+  void SetFullSyncHook(std::function<void(bool begin)> hook);
 
  private:
   struct Impl;

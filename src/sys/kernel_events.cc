@@ -155,6 +155,13 @@ Result<KernelEvents> KernelEvents::Open(int rcvbuf_bytes) {
   return KernelEvents(std::move(rt), std::move(nft));
 }
 
+Status KernelEvents::SetNftListening(int nft_fd, bool on) {
+  int g = NFNLGRP_NFTABLES;
+  if (::setsockopt(nft_fd, SOL_NETLINK, on ? NETLINK_ADD_MEMBERSHIP : NETLINK_DROP_MEMBERSHIP, &g, sizeof g) != 0)
+    return Errno(on ? "join nftables notifications" : "leave nftables notifications");
+  return Status::Ok();
+}
+
 Status KernelEvents::Drain(int fd, bool nft, std::vector<KernelEvent>* out, bool* lost) {
   char* buf = reinterpret_cast<char*>(buf_.data());
   for (;;) {

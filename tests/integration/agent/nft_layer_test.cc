@@ -261,6 +261,40 @@ TEST_F(NftLayerTest, TheCommitsNotificationsCarryTheSendingSocketsPortId) {
   ASSERT_TRUE(Apply(Transaction(Family::kInet, kTable).Delete(Table{kTable})).ok());
 }
 
+// weftd sends a full NetworkPolicy table deaf (agent.h,
+// DeafDuringFullSync): out of NFNLGRP_NFTABLES it hears nothing of a
+// commit, back in it hears the next one.
+TEST_F(NftLayerTest, LeavingTheNotificationGroupHearsNothingUntilRejoined) {
+  auto h = sys::Netns::Open(ns_->path());
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  size_t deaf = 0, hearing = 0;
+  Status st = sys::RunInNetns(*h, [&]() -> Status {
+    WEFT_ASSIGN_OR_RETURN(auto events, KernelEvents::Open(1 << 20));
+    auto count = [&](size_t* n) -> Status {
+      for (int i = 0; i < 10; ++i) {
+        bool lost = false;
+        WEFT_ASSIGN_OR_RETURN(auto got, events.Wait(std::chrono::milliseconds(30), &lost));
+        for (const auto& e : got) *n += e.table == kTable;
+      }
+      return Status::Ok();
+    };
+    WEFT_RETURN_IF_ERROR(KernelEvents::SetNftListening(events.nft_fd(), false));
+    Transaction make(Family::kInet, kTable);
+    make.Add(Table{kTable}).Add(Chain{"c", std::nullopt}).Add(Rule{"c", {Verdict{NF_ACCEPT, ""}}});
+    WEFT_RETURN_IF_ERROR(Kernel().Apply(make));
+    WEFT_RETURN_IF_ERROR(count(&deaf));
+    WEFT_RETURN_IF_ERROR(KernelEvents::SetNftListening(events.nft_fd(), true));
+    Transaction more(Family::kInet, kTable);
+    more.Add(Rule{"c", {Verdict{NF_ACCEPT, ""}}});
+    WEFT_RETURN_IF_ERROR(Kernel().Apply(more));
+    return count(&hearing);
+  });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(deaf, 0u);
+  EXPECT_EQ(hearing, 1u);  // the one rule added
+  ASSERT_TRUE(Apply(Transaction(Family::kInet, kTable).Delete(Table{kTable})).ok());
+}
+
 TEST_F(NftLayerTest, AFailingOpRefusesTheWholeBatchAndIsNamed) {
   ASSERT_TRUE(Apply(Build()).ok());
   auto before = Dump(Family::kInet, kTable);

@@ -8,12 +8,14 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "base/log.h"
 #include "kube/informer.h"
+#include "services/health_server.h"
 #include "services/service_types.h"
 #include "sys/conntrack.h"
 #include "sys/nft_kernel.h"
@@ -104,6 +106,11 @@ double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(
 
 std::unique_ptr<ProxyKernel> NewProxyKernel(std::atomic<uint64_t>* deleted) {
   return std::make_unique<SystemProxyKernel>(deleted);
+}
+
+bool ProxyHealthy(bool ready, std::optional<Clock::time_point> failing_since, Clock::time_point now,
+                  std::chrono::milliseconds timeout) {
+  return ready && (!failing_since || now - *failing_since < timeout);
 }
 
 std::optional<double> ParseTriggerTime(const std::string& s) {
@@ -256,6 +263,12 @@ struct ProxyController::Impl {
     };
     // Services first: a slice of a new Service then finds it.
     for (auto& d : services.Drain()) {
+      // The Services that may want a health check port (HealthCheckOf's
+      // first test), so a pass recomputes those only.
+      if (d.object && d.object->ExternalLocal() && d.object->health_check_node_port != 0)
+        health_services.insert(d.key);
+      else
+        health_services.erase(d.key);
       if (d.object) add(model->UpsertService(std::move(*d.object)));
       else add(model->DeleteService(d.key));
     }
@@ -342,16 +355,24 @@ struct ProxyController::Impl {
                     {"duration_us", static_cast<int64_t>(SecondsSince(woke) * 1e6)}});
       metrics.ready = true;
     }
+    if (applied) failing_since.reset();
     if (!loop.full_due && (woke >= loop.next_check || check_soon.exchange(false))) {
       loop.next_check = woke + opts.resync;
       Check(loop);
     }
+    if (n > 0) health_dirty = true;
+    // After the transaction, and only while the kernel's table is the
+    // model's (kube-proxy syncs its health servers after a successful sync
+    // only): the counts then say what the table does.
+    if (!loop.full_due) SyncHealth();
+    UpdateHealthy();
     metrics.services = model->service_count();
     metrics.endpoints = endpoints;
   }
 
   void Failed(SyncLoop& loop, const Status& st, const std::vector<ConntrackFlush>& flushes) {
     metrics.sync_errors++;
+    if (!failing_since) failing_since = Clock::now();
     loop.full_due = true;
     loop.pending_conntrack.insert(loop.pending_conntrack.end(), flushes.begin(), flushes.end());
     loop.retry_at = Clock::now() + std::chrono::seconds(1);
@@ -366,6 +387,7 @@ struct ProxyController::Impl {
     auto r = CheckAndRepair(*kernel, *model);
     if (!r.ok()) {
       metrics.sync_errors++;
+      if (!failing_since) failing_since = Clock::now();
       loop.full_due = true;
       loop.retry_at = Clock::now() + std::chrono::seconds(1);
       WEFT_LOG(kWarn, "services: checking table inet weft-services failed; replacing it", {"err", r.status()});
@@ -377,6 +399,43 @@ struct ProxyController::Impl {
     metrics.syncs++;
     std::string diff = r->diff.size() > 2000 ? r->diff.substr(0, 2000) + "..." : r->diff;
     WEFT_LOG(kWarn, "services: table inet weft-services differed from the model; replaced it", {"diff", diff});
+  }
+
+  // The health check ports the model's Services want now: O(the Services
+  // with eTP Local and a healthCheckNodePort). Two claiming one port (the
+  // API server allocates them uniquely): the first by key.
+  std::map<uint16_t, HealthCheck> DesiredHealthChecks() const {
+    std::map<uint16_t, HealthCheck> out;
+    const NodeTopology& node = model->config().node;
+    for (const std::string& key : health_services) {
+      const Service* svc = model->FindService(key);
+      if (!svc) continue;
+      if (auto hc = HealthCheckOf(*svc, model->SlicesOf(key), node)) out.emplace(hc->first, hc->second);
+    }
+    return out;
+  }
+
+  // Tells the health server the desired ports when they changed (or a
+  // port failed to bind before: it is tried again, at most every pass).
+  void SyncHealth() {
+    if (!health || !(health_dirty || health_failed)) return;
+    health_dirty = false;
+    auto desired = DesiredHealthChecks();
+    if (desired == health_served && !health_failed) return;
+    HealthSyncResult r = health->Sync(desired);
+    health_served = std::move(desired);
+    health_failed = !r.failed.empty();
+    for (const auto& [port, st] : r.failed)
+      WEFT_LOG(kWarn, "services: health check node port not served; retrying", {"port", port}, {"err", st});
+    if (!r.opened.empty() || !r.closed.empty())
+      WEFT_LOG(kInfo, "services: health check node ports", {"served", health_served.size() - r.failed.size()},
+               {"opened", r.opened.size()}, {"closed", r.closed.size()});
+    metrics.health_check_ports = health_served.size() - r.failed.size();
+    metrics.health_check_port_errors = r.failed.size();
+  }
+
+  void UpdateHealthy() {
+    metrics.healthy = ProxyHealthy(metrics.ready.load(), failing_since, Clock::now(), 2 * opts.resync);
   }
 
   uint64_t WaitForChange(const SyncLoop& loop, uint64_t seen, const std::atomic<bool>& stop) {
@@ -405,6 +464,11 @@ struct ProxyController::Impl {
   std::unique_ptr<Model> model;
   std::map<std::string, size_t> slice_endpoints;  // slice key -> its endpoints
   uint64_t endpoints = 0;
+  std::optional<Clock::time_point> failing_since;  // the first failure not yet followed by a success
+  std::set<std::string> health_services;           // keys of Services with eTP Local and a healthCheckNodePort
+  std::unique_ptr<HealthServer> health;            // null without opts.health_check_ports
+  std::map<uint16_t, HealthCheck> health_served;   // what health was last told
+  bool health_dirty = true, health_failed = false;
 };
 
 ProxyController::ProxyController(ProxyOptions opts, kube::KubeEndpoint endpoint)
@@ -427,6 +491,13 @@ void ProxyController::Run(const std::atomic<bool>& stop) {
   cfg.cluster_cidrs = s.opts.cluster_cidrs;
   cfg.masquerade_all = s.opts.masquerade_all;
   s.model = std::make_unique<Model>(std::move(cfg));
+  if (s.opts.health_check_ports) {
+    // Answered on the servers' threads: what the last pass found (a pass
+    // runs at least every 5 s, so staleness shows within that).
+    HealthServer::Options ho;
+    ho.proxy_healthy = [&m = s.metrics] { return m.healthy.load(); };
+    s.health = std::make_unique<HealthServer>(std::move(ho));
+  }
   WEFT_LOG(kInfo, "services: starting", {"node", s.opts.node_name}, {"zone", s.model->config().node.zone});
   std::vector<std::thread> threads;
   threads.push_back(s.StartInformer("services", "/api/v1/services", s.services, stop));
@@ -440,6 +511,12 @@ void ProxyController::Run(const std::atomic<bool>& stop) {
   }
   s.notifier.Notify();
   for (auto& t : threads) t.join();
+  // Its ports close with the controller (a load balancer then sees the
+  // node as down, as when kube-proxy stops).
+  s.health.reset();
+  s.health_served.clear();
+  s.metrics.health_check_ports = 0;
+  s.metrics.healthy = false;
 }
 
 void ProxyController::CheckKernelSoon() {
@@ -481,6 +558,15 @@ std::string RenderProxyMetrics(const ProxyMetrics& m) {
       "an endpoint that left).",
       m.conntrack_entries_deleted.load(), "counter");
   one("weft_services_ready", "1 once the first complete lists are programmed.", m.ready.load() ? 1 : 0, "gauge");
+  one("weft_services_proxy_healthy",
+      "1 while the proxy's table is programmed and no change has waited on a failure for 2 x the resync period "
+      "(serviceProxyHealthy of the health check ports).",
+      m.healthy.load() ? 1 : 0, "gauge");
+  one("weft_services_health_check_ports", "healthCheckNodePorts served (eTP Local Services' health check servers).",
+      m.health_check_ports.load(), "gauge");
+  one("weft_services_health_check_port_errors",
+      "healthCheckNodePorts wanted but not listening (in use by another program; retried every pass).",
+      m.health_check_port_errors.load(), "gauge");
   out += m.sync_duration.Render("weft_services_sync_proxy_rules_duration_seconds",
                                 "One sync of table inet weft-services: changes drained, transaction applied "
                                 "(kube-proxy's sync_proxy_rules_duration_seconds).");

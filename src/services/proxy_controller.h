@@ -8,7 +8,11 @@
 // failed transaction is followed by Model::Full(); every resync period (and
 // when weftd's keeper sees part of the table deleted by someone else)
 // CheckAndRepair compares the kernel's table with the model's digest and
-// replaces it only on a difference (logged and counted). Shaped like
+// replaces it only on a difference (logged and counted). After each pass
+// that leaves the kernel's table equal to the model (and only then, as
+// kube-proxy), the healthCheckNodePort servers (health_server.h) are told
+// the ports the model's eTP Local Services want, when that set changed;
+// they close when Run returns. Shaped like
 // policy/netpol_controller.h; knows nothing of policy or the overlay.
 
 #include <atomic>
@@ -46,6 +50,9 @@ struct ProxyOptions {
   std::chrono::milliseconds resync{std::chrono::seconds(30)};         // the periodic check
   std::chrono::milliseconds batch{std::chrono::milliseconds(5)};      // events coalesced this long
   int64_t watch_timeout_seconds = 300;
+  // The healthCheckNodePort servers (false: none, for tests that need no
+  // sockets).
+  bool health_check_ports = true;
 };
 
 // A Prometheus histogram of seconds with fixed bounds. Thread-safe.
@@ -77,6 +84,11 @@ struct ProxyMetrics {
   std::atomic<uint64_t> conntrack_flushes{0};          // flushes handed to the kernel side after their transaction
   std::atomic<uint64_t> conntrack_entries_deleted{0};  // entries they deleted (NewProxyKernel)
   std::atomic<bool> ready{false};  // the first complete lists are programmed
+  // What the health check ports say of the proxy (ProxyHealthy): updated
+  // at every pass.
+  std::atomic<bool> healthy{false};
+  std::atomic<uint64_t> health_check_ports{0};         // healthCheckNodePorts listening
+  std::atomic<uint64_t> health_check_port_errors{0};   // wanted ones that could not be bound, now
   // kube-proxy's sync_proxy_rules_duration_seconds: one pass (decode, model,
   // transaction, conntrack) that changed the table.
   SecondsHistogram sync_duration{{0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024,
@@ -88,6 +100,15 @@ struct ProxyMetrics {
       {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300}};
 };
 std::string RenderProxyMetrics(const ProxyMetrics& m);
+
+// kube-proxy's healthz for the health check ports' serviceProxyHealthy:
+// the proxy is healthy once its first complete lists are programmed, as
+// long as no change has waited unprogrammed (a failed transaction or check
+// not yet followed by a successful one) for `timeout` or more (kube-proxy:
+// 2 x its sync period; here 2 x --resync-period). `failing_since` is the
+// first failure's time, nullopt when the last attempt succeeded.
+bool ProxyHealthy(bool ready, std::optional<std::chrono::steady_clock::time_point> failing_since,
+                  std::chrono::steady_clock::time_point now, std::chrono::milliseconds timeout);
 
 // The annotation's value (RFC 3339, fractional seconds optional) as seconds
 // since the epoch; nullopt when it does not parse.

@@ -133,6 +133,7 @@ class ProxyControllerTest : public ::testing::Test {
     o.cluster_cidrs = {*IpPrefix::Parse("10.244.0.0/16")};
     o.resync = std::chrono::milliseconds(200);
     o.batch = std::chrono::milliseconds(1);
+    o.health_check_ports = false;  // no sockets in unit tests (e2e_services_test serves them)
     ctl_ = std::make_unique<ProxyController>(o, [this] { return std::make_unique<FakeApi>(&cluster_); },
                                              std::move(k));
     thread_ = std::thread([this] { ctl_->Run(stop_); });
@@ -262,6 +263,17 @@ TEST_F(ProxyControllerTest, AUdpEndpointsRemovalAsksItsConntrackCleanupAfterTheT
   ASSERT_TRUE(last.endpoint.has_value());
   EXPECT_EQ(last.endpoint->ToString(), "10.244.1.5");
   EXPECT_EQ(m.conntrack_entries_deleted.load(), 0u);  // counted by the node's kernel only
+}
+
+// serviceProxyHealthy: not before the first sync; through a failure for
+// less than the timeout; not after it.
+TEST(ProxyHealthy, ReadyAndNoFailureOutstandingForTheTimeout) {
+  using namespace std::chrono_literals;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(ProxyHealthy(false, std::nullopt, t0, 60s));
+  EXPECT_TRUE(ProxyHealthy(true, std::nullopt, t0, 60s));
+  EXPECT_TRUE(ProxyHealthy(true, t0, t0 + 59s, 60s));
+  EXPECT_FALSE(ProxyHealthy(true, t0, t0 + 60s, 60s));
 }
 
 TEST(ParseTriggerTime, Rfc3339WithAndWithoutFractionsAndOffsets) {

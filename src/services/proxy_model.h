@@ -90,11 +90,12 @@ class Model {
   const ServiceObjects* Objects(const std::string& service_key) const;
   const Service* FindService(const std::string& key) const;
   size_t service_count() const { return services_.size(); }
+  // The slices of Service `key` (MergeEndpoints's and HealthCheckOf's input).
+  std::vector<const EndpointSlice*> SlicesOf(const std::string& key) const;
 
  private:
   // Recompute `key`'s objects and turn the difference into a Change.
   Change Resync(const std::string& key);
-  std::vector<const EndpointSlice*> SlicesOf(const std::string& key) const;
   // The verdict a map key has while `owners` claim it: the first's.
   using Claims = std::map<std::string, nft::Verdict>;  // service key -> verdict
 

@@ -566,7 +566,11 @@ def default_service(obj):
     policies, a single-stack IPv4 family; clusterIP/clusterIPs copied into
     each other (allocated when absent, from 10.96.0.0/16; the stand-in's
     allocator is sequential, the real one random) and NodePorts allocated for
-    NodePort and LoadBalancer types (from 30000)."""
+    NodePort and LoadBalancer types (from 30000), and a healthCheckNodePort
+    from the same range for a LoadBalancer with externalTrafficPolicy Local
+    (registry/core/service/storage's needsHCNodePort: the real server keeps
+    an update's old one when the update omits it; the stand-in allocates
+    another)."""
     spec = obj.setdefault("spec", {})
     if not isinstance(spec, dict):
         return
@@ -601,6 +605,9 @@ def default_service(obj):
         for p in spec.get("ports") or []:
             if isinstance(p, dict) and not p.get("nodePort"):
                 p["nodePort"] = ALLOCATOR.node_port()
+    if spec["type"] == "LoadBalancer" and spec.get("externalTrafficPolicy") == "Local" \
+            and not spec.get("healthCheckNodePort"):
+        spec["healthCheckNodePort"] = ALLOCATOR.node_port()
     obj.setdefault("status", {}).setdefault("loadBalancer", {})
 
 
@@ -788,6 +795,14 @@ def validate_service(spec, errs):
         np_ = p.get("nodePort")
         if np_ is not None and (not isinstance(np_, int) or not 0 <= np_ <= 65535):
             errs.append("spec.ports[%d].nodePort: Invalid value: %s: must be between 1 and 65535, inclusive" % (i, np_))
+    hc = spec.get("healthCheckNodePort")
+    if hc:
+        # apis/core/validation's validateServiceExternalTrafficPolicy.
+        if spec.get("type") != "LoadBalancer" or spec.get("externalTrafficPolicy") != "Local":
+            errs.append("spec.healthCheckNodePort: Invalid value: %s: may only be set when `type` is "
+                        "'LoadBalancer' and `externalTrafficPolicy` is 'Local'" % hc)
+        elif not isinstance(hc, int) or not 1 <= hc <= 65535:
+            errs.append("spec.healthCheckNodePort: Invalid value: %s: must be between 1 and 65535, inclusive" % hc)
     if spec.get("sessionAffinity") not in (None, "None", "ClientIP"):
         errs.append('spec.sessionAffinity: Unsupported value: "%s": supported values: "ClientIP", "None"'
                     % spec.get("sessionAffinity"))

@@ -558,6 +558,20 @@ class FakeApiServerTest(unittest.TestCase):
         self.assertEqual(spec["ports"][0]["protocol"], "TCP")
         self.assertTrue(30000 <= spec["ports"][0]["nodePort"] <= 32767)
         self.assertEqual(self.req("POST", svc, {"metadata": {"name": "bad"}, "spec": {"ports": [{"port": 0}]}})[0], 422)
+        self.assertNotIn("healthCheckNodePort", spec)
+        # A LoadBalancer with externalTrafficPolicy Local gets a healthCheckNodePort from the NodePort range;
+        # any other Service may not have one.
+        lb = self.ok("POST", svc, {"metadata": {"name": "lb"}, "spec": {
+            "type": "LoadBalancer", "externalTrafficPolicy": "Local", "ports": [{"port": 80}]}})["spec"]
+        self.assertTrue(30000 <= lb["healthCheckNodePort"] <= 32767)
+        self.assertNotEqual(lb["healthCheckNodePort"], lb["ports"][0]["nodePort"])
+        code, body = self.req("POST", svc, {"metadata": {"name": "bad"}, "spec": {
+            "type": "NodePort", "externalTrafficPolicy": "Local", "healthCheckNodePort": 30999,
+            "ports": [{"port": 80}]}})
+        self.assertEqual(code, 422)
+        self.assertIn("spec.healthCheckNodePort: Invalid value: 30999: may only be set when `type` is 'LoadBalancer' "
+                      "and `externalTrafficPolicy` is 'Local'", json.dumps(body))
+        self.ok("DELETE", svc + "/lb")
         slice_ = {"metadata": {"name": "web-1", "labels": {"kubernetes.io/service-name": "web"}},
                   "addressType": "IPv4", "ports": [{"port": 8080}], "endpoints": [{"addresses": ["10.0.0.1"]}]}
         e = self.ok("POST", eps, slice_)

@@ -10,6 +10,13 @@
 //   (d) a NodePort through the node's address (from the underlay and from
 //       the node itself), masqueraded as kube-proxy does;
 //   (e) sessionAffinity ClientIP: every connection to one endpoint;
+//   (f) externalTrafficPolicy Local: the healthCheckNodePort answers 200
+//       where the endpoint is, 503 elsewhere and once it leaves; the
+//       NodePort keeps the client's address there and drops elsewhere;
+//   (g) hairpin: an endpoint reaching itself through its Service;
+//   (h) externalIPs: an address routed to a node, from the underlay;
+//   (i) internalTrafficPolicy Local: only this node's endpoints, a drop
+//       when it has none;
 //   UDP: rejected without endpoints, an endpoint's removal and its conntrack
 //   entries deleted; weftd restarting (the table serves on, then is replaced from
 //   complete lists); and the check: weftd's own deltas wake none, a
@@ -20,6 +27,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -43,6 +51,13 @@ constexpr char kNodePortIp[] = "10.96.10.12";  // (d)
 constexpr int kNodePort = 30080;
 constexpr char kStickyIp[] = "10.96.10.13";  // (e)
 constexpr char kUdpIp[] = "10.96.10.14";   // UDP
+constexpr char kLocalIp[] = "10.96.10.15";    // eTP Local, its NodePort and healthCheckNodePort
+constexpr int kLocalNodePort = 30081;
+constexpr int kHealthPort = 30090;
+constexpr char kHairpinIp[] = "10.96.10.16";
+constexpr char kExtClusterIp[] = "10.96.10.17";  // externalIPs
+constexpr char kExternalIp[] = "203.0.113.10";   // routed to n2 by the underlay
+constexpr char kItpIp[] = "10.96.10.18";          // iTP Local
 
 long MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
@@ -163,6 +178,38 @@ class ServicesTest : public ::testing::Test {
       out += "---- " + c_->node(i).name + " nft list table inet weft-services ----\n" + t + "\n";
     }
     return out;
+  }
+
+  // An HTTP GET with curl from `from`: the status (0: no answer) and body.
+  struct Http {
+    int code = 0;
+    std::string body;
+  };
+  static Http Get(const TestNetns& from, const std::string& url) {
+    std::string out;
+    from.Exec({"curl", "-s", "-m", "2", "-w", "\n%{http_code}", url}, &out);
+    Http h;
+    const size_t nl = out.rfind('\n');
+    if (nl == std::string::npos) return h;
+    h.body = out.substr(0, nl);
+    h.code = std::atoi(out.c_str() + nl + 1);
+    return h;
+  }
+  // Until Get answers `code` (the proxy syncs the health servers after its
+  // transaction); the last answer.
+  static Http WaitHttp(const TestNetns& from, const std::string& url, int code, int deadline_ms = 5000) {
+    Http h;
+    auto t0 = Clock::now();
+    while (MsSince(t0) < deadline_ms) {
+      h = Get(from, url);
+      if (h.code == code) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return h;
+  }
+  static int LocalEndpoints(const Http& h) {
+    json j = json::parse(h.body, nullptr, false);
+    return j.is_object() && j.contains("localEndpoints") ? j["localEndpoints"].get<int>() : -1;
   }
 
   static std::string Tcp(const std::string& ip, int port = 80) { return "tcp:" + ip + ":" + std::to_string(port); }
@@ -413,6 +460,159 @@ TEST_F(ServicesTest, OwnDeltasWakeNoCheckAndATamperedTableIsRepaired) {
   EXPECT_TRUE(WaitFor([&] { return n1.Metric("weft_services_repairs_total") >= repairs + 1; }, 3000));
   EXPECT_GE(n1.Metric("weft_services_kernel_checks_total"), checks + 1);
   EXPECT_GE(n1.Metric("weft_repairs_total{object=\"services-table\"}"), 1);
+}
+
+// (f) externalTrafficPolicy Local on a LoadBalancer (the only type that may
+// have a healthCheckNodePort): the endpoint is on n2 only. The health check
+// port answers 200 with localEndpoints 1 on n2 and 503 with 0 on n1 (what a
+// cloud load balancer reads to send traffic to n2 only); the NodePort on
+// n2 keeps the off-cluster client's address (no masquerade) and on n1 the
+// traffic is dropped (not rejected: the Service has endpoints, just none
+// there). The endpoint leaving flips n2 to 503; the Service's deletion
+// closes the ports.
+TEST_F(ServicesTest, ExternalTrafficPolicyLocalHealthCheckPortAndSourcePreservingNodePort) {
+  const NetpolPod& ep1 = Pod("s/ep1");
+  ASSERT_EQ(ep1.node->name, c_->node(1).name);
+  json port = {{"name", "http"}, {"port", 80}, {"targetPort", kTargetPort}, {"protocol", "TCP"},
+               {"nodePort", kLocalNodePort}};
+  Apply({{"kind", "Service"},
+         {"metadata", {{"name", "local"}, {"namespace", "s"}}},
+         {"spec",
+          {{"type", "LoadBalancer"}, {"clusterIP", kLocalIp}, {"clusterIPs", {kLocalIp}}, {"ports", {port}},
+           {"externalTrafficPolicy", "Local"}, {"healthCheckNodePort", kHealthPort}}}});
+  Apply(SliceObject("local", {&ep1}));
+  const WeftNode &n1 = c_->node(0), &n2 = c_->node(1);
+  const std::string hc1 = "http://" + n1.ip() + ":" + std::to_string(kHealthPort) + "/";
+  const std::string hc2 = "http://" + n2.ip() + ":" + std::to_string(kHealthPort) + "/healthz";
+  Http h2 = WaitHttp(c_->underlay(), hc2, 200);
+  ASSERT_EQ(h2.code, 200) << h2.body;
+  EXPECT_EQ(LocalEndpoints(h2), 1) << h2.body;
+  EXPECT_NE(h2.body.find("\"serviceProxyHealthy\": true"), std::string::npos) << h2.body;
+  EXPECT_NE(h2.body.find("\"name\": \"local\""), std::string::npos) << h2.body;
+  Http h1 = WaitHttp(c_->underlay(), hc1, 503);
+  ASSERT_EQ(h1.code, 503) << h1.body;
+  EXPECT_EQ(LocalEndpoints(h1), 0) << h1.body;
+  EXPECT_EQ(n1.Metric("weft_services_health_check_ports"), 1);
+  EXPECT_EQ(n2.Metric("weft_services_health_check_ports"), 1);
+  EXPECT_EQ(n2.Metric("weft_services_proxy_healthy"), 1);
+
+  // The NodePort on n2: the endpoint sees the underlay's own address.
+  Reply r = WaitReachable(c_->underlay(), Tcp(n2.ip(), kLocalNodePort));
+  ASSERT_TRUE(r.ok) << r.detail;
+  for (int i = 0; i < 5; ++i) {
+    r = Connect(c_->underlay(), Tcp(n2.ip(), kLocalNodePort));
+    ASSERT_TRUE(r.ok) << r.detail;
+    EXPECT_EQ(r.responder, "s/ep1");
+    EXPECT_EQ(r.peer, Underlay::kIp) << "eTP Local NodePort traffic was masqueraded";
+  }
+  // On n1 (no endpoint there): dropped, so no answer at all (a reject would
+  // be "refused", and so would n1 without the Service's rules: nothing
+  // listens on the port).
+  for (int i = 0; i < 3; ++i) {
+    r = Connect(c_->underlay(), Tcp(n1.ip(), kLocalNodePort), 500);
+    EXPECT_FALSE(r.ok) << "eTP Local NodePort on a node without endpoints answered: " << r.responder;
+    EXPECT_EQ(r.detail, "timeout");
+  }
+
+  // The endpoint leaves: n2 answers 503 with 0.
+  Apply(SliceObject("local", {}));
+  h2 = WaitHttp(c_->underlay(), hc2, 503);
+  EXPECT_EQ(h2.code, 503) << h2.body;
+  EXPECT_EQ(LocalEndpoints(h2), 0) << h2.body;
+
+  // The Service deleted: the port closes on both nodes.
+  c_->api().Delete("Service", "s", "local");
+  created_.erase({"Service", "local"});
+  EXPECT_TRUE(WaitFor([&] { return Get(c_->underlay(), hc2).code == 0; }, 5000)) << "n2's port still open";
+  EXPECT_TRUE(WaitFor([&] { return Get(c_->underlay(), hc1).code == 0; }, 5000)) << "n1's port still open";
+  EXPECT_TRUE(WaitFor([&] { return n2.Metric("weft_services_health_check_ports") == 0; }, 2000));
+}
+
+// (g) hairpin: ep2 reaching its own Service (both endpoints behind it)
+// lands on itself at least once and is answered; the packet it sends to
+// itself is masqueraded (without that its reply would come from its own
+// address, not the ClusterIP, and the connection would not open).
+TEST_F(ServicesTest, HairpinAnEndpointReachesItselfThroughItsServiceMasqueraded) {
+  const NetpolPod &ep1 = Pod("s/ep1"), &ep2 = Pod("s/ep2");
+  Apply(ServiceObject("hairpin", kHairpinIp));
+  Apply(SliceObject("hairpin", {&ep1, &ep2}));
+  const std::string target = Tcp(kHairpinIp);
+  Reply r = WaitReachable(ep2.pod->ns, target);
+  ASSERT_TRUE(r.ok) << r.detail;
+  int self = 0, other = 0;
+  for (int i = 0; i < 40 && self < 3; ++i) {
+    r = Connect(ep2.pod->ns, target);
+    ASSERT_TRUE(r.ok) << "connection " << i << " from the endpoint to its own Service: " << r.detail;
+    if (r.responder == "s/ep2") {
+      ++self;
+      EXPECT_NE(r.peer, ep2.ip()) << "hairpin traffic was not masqueraded";
+    } else {
+      ++other;
+      EXPECT_EQ(r.peer, ep2.ip()) << "traffic to the other endpoint was masqueraded";
+    }
+  }
+  EXPECT_GE(self, 1) << "40 connections, none landed on the endpoint itself (" << other << " on the other)";
+}
+
+// (h) externalIPs: the underlay routes 203.0.113.10 to n2, which serves it
+// (eTP Cluster: masqueraded, either endpoint).
+TEST_F(ServicesTest, ExternalIpRoutedToANodeAnswersFromTheUnderlay) {
+  const NetpolPod &ep1 = Pod("s/ep1"), &ep2 = Pod("s/ep2");
+  json svc = ServiceObject("ext", kExtClusterIp);
+  svc["spec"]["externalIPs"] = {kExternalIp};
+  Apply(svc);
+  Apply(SliceObject("ext", {&ep1, &ep2}));
+  const WeftNode& n2 = c_->node(1);
+  std::string out;
+  ASSERT_EQ(c_->underlay().Exec({"ip", "route", "replace", std::string(kExternalIp) + "/32", "via", n2.ip()}, &out),
+            0)
+      << out;
+  Reply r = WaitReachable(c_->underlay(), Tcp(kExternalIp));
+  std::set<std::string> seen;
+  for (int i = 0; r.ok && i < 40 && seen.size() < 2; ++i) {
+    r = Connect(c_->underlay(), Tcp(kExternalIp));
+    if (!r.ok) break;
+    EXPECT_NE(r.peer, Underlay::kIp) << "externalIP traffic (eTP Cluster) reached " << r.responder
+                                     << " unmasqueraded";
+    seen.insert(r.responder);
+  }
+  c_->underlay().Exec({"ip", "route", "del", std::string(kExternalIp) + "/32"});
+  ASSERT_TRUE(r.ok) << "externalIP " << kExternalIp << " via n2 from the underlay: " << r.detail;
+  EXPECT_EQ(seen, (std::set<std::string>{"s/ep1", "s/ep2"}));
+}
+
+// (i) internalTrafficPolicy Local: the client on n1 reaches only n1's
+// endpoint (ep2), and once n1 has none, gets no connection (dropped, as
+// kube-proxy: no reject, the Service has endpoints elsewhere) while n2
+// itself still reaches ep1.
+TEST_F(ServicesTest, InternalTrafficPolicyLocalUsesOnlyThisNodesEndpointsAndDropsWithoutOne) {
+  const NetpolPod &client = Pod("s/client"), &ep1 = Pod("s/ep1"), &ep2 = Pod("s/ep2");
+  ASSERT_EQ(client.node, ep2.node);
+  json svc = ServiceObject("itp", kItpIp);
+  svc["spec"]["internalTrafficPolicy"] = "Local";
+  Apply(svc);
+  Apply(SliceObject("itp", {&ep1, &ep2}));
+  const std::string target = Tcp(kItpIp);
+  Reply r = WaitReachable(client.pod->ns, target);
+  ASSERT_TRUE(r.ok) << r.detail;
+  for (int i = 0; i < 16; ++i) {
+    r = Connect(client.pod->ns, target);
+    ASSERT_TRUE(r.ok) << r.detail;
+    EXPECT_EQ(r.responder, "s/ep2") << "iTP Local traffic from n1 went to another node's endpoint";
+  }
+  Apply(SliceObject("itp", {&ep1}));
+  // Until n1 stops reaching ep2; then no answer, not a refusal.
+  auto t0 = Clock::now();
+  while (MsSince(t0) < 5000 && r.ok) r = Connect(client.pod->ns, target, 300);
+  ASSERT_FALSE(r.ok) << "ep2 still reached after it left the slice";
+  for (int i = 0; i < 3; ++i) {
+    r = Connect(client.pod->ns, target, 500);
+    EXPECT_FALSE(r.ok) << "reached " << r.responder << " from a node without a local endpoint";
+    EXPECT_EQ(r.detail, "timeout") << "iTP Local without a local endpoint is a drop, not a reject";
+  }
+  // n2 has its endpoint: its own traffic is served.
+  r = WaitReachable(c_->node(1).ns, target);
+  EXPECT_TRUE(r.ok && r.responder == "s/ep1") << r.detail;
 }
 
 }  // namespace

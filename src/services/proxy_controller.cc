@@ -424,12 +424,8 @@ struct ProxyController::Impl {
     if (desired == health_served && !health_failed) return;
     HealthSyncResult r = health->Sync(desired);
     health_served = std::move(desired);
+    // The server logs each port opened, closed, or failing anew.
     health_failed = !r.failed.empty();
-    for (const auto& [port, st] : r.failed)
-      WEFT_LOG(kWarn, "services: health check node port not served; retrying", {"port", port}, {"err", st});
-    if (!r.opened.empty() || !r.closed.empty())
-      WEFT_LOG(kInfo, "services: health check node ports", {"served", health_served.size() - r.failed.size()},
-               {"opened", r.opened.size()}, {"closed", r.closed.size()});
     metrics.health_check_ports = health_served.size() - r.failed.size();
     metrics.health_check_port_errors = r.failed.size();
   }

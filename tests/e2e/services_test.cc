@@ -495,6 +495,10 @@ TEST_F(ServicesTest, ExternalTrafficPolicyLocalHealthCheckPortAndSourcePreservin
   EXPECT_EQ(n1.Metric("weft_services_health_check_ports"), 1);
   EXPECT_EQ(n2.Metric("weft_services_health_check_ports"), 1);
   EXPECT_EQ(n2.Metric("weft_services_proxy_healthy"), 1);
+  EXPECT_EQ(n2.Metric("weft_services_health_check_port_errors"), 0);
+  for (const char* m : {"weft_services_proxy_healthy", "weft_services_health_check_ports",
+                        "weft_services_health_check_port_errors"})
+    std::cerr << "[services] n2 " << m << " " << n2.Metric(m) << "\n";
 
   // The NodePort on n2: the endpoint sees the underlay's own address.
   Reply r = WaitReachable(c_->underlay(), Tcp(n2.ip(), kLocalNodePort));

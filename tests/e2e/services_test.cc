@@ -443,7 +443,18 @@ TEST_F(ServicesTest, OwnDeltasWakeNoCheckAndATamperedTableIsRepaired) {
   Apply(ServiceObject("web", kWebIp));
   Apply(SliceObject("web", {&ep1, &ep2}));
   ASSERT_TRUE(WaitReachable(client.pod->ns, Tcp(kWebIp)).ok);
-  const double checks = n1.Metric("weft_services_kernel_checks_total");
+  // A weftd that just started (the case before restarts n1's) checks the
+  // table once more after its first NetworkPolicy full sync, which it sends
+  // deaf to notifications (agent.cc's DeafDuringFullSync wakes the services
+  // pass as after lost ones): the baseline is taken once the count holds
+  // still for 500 ms.
+  double checks = n1.Metric("weft_services_kernel_checks_total");
+  for (auto t0 = Clock::now(); MsSince(t0) < 5000;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const double now = n1.Metric("weft_services_kernel_checks_total");
+    if (now == checks) break;
+    checks = now;
+  }
   const double repairs = n1.Metric("weft_services_repairs_total");
   // Endpoint chains deleted by weftd itself.
   Apply(SliceObject("web", {&ep2}));

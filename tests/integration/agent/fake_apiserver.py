@@ -152,8 +152,17 @@ RESOURCES = {r.plural: r for r in [
     Resource("clusterrolebindings", "ClusterRoleBinding", "rbac.authorization.k8s.io", False, set(), False,
              top=("roleRef", "subjects")),
 ]}
-# Resources whose generation counts spec changes (the built-in NetworkPolicy, and every CRD).
-GENERATION = {"networkpolicies", "clusternetworkpolicies"}
+# Resources whose generation counts spec changes (the built-in NetworkPolicy, and every CRD), and
+# EndpointSlice, whose generation counts changes of its addressType, endpoints and ports (it has no
+# spec: the real server's endpointslice strategy).
+GENERATION = {"networkpolicies", "clusternetworkpolicies", "endpointslices"}
+
+
+def generation_fields(res, obj):
+    """What a change of bumps the object's generation."""
+    if res.plural == "endpointslices":
+        return (obj.get("addressType"), obj.get("endpoints"), obj.get("ports"))
+    return obj.get("spec")
 KINDS = {r.kind: r for r in RESOURCES.values()}
 SYSTEM_NAMESPACES = ["default", "kube-node-lease", "kube-public", "kube-system"]
 
@@ -1247,7 +1256,7 @@ class Store:
                 validate_object(res, new)
                 if res.plural == "pods":
                     check_pod_update(old, new, name)
-            if res.plural in GENERATION and new.get("spec") != old.get("spec"):
+            if res.plural in GENERATION and generation_fields(res, new) != generation_fields(res, old):
                 new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
             if new == old:
                 return old  # a no-op write: no new RV, no event

@@ -576,12 +576,16 @@ class FakeApiServerTest(unittest.TestCase):
                   "addressType": "IPv4", "ports": [{"port": 8080}], "endpoints": [{"addresses": ["10.0.0.1"]}]}
         e = self.ok("POST", eps, slice_)
         self.assertEqual((e["kind"], e["ports"][0]["protocol"]), ("EndpointSlice", "TCP"))
+        self.assertEqual(e["metadata"]["generation"], 1)  # the real server's, as the fidelity test found
         self.assertEqual(self.req("POST", eps, dict(slice_, metadata={"name": "x"}, addressType="IPX"))[0], 422)
         self.ok("PATCH", eps + "/web-1", {"endpoints": [{"addresses": ["10.0.0.2"]}]}, "application/merge-patch+json")
         self.assertEqual([x["type"] for x in ws.events(1)], ["ADDED"])
         self.assertEqual([x["type"] for x in we.events(2)], ["ADDED", "MODIFIED"])
         lst = self.ok("GET", "/apis/discovery.k8s.io/v1/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dweb")
         self.assertEqual([i["endpoints"][0]["addresses"] for i in lst["items"]], [["10.0.0.2"]])
+        self.assertEqual(lst["items"][0]["metadata"]["generation"], 2)  # endpoints changed
+        self.ok("PATCH", eps + "/web-1", {"metadata": {"labels": {"x": "y"}}}, "application/merge-patch+json")
+        self.assertEqual(self.ok("GET", eps + "/web-1")["metadata"]["generation"], 2)  # a label is no change of it
         self.assertEqual(len(self.ok("GET", "/api/v1/services?fieldSelector=spec.type%3DNodePort")["items"]), 1)
         # A namespace's deletion takes its Services and slices.
         self.ok("POST", "/api/v1/namespaces", {"metadata": {"name": "gone"}})

@@ -107,13 +107,6 @@ std::string Hash8(const std::string& s) {
   return out;
 }
 
-// "10.1.0.5/8080", "fd00..5/8080": an endpoint in a name (nft's words have no ':').
-std::string EndpointPart(const PortEndpoint& e) {
-  std::string ip = e.ip.ToString();
-  std::replace(ip.begin(), ip.end(), ':', '.');
-  return ip + "/" + std::to_string(e.port);
-}
-
 // The map verdicts of a service port's traffic with nowhere to go.
 nft::Verdict RejectVerdict() { return Goto(kRejectChain); }
 nft::Verdict DropVerdict() { return nft::Verdict{NF_DROP, ""}; }
@@ -283,6 +276,12 @@ std::string ChainName(const char* kind, bool v6, const std::string& port_name, c
   std::string name = std::string(kind) + (v6 ? "6" : "4") + "-" + Hash8((v6 ? "6|" : "4|") + rest) + "-" + rest;
   if (name.size() > kMaxNameLen) name.resize(kMaxNameLen);
   return name;
+}
+
+std::string EndpointPart(const PortEndpoint& e) {
+  std::string ip = e.ip.ToString();
+  std::replace(ip.begin(), ip.end(), ':', '.');
+  return ip + "/" + std::to_string(e.port);
 }
 
 std::string MapKeyBytes(const std::optional<IpAddress>& addr, Proto proto, uint16_t port) {

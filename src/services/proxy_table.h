@@ -76,6 +76,8 @@ std::string PortName(const Service& svc, const ServicePort& port);
 //   aff4-   one endpoint's affinity set (client addresses, with timeout)
 std::string ChainName(const char* kind, bool v6, const std::string& port_name, const std::string& endpoint = "");
 inline constexpr size_t kMaxNameLen = 255;
+// An endpoint as a name's last part: "10.1.0.5/8080", "fd00..5/8080" (nft's words have no ':').
+std::string EndpointPart(const PortEndpoint& e);
 
 // One rule of a Service's chain, and the anonymous verdict map it looks up
 // when it has one (numgen's `vmap { 0 : goto ep.., 1 : goto ep.. }`): the

@@ -21,9 +21,11 @@
 #include "overlay/sync.h"
 #include "plugin/reclaim.h"
 #include "plugin/pod_state.h"
+#include "services/proxy_explain.h"
 #include "sys/files.h"
 #include "sys/kernel_events.h"
 #include "sys/netlink.h"
+#include "sys/nft_json.h"
 #include "sys/nft_kernel.h"
 #include "sys/nft_query.h"
 #include "sys/nft_set.h"
@@ -134,6 +136,36 @@ HttpAnswer Agent::ServePath(const std::string& path, const StatusServer::Query& 
     auto body = netpol_->DesiredRuleset(f == "json");
     if (!body.ok()) return {500, "text/plain", body.status().ToString() + "\n"};
     return {200, f == "json" ? "application/json" : "text/plain", *body};
+  }
+  if (path == "/services/ruleset" || path == "/services/explain") {
+    if (!proxy_) return {404, "text/plain", "not found: weftd runs without the Service proxy (--service-proxy false)\n"};
+    // Before the first complete lists the model is partial (as /netpol/ruleset).
+    if (!proxy_->metrics().ready.load())
+      return {503, "text/plain", "not ready: services not yet programmed from complete lists\n"};
+    if (path == "/services/ruleset") {
+      // ?format=json (the only one): Model::Full() as the nftables layer's
+      // JSON (sys/nft_json.h), what doctor compares and --fix applies.
+      auto format = query.find("format");
+      if (format != query.end() && format->second != "json")
+        return {400, "text/plain", "format must be json\n"};
+      std::string body;
+      if (!proxy_->ReadModel([&](const services::Model& m) { body = sys::nft::TransactionJson(m.Full()); }))
+        return {503, "text/plain", "not ready: the Service proxy has not started\n"};
+      return {200, "application/json", body};
+    }
+    // ?service=NS/NAME: 200 with the explanation, 400 for bad input, 404 for a
+    // Service the proxy does not know (docs/weftd.md).
+    auto it = query.find("service");
+    auto key = services::ParseServiceKey(it == query.end() ? std::string() : it->second);
+    Result<std::string> body = key.status();
+    if (key.ok() && !proxy_->ReadModel([&](const services::Model& m) {
+          auto e = services::Explain(m, *key);
+          body = e.ok() ? Result<std::string>(services::ExplanationJson(*e)) : Result<std::string>(e.status());
+        }))
+      return {503, "text/plain", "not ready: the Service proxy has not started\n"};
+    if (body.ok()) return {200, "application/json", *body};
+    int code = body.status().reason() == Reason::kNotFound ? 404 : 400;
+    return {code, "application/json", nlohmann::json({{"error", body.status().msg()}}).dump() + "\n"};
   }
   if (path == "/healthz") {
     // Alive while the reconcile loop wakes up at least every resync period.

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -314,6 +315,7 @@ struct ProxyController::Impl {
   // One pass: the queued changes into the model and their delta into the
   // kernel (the whole table when due), then the check when due.
   void SyncOnce(SyncLoop& loop) {
+    std::lock_guard model_lock(model_mu);
     auto woke = Clock::now();
     std::vector<double> triggers;
     size_t n = 0;
@@ -456,7 +458,8 @@ struct ProxyController::Impl {
   kube::Cache<Service> services;
   kube::Cache<SliceObject> slices;
   std::atomic<bool> check_soon{false};
-  // The sync thread's.
+  // The sync thread's; changed only under model_mu, which ReadModel takes to read it.
+  mutable std::mutex model_mu;
   std::unique_ptr<Model> model;
   std::map<std::string, size_t> slice_endpoints;  // slice key -> its endpoints
   uint64_t endpoints = 0;
@@ -486,7 +489,10 @@ void ProxyController::Run(const std::atomic<bool>& stop) {
   cfg.node.zone = s.ReadZone();
   cfg.cluster_cidrs = s.opts.cluster_cidrs;
   cfg.masquerade_all = s.opts.masquerade_all;
-  s.model = std::make_unique<Model>(std::move(cfg));
+  {
+    std::lock_guard lock(s.model_mu);
+    s.model = std::make_unique<Model>(std::move(cfg));
+  }
   if (s.opts.health_check_ports) {
     // Answered on the servers' threads: what the last pass found (a pass
     // runs at least every 5 s, so staleness shows within that).
@@ -521,6 +527,13 @@ void ProxyController::CheckKernelSoon() {
 }
 
 bool ProxyController::OwnCommit(uint32_t portid) const { return impl_->kernel->SentBy(portid); }
+
+bool ProxyController::ReadModel(const std::function<void(const Model&)>& read) const {
+  std::lock_guard lock(impl_->model_mu);
+  if (!impl_->model) return false;
+  read(*impl_->model);
+  return true;
+}
 
 std::string RenderProxyMetrics(const ProxyMetrics& m) {
   std::string out;

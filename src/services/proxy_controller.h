@@ -133,6 +133,11 @@ class ProxyController {
   void CheckKernelSoon();
   // ProxyKernel::SentBy: a notification of weftd's own commit.
   bool OwnCommit(uint32_t portid) const;
+  // For weftd's status server (GET /services/ruleset, /services/explain):
+  // runs `read` over the model between two passes, so it sees what the last
+  // pass programmed or is about to; false (not run) before Run built the
+  // model. Thread-safe; `read` must not call back into the controller.
+  bool ReadModel(const std::function<void(const Model&)>& read) const;
 
  private:
   struct Impl;

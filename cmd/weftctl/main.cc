@@ -9,6 +9,7 @@
 #include "doctor/doctor_cmd.h"
 #include "doctor/guard_cmd.h"
 #include "doctor/policy_cmd.h"
+#include "doctor/service_cmd.h"
 #include "runtime/ctl.h"
 
 int main(int argc, char** argv) {
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
     weft::doctor::AddDoctorCommand(ctl);
     weft::doctor::AddPolicyCommand(ctl);
     weft::doctor::AddGuardCommand(ctl);
+    weft::doctor::AddServiceCommand(ctl);
     return ctl.Main(argc, argv, weft::runtime::ctl::ProcessContext());
   } catch (const std::exception& e) {
     std::cerr << "weftctl: internal error: " << e.what() << "\n";

@@ -181,6 +181,48 @@ void DiagnoseNetpol(const NetpolView& v, std::vector<Finding>* out) {
   out->push_back(std::move(f));
 }
 
+void DiagnoseServices(const ServicesView& v, std::vector<Finding>* out) {
+  const std::string table = std::string("table ") + kServicesTable;
+  const std::string fix = "re-apply weftd's Service ruleset (GET /services/ruleset) as one nft transaction";
+  if (!v.serving) {
+    if (v.have)
+      out->push_back({Kind::kServicesMismatch, table,
+                      table + " is in the kernel (" + std::to_string(v.have->chains.size()) + " chain(s)) but weftd at " +
+                          v.weftd + " does not run the Service proxy: its rules are left over and still DNAT "
+                                    "Service traffic",
+                      false,
+                      "if the proxy was turned off on purpose (kube-proxy serves Services again), delete it: nft "
+                      "delete " + table});
+    return;
+  }
+  if (!v.have) {
+    out->push_back({Kind::kServicesMismatch, table,
+                    table + " is missing from the kernel although weftd's Service proxy is on (it wants " +
+                        std::to_string(v.want.chains.size()) + " chain(s)): no Service is served on this node",
+                    true, fix});
+    return;
+  }
+  for (const ServiceDiff& d : DiffServicesTables(v.want, *v.have)) {
+    Finding f{Kind::kServicesMismatch, "", "", true, fix};
+    if (d.service.empty()) {
+      f.subject = table;
+      f.message = table + "'s fixed part (maps, base and shared chains) differs from weftd's";
+    } else if (d.service == "?") {
+      f.subject = table + " no-endpoint entries";
+      f.message = table + ": entries of a Service without usable endpoints (their Service is not named in the "
+                          "table) differ from weftd's";
+    } else {
+      f.subject = "Service " + d.service;
+      f.message = "Service " + d.service + ": its rules in " + table + " are missing or stale (" +
+                  std::to_string(d.lines.size()) + " difference(s) from weftd's)";
+    }
+    for (size_t i = 0; i < d.lines.size() && i < kMaxDetails; ++i) f.details.push_back(d.lines[i]);
+    if (d.lines.size() > kMaxDetails)
+      f.details.push_back("... and " + std::to_string(d.lines.size() - kMaxDetails) + " more difference(s)");
+    out->push_back(std::move(f));
+  }
+}
+
 }  // namespace
 
 std::map<std::string, std::vector<std::string>> HostPortView(const std::string& table,
@@ -220,6 +262,7 @@ const char* KindName(Kind k) {
     case Kind::kPeerMissing: return "peer-entry-missing";
     case Kind::kPeerStale: return "peer-entry-stale";
     case Kind::kNetpolMismatch: return "netpol-mismatch";
+    case Kind::kServicesMismatch: return "services-table";
     case Kind::kPodStateMissing: return "pod-state-missing";
   }
   return "unknown";
@@ -403,6 +446,7 @@ std::vector<Finding> Diagnose(const Snapshot& s) {
                    "restart weftd or wait for the resync"});
   if (s.peers) DiagnosePeers(s, *s.peers, &out);
   if (s.netpol) DiagnoseNetpol(*s.netpol, &out);
+  if (s.services) DiagnoseServices(*s.services, &out);
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "doctor/nft_table.h"
+#include "doctor/services_check.h"
 #include "fw/hostport.h"
 #include "ipam/store.h"
 #include "overlay/reconcile.h"
@@ -75,6 +76,15 @@ struct NetpolView {
 
 inline constexpr char kNetpolTable[] = "inet weft-netpol";
 
+// weftd's Service proxy table (`inet weft-services`, services_check.h) as
+// weftd wants it and as the kernel holds it. Present only when weftd answered.
+struct ServicesView {
+  std::string weftd;
+  bool serving = true;  // false: weftd answered 404 (--service-proxy false)
+  services::TableDigest want;
+  std::optional<services::TableDigest> have;  // nullopt: the kernel has no such table
+};
+
 // A piece of an attachment's per-pod kernel state that is missing
 // (plugin/pod_state.h: a host route, proxy ARP, IPv6 off), as
 // plugin::PlanPodRepairs names it.
@@ -93,6 +103,7 @@ struct Snapshot {
   std::vector<MissingPodState> pod_state;    // the source guard's pieces are in `rulesets`
   std::optional<PeerView> peers;
   std::optional<NetpolView> netpol;
+  std::optional<ServicesView> services;
   // weftd's VXLAN device (a vxlan link named weft.*) is here, and whether the
   // overlay filter's hook rule (table inet weft-overlay) is in front of it.
   bool vxlan_device = false;
@@ -117,6 +128,7 @@ enum class Kind {
   kPeerStale,            // route/ARP/FDB for no live peer
   kNetpolMismatch,       // table inet weft-netpol missing, differing from weftd's, or left over
   kPodStateMissing,      // a ready attachment's host route, proxy ARP or IPv6-off is missing
+  kServicesMismatch,     // a Service's rules in table inet weft-services missing or stale (weftd's proxy)
 };
 
 // "vanished-attachment", "orphan-veth", ... (the JSON `kind`).

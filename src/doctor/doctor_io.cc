@@ -288,6 +288,93 @@ void ReadNetpol(const Options& o, Snapshot* s) {
   s->incomplete = true;
 }
 
+// The kernel's table inet weft-services as the nftables layer dumps it,
+// digested; nullopt when there is none.
+Result<std::optional<services::TableDigest>> ReadKernelServices() {
+  auto dump = sys::nft::Kernel().Dump(sys::nft::Family::kInet, services::kTable);
+  if (!dump.ok() && dump.status().IsNotFound()) return std::optional<services::TableDigest>();
+  if (!dump.ok()) return Status(dump.status()).Prefix(std::string("read table ") + kServicesTable);
+  return std::optional<services::TableDigest>(services::DigestOf(*dump));
+}
+
+// One comparison of weftd's Service ruleset with the kernel's table: the
+// kernel read between two GETs that must agree (else weftd moved on: kAgain).
+NetpolPass ReadServicesOnce(const Options& o, Weftd& weftd, Snapshot* s, std::optional<ServicesView>* out) {
+  const std::string skipped = "Service proxy check skipped: ";
+  auto r1 = weftd.Get("/services/ruleset?format=json");
+  if (!r1.ok()) {
+    s->notes.push_back(skipped + r1.status().msg());
+    return NetpolPass::kDone;
+  }
+  auto have = ReadKernelServices();
+  if (!have.ok()) {
+    s->warnings.push_back(skipped + "cannot read the kernel's table: " + have.status().ToString());
+    s->incomplete = true;
+    return NetpolPass::kDone;
+  }
+  if (r1->status == 404) {
+    ServicesView v;
+    v.weftd = o.weftd_addr;
+    v.serving = false;
+    v.have = std::move(*have);
+    if (!v.have)
+      s->notes.push_back("Service proxy check skipped: weftd at " + o.weftd_addr +
+                         " runs without the Service proxy (GET /services/ruleset: 404), and the kernel has no table " +
+                         kServicesTable);
+    *out = std::move(v);
+    return NetpolPass::kDone;
+  }
+  if (r1->status != 200) {
+    s->warnings.push_back(skipped + "weftd at " + o.weftd_addr + " answered GET /services/ruleset with HTTP " +
+                          std::to_string(r1->status) + ": " + r1->body.substr(0, 200));
+    s->incomplete = true;
+    return NetpolPass::kDone;
+  }
+  auto want = ServicesRulesetDigest(r1->body);
+  if (!want.ok()) {
+    s->warnings.push_back(skipped + "weftd's Service ruleset could not be read: " + want.status().ToString());
+    s->incomplete = true;
+    return NetpolPass::kDone;
+  }
+  auto r2 = weftd.Get("/services/ruleset?format=json");
+  if (!r2.ok() || r2->status != 200 || r2->body != r1->body) return NetpolPass::kAgain;
+  ServicesView v;
+  v.weftd = o.weftd_addr;
+  v.want = std::move(*want);
+  v.have = std::move(*have);
+  *out = std::move(v);
+  return NetpolPass::kDone;
+}
+
+// The Service proxy check (services_check.h). A difference is compared once
+// more after `netpol_settle_ms`: weftd's own transaction may have been in flight.
+void ReadServices(const Options& o, Snapshot* s) {
+  if (o.weftd_addr.empty()) {
+    s->notes.push_back("Service proxy check skipped: --weftd-addr is empty");
+    return;
+  }
+  Weftd weftd(o.weftd_addr);
+  bool settled = false;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    std::optional<ServicesView> v;
+    if (ReadServicesOnce(o, weftd, s, &v) == NetpolPass::kAgain) continue;
+    const bool differs = v && v->serving && (!v->have || !DiffServicesTables(v->want, *v->have).empty());
+    if (differs && !settled && o.netpol_settle_ms > 0) {
+      settled = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(o.netpol_settle_ms));
+      continue;
+    }
+    if (v && v->serving)
+      s->notes.push_back("Service proxy: compared table " + std::string(kServicesTable) + " with weftd's ruleset at " +
+                         o.weftd_addr + " (" + std::to_string(v->want.chains.size()) + " chain(s), " +
+                         std::to_string(v->want.sets.size()) + " set(s) and map(s))");
+    s->services = std::move(v);
+    return;
+  }
+  s->warnings.push_back("Service proxy check skipped: weftd's Service ruleset kept changing while it was compared");
+  s->incomplete = true;
+}
+
 Result<std::vector<ipam::PodRecord>> ReadRows(const std::string& data_dir, bool* have_db) {
   *have_db = sys::PathExists(data_dir + "/ipam.db");
   if (!*have_db) return std::vector<ipam::PodRecord>{};
@@ -465,6 +552,7 @@ Result<Snapshot> ReadSnapshot(const Options& o) {
       if (c.rfind("weft-overlay:", 0) == 0) s.overlay_filter = true;
   }
   ReadNetpol(o, &s);
+  ReadServices(o, &s);
 
   // A control plane that cannot be listed skips the peer checks (a
   // half-read list is never compared) but leaves the local checks standing.
@@ -483,7 +571,7 @@ namespace {
 // Which repairs the fixable findings call for.
 struct FixPlan {
   bool reclaim = false, orphans = false, routes = false, hostports = false, masq = false, peers = false,
-       netpol = false, guard_routed = false, guard_bridge = false, pod_state = false;
+       netpol = false, services = false, guard_routed = false, guard_bridge = false, pod_state = false;
 };
 
 FixPlan PlanFixes(const std::vector<Finding>& findings) {
@@ -502,6 +590,7 @@ FixPlan PlanFixes(const std::vector<Finding>& findings) {
       case Kind::kPeerMissing:
       case Kind::kPeerStale: p.peers = true; break;
       case Kind::kNetpolMismatch: p.netpol = true; break;
+      case Kind::kServicesMismatch: p.services = true; break;
       case Kind::kPodStateMissing: p.pod_state = true; break;
       default: break;
     }
@@ -684,6 +773,25 @@ void ReapplyNetpol(const Options& o, FixReport* rep) {
                         ") in one nft transaction");
 }
 
+// weftd's Service ruleset (Model::Full(): delete and build the table again
+// in one batch), fetched just before it is applied.
+void ReapplyServices(const Options& o, FixReport* rep) {
+  const std::string what = std::string("re-apply weftd's Service ruleset (table ") + kServicesTable + ")";
+  Weftd weftd(o.weftd_addr);
+  auto r = weftd.Get("/services/ruleset?format=json");
+  Status st = r.status();
+  if (r.ok() && r->status != 200)
+    st = Status::Error(Reason::kUnavailable, Domain::kControlPlane,
+                       "weftd answered GET /services/ruleset with HTTP " + std::to_string(r->status));
+  if (st.ok()) {
+    auto tx = ServicesRulesetTransaction(r->body);
+    st = tx.ok() ? sys::nft::Kernel().Apply(*tx) : tx.status();
+  }
+  if (!st.ok()) Failed(rep, what, st);
+  else rep->done.push_back(std::string("re-applied weftd's Service ruleset (table ") + kServicesTable +
+                           ") in one nft transaction");
+}
+
 }  // namespace
 
 FixReport Fix(const Options& o, const Snapshot& snap, const std::vector<Finding>& findings) {
@@ -700,6 +808,7 @@ FixReport Fix(const Options& o, const Snapshot& snap, const std::vector<Finding>
   if (plan.masq && o.masquerade) ResyncMasquerade(o, &rep);
   if (plan.peers && snap.peers) ApplyPeerPlan(*snap.peers, &rep);
   if (plan.netpol) ReapplyNetpol(o, &rep);
+  if (plan.services) ReapplyServices(o, &rep);
   if (plan.pod_state) RestorePodState(o, &rep);
   if (plan.guard_routed) ReinstallGuard(o, fw::GuardMode::kRouted, &rep);
   if (plan.guard_bridge) ReinstallGuard(o, fw::GuardMode::kBridge, &rep);

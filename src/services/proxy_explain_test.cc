@@ -118,6 +118,36 @@ TEST(ServiceExplain, NoEndpointsIsRejectedAndLocalWithoutLocalIsDropped) {
   EXPECT_EQ(np.endpoints, std::vector<std::string>{"10.244.2.7:8080"});
 }
 
+TEST(ServiceExplain, EveryDestinationHasItsPath) {
+  Model m = NodeModel();
+  auto lb = ServiceJson("default", "lb", {"10.96.0.12"});
+  lb["spec"]["type"] = "LoadBalancer";
+  lb["spec"]["ports"][0]["nodePort"] = 30081;
+  lb["spec"]["externalIPs"] = {"192.0.2.7"};
+  lb["status"] = {{"loadBalancer", {{"ingress", {{{"ip", "198.51.100.7"}}}}}}};
+  (void)m.UpsertService(Decoded(lb));
+  (void)m.UpsertSlice(DecodedSlice(SliceJson("default", "lb", "lb-1", {{.ip = "10.244.2.8"}})));
+  auto e = Explain(m, "default/lb");
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  const ExplainPort& p = e->ports.at(0);
+  std::vector<std::pair<std::string, std::string>> kinds;
+  for (const auto& path : p.paths) {
+    kinds.emplace_back(path.kind, path.address);
+    EXPECT_EQ(path.verdict, "dnat") << path.kind;
+    EXPECT_EQ(path.endpoints, std::vector<std::string>{"10.244.2.8:8080"}) << path.kind;
+  }
+  EXPECT_EQ(kinds, (std::vector<std::pair<std::string, std::string>>{{"ClusterIP", "10.96.0.12"},
+                                                                      {"externalIP", "192.0.2.7"},
+                                                                      {"LoadBalancer", "198.51.100.7"},
+                                                                      {"NodePort", ""}}));
+  // External traffic: the ext chain (masquerade), then the Cluster policy chain.
+  const ExplainPath& np = p.paths.at(3);
+  ASSERT_EQ(np.steps.size(), 3u);
+  EXPECT_EQ(np.steps[1].at, "chain " + ChainName("ext", false, "default/lb/tcp/http"));
+  EXPECT_EQ(np.steps[1].does, "mark for masquerade; then goto " + ChainName("svc", false, "default/lb/tcp/http"));
+  EXPECT_EQ(np.steps[2].at, "chain " + ChainName("svc", false, "default/lb/tcp/http"));
+}
+
 TEST(ServiceExplain, UnknownSkippedAndBadKeys) {
   Model m = NodeModel();
   EXPECT_EQ(Explain(m, "default/none").status().reason(), Reason::kNotFound);

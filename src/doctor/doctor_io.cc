@@ -302,11 +302,18 @@ Result<std::optional<services::TableDigest>> ReadKernelServices() {
 NetpolPass ReadServicesOnce(const Options& o, Weftd& weftd, Snapshot* s, std::optional<ServicesView>* out) {
   const std::string skipped = "Service proxy check skipped: ";
   auto r1 = weftd.Get("/services/ruleset?format=json");
+  auto have = ReadKernelServices();
   if (!r1.ok()) {
-    s->notes.push_back(skipped + r1.status().msg());
+    // Without weftd nothing to compare with; a table in the kernel proves
+    // the proxy is in use here, so then the check is missing.
+    if (have.ok() && *have) {
+      s->warnings.push_back(skipped + r1.status().msg() + "; the kernel holds table " + kServicesTable);
+      s->incomplete = true;
+    } else {
+      s->notes.push_back(skipped + r1.status().msg());
+    }
     return NetpolPass::kDone;
   }
-  auto have = ReadKernelServices();
   if (!have.ok()) {
     s->warnings.push_back(skipped + "cannot read the kernel's table: " + have.status().ToString());
     s->incomplete = true;

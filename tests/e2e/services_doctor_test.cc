@@ -8,7 +8,8 @@
 //     names, and with --from NetworkPolicy's word on each endpoint;
 //   - doctor names the Service whose map element was deleted and the one
 //     whose chain got a stale rule (changes weftd's keeper does not watch,
-//     so only doctor or the periodic check sees them), --fix restores both.
+//     so only doctor or the periodic check sees them), --fix restores both;
+//   - with the proxy off (a second cluster): explain exits 4, doctor notes the skip.
 // Pods: s/client on n1, s/ep1 on n2, s/ep2 on n1.
 
 #include <gtest/gtest.h>
@@ -257,6 +258,32 @@ TEST_F(ServicesDoctorTest, DoctorNamesEachServiceWhoseRulesAreMissingOrStaleAndF
   std::string table = Nft({"list", "table", "inet", "weft-services"});
   EXPECT_NE(table.find(std::string(kWebIp) + " . tcp . 80 : goto svc4-"), std::string::npos) << table;
   EXPECT_EQ(ServiceFindings(Doctor(false)), std::set<std::string>{});
+}
+
+// weftd without --service-proxy: explain says so (exit 4), doctor skips the
+// check with a note.
+TEST(ServicesDoctorProxyOff, ExplainRefusesAndDoctorSkipsWithANote) {
+  ClusterOptions o;
+  o.pods = {"s/client"};
+  NetpolCluster c(o);
+  ASSERT_EQ(c.error(), "") << c.Diagnostics();
+  WeftNode& n = c.node(0);
+  auto weftctl = [&](const std::vector<std::string>& args, std::string* out, std::string* err) {
+    std::vector<std::string> argv = {"ip", "netns", "exec", n.ns.name(), BinaryPath("weftctl"), "--conf-dir",
+                                     n.conf_dir()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return Cmd(argv, out, err);
+  };
+  std::string out, err;
+  EXPECT_EQ(weftctl({"service", "explain", "s/web"}, &out, &err), 4) << out << err;
+  EXPECT_NE(err.find("does not run the Service proxy (GET /services/explain: 404)"), std::string::npos) << err;
+  weftctl({"doctor", "--weftd-state-dir", n.dir + "/state"}, &out, &err);
+  std::cout << "---- weftctl doctor (proxy off) ----\n" << out;
+  EXPECT_NE(out.find("note: Service proxy check skipped: weftd at 127.0.0.1:9641 runs without the Service proxy (GET "
+                     "/services/ruleset: 404), and the kernel has no table inet weft-services"),
+            std::string::npos)
+      << out << err;
+  EXPECT_EQ(out.find("[services-table]"), std::string::npos) << out;
 }
 
 }  // namespace

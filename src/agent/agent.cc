@@ -148,10 +148,11 @@ HttpAnswer Agent::ServePath(const std::string& path, const StatusServer::Query& 
       auto format = query.find("format");
       if (format != query.end() && format->second != "json")
         return {400, "text/plain", "format must be json\n"};
-      std::string body;
-      if (!proxy_->ReadModel([&](const services::Model& m) { body = sys::nft::TransactionJson(m.Full()); }))
+      // Built under the model's lock (the sync pass waits meanwhile), rendered after it.
+      std::optional<sys::nft::Transaction> tx;
+      if (!proxy_->ReadModel([&](const services::Model& m) { tx = m.Full(); }))
         return {503, "text/plain", "not ready: the Service proxy has not started\n"};
-      return {200, "application/json", body};
+      return {200, "application/json", sys::nft::TransactionJson(*tx)};
     }
     // ?service=NS/NAME: 200 with the explanation, 400 for bad input, 404 for a
     // Service the proxy does not know (docs/weftd.md).

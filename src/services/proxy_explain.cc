@@ -240,13 +240,14 @@ Result<Explanation> Explain(const Model& model, const std::string& key) {
     for (const auto& ip : st.vips) out.vips.push_back(ip.ToString());
     const std::string svc_chain = ChainName("svc", st.v6, st.port_name),
                       local_chain = ChainName("local", st.v6, st.port_name);
+    // The endpoint chains a policy chain's numgen map picks from.
     auto picks = [&](const std::string& chain) {
-      std::set<std::string> out;
+      std::set<std::string> eps;
       if (auto it = objs->chains.find(chain); it != objs->chains.end())
         for (const auto& tr : it->second)
           for (const auto& el : tr.vmap)
-            if (el.verdict) out.insert(el.verdict->chain);
-      return out;
+            if (el.verdict) eps.insert(el.verdict->chain);
+      return eps;
     };
     const std::set<std::string> cluster = picks(svc_chain), local = picks(local_chain);
     std::map<std::string, std::string> ep_of_chain;

@@ -152,7 +152,10 @@ HttpAnswer Agent::ServePath(const std::string& path, const StatusServer::Query& 
       std::optional<sys::nft::Transaction> tx;
       if (!proxy_->ReadModel([&](const services::Model& m) { tx = m.Full(); }))
         return {503, "text/plain", "not ready: the Service proxy has not started\n"};
-      return {200, "application/json", sys::nft::TransactionJson(*tx)};
+      std::string body = sys::nft::TransactionJson(*tx);
+      tx.reset();
+      malloc_trim(0);  // the whole table's objects, as /netpol/ruleset gives them back
+      return {200, "application/json", std::move(body)};
     }
     // ?service=NS/NAME: 200 with the explanation, 400 for bad input, 404 for a
     // Service the proxy does not know (docs/weftd.md).
@@ -544,15 +547,35 @@ void Agent::KeepPods() {
 // kCoalesce into one pass.
 void Agent::SetNetworkPolicy(std::unique_ptr<policy::NetpolController> netpol) {
   netpol_ = std::move(netpol);
-  if (netpol_) netpol_->SetFullSyncHook([this](bool begin) { DeafDuringFullSync(begin); });
+  if (netpol_)
+    netpol_->SetFullSyncHook([this](bool begin) { DeafDuringFullSync(begin, WakeFor{false, false, true, false}); });
 }
 
-void Agent::DeafDuringFullSync(bool begin) {
+void Agent::SetServiceProxy(std::unique_ptr<services::ProxyController> proxy) {
+  proxy_ = std::move(proxy);
+  if (proxy_)
+    proxy_->SetFullSyncHook([this](bool begin) { DeafDuringFullSync(begin, WakeFor{false, false, false, true}); });
+}
+
+void Agent::DeafDuringFullSync(bool begin, const WakeFor& replaced) {
   std::lock_guard lock(events_mu_);
   if (events_nft_fd_ < 0) return;
-  Status st = sys::KernelEvents::SetNftListening(events_nft_fd_, !begin);
-  if (!st.ok()) WEFT_LOG(kWarn, "cannot change the nftables notifications' subscription", {"err", st});
-  if (!begin) heard_nothing_ = true;  // also after a failed join: the keeper wakes every pass
+  std::lock_guard deaf(deaf_mu_);
+  // Out of the group while any full sync is on its way; back in after the last.
+  const bool was_deaf = deaf_ > 0;
+  deaf_ += begin ? 1 : -1;
+  if (deaf_ < 0) deaf_ = 0;
+  if ((deaf_ > 0) != was_deaf) {
+    Status st = sys::KernelEvents::SetNftListening(events_nft_fd_, deaf_ == 0);
+    if (!st.ok()) WEFT_LOG(kWarn, "cannot change the nftables notifications' subscription", {"err", st});
+  }
+  if (!begin) {
+    // Every pass but the table just replaced whole; a table another full
+    // sync replaces meanwhile is checked too (its own wake is not taken
+    // back).
+    WakeFor all{true, true, !replaced.netpol, !replaced.services};
+    heard_nothing_ |= all;
+  }
 }
 
 void Agent::KeepLoop() {
@@ -593,7 +616,11 @@ void Agent::KeepLoop() {
     if (lost) *due = WakeFor{true, true, true, true};  // something may have gone unseen
     // A full table went in while weftd did not listen: what else changed
     // meanwhile was not heard (DeafDuringFullSync).
-    if (heard_nothing_.exchange(false)) *due |= WakeFor{true, true, false, true};
+    {
+      std::lock_guard deaf(deaf_mu_);
+      *due |= heard_nothing_;
+      heard_nothing_ = WakeFor{};
+    }
   };
   while (!stop_.load()) {
     auto now = std::chrono::steady_clock::now();

@@ -74,7 +74,7 @@ class Agent {
   void SetNetworkPolicy(std::unique_ptr<policy::NetpolController> netpol);
   // Serves Kubernetes Services with `proxy` (--service-proxy; Kubernetes
   // control plane only); call before Run().
-  void SetServiceProxy(std::unique_ptr<services::ProxyController> proxy) { proxy_ = std::move(proxy); }
+  void SetServiceProxy(std::unique_ptr<services::ProxyController> proxy);
   // Checks the bearer tokens of callers off the node's loopback
   // (status_auth.h); without one, protected paths answer the loopback only.
   // Call before Run().
@@ -119,7 +119,9 @@ class Agent {
   // 10,000 pods). Afterwards the keeper wakes the pods, node and services
   // passes, as after lost notifications; the netpol table itself was just
   // replaced whole.
-  void DeafDuringFullSync(bool begin);
+  // The Service proxy's whole table likewise; its own passes are then left
+  // out instead (`replaced`: which of netpol and services was sent whole).
+  void DeafDuringFullSync(bool begin, const WakeFor& replaced);
 
   AgentOptions opts_;
   std::unique_ptr<ControlPlane> cp_;
@@ -138,7 +140,9 @@ class Agent {
   std::set<std::string> keep_failing_;  // the keeper thread's: repairs that failed last time
   std::mutex events_mu_;                 // guards events_nft_fd_ against the keeper closing it
   int events_nft_fd_ = -1;               // the keeper's nftables notification socket, -1: none
-  std::atomic<bool> heard_nothing_{false};  // a full sync was sent deaf: wake the passes
+  std::mutex deaf_mu_;             // what DeafDuringFullSync leaves for the keeper
+  int deaf_ = 0;                   // full syncs sent deaf now (netpol's and the proxy's may overlap)
+  WakeFor heard_nothing_;          // the passes to wake for what went unheard
 };
 
 }  // namespace weft::agent

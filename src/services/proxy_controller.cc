@@ -323,7 +323,9 @@ struct ProxyController::Impl {
     metrics.changes += n;
     bool applied = false;
     if (loop.full_due) {
+      if (full_sync_hook) full_sync_hook(true);
       Status st = kernel->Apply(model->Full());
+      if (full_sync_hook) full_sync_hook(false);
       if (st.ok()) {
         loop.full_due = false;
         metrics.syncs++;
@@ -458,6 +460,7 @@ struct ProxyController::Impl {
   kube::Cache<Service> services;
   kube::Cache<SliceObject> slices;
   std::atomic<bool> check_soon{false};
+  std::function<void(bool)> full_sync_hook;  // SetFullSyncHook
   // The sync thread's; changed only under model_mu, which ReadModel takes to read it.
   mutable std::mutex model_mu;
   std::unique_ptr<Model> model;
@@ -525,6 +528,8 @@ void ProxyController::CheckKernelSoon() {
   impl_->check_soon = true;
   impl_->notifier.Notify();
 }
+
+void ProxyController::SetFullSyncHook(std::function<void(bool)> hook) { impl_->full_sync_hook = std::move(hook); }
 
 bool ProxyController::OwnCommit(uint32_t portid) const { return impl_->kernel->SentBy(portid); }
 

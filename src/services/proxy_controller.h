@@ -133,6 +133,11 @@ class ProxyController {
   void CheckKernelSoon();
   // ProxyKernel::SentBy: a notification of weftd's own commit.
   bool OwnCommit(uint32_t portid) const;
+  // Called with true right before the whole table is sent and with false
+  // once the kernel answered (weftd's agent listens to no nftables
+  // notification meanwhile, as for the NetworkPolicy table: agent.h).
+  // REQUIRES: set before Run.
+  void SetFullSyncHook(std::function<void(bool begin)> hook);
   // For weftd's status server (GET /services/ruleset, /services/explain):
   // runs `read` over the model between two passes, so it sees what the last
   // pass programmed or is about to; false (not run) before Run built the
@@ -141,8 +146,8 @@ class ProxyController {
 
  private:
   struct Impl;
+  ProxyMetrics metrics_;  // before impl_: Impl holds a reference to it from its construction on
   std::unique_ptr<Impl> impl_;
-  ProxyMetrics metrics_;
 };
 
 }  // namespace weft::services

@@ -5,6 +5,7 @@
 #include <ostream>
 #include <set>
 
+#include "base/json_util.h"
 #include "doctor/policy_explain.h"
 #include "doctor/weftd.h"
 #include "sys/http.h"
@@ -15,10 +16,6 @@ namespace {
 using nlohmann::json;
 using runtime::ctl::Context;
 
-std::string Str(const json& o, const char* key) {
-  auto it = o.find(key);
-  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
 bool Bool(const json& o, const char* key) {
   auto it = o.find(key);
   return it != o.end() && it->is_boolean() && it->get<bool>();
@@ -39,7 +36,7 @@ std::string HostPort(const std::string& addr, int port) {
 }
 
 std::string EndpointLine(const json& x) {
-  std::string out = HostPort(Str(x, "address"), Int(x, "port"));
+  std::string out = HostPort(JsonStr(x, "address"), Int(x, "port"));
   out += Bool(x, "local") ? "  on this node" : "  elsewhere";
   std::string state = Bool(x, "ready") ? "ready" : "not ready";
   if (Bool(x, "serving") && !Bool(x, "ready")) state += ", serving";
@@ -49,34 +46,34 @@ std::string EndpointLine(const json& x) {
   if (Bool(x, "clusterPolicy")) picked = "Cluster";
   if (Bool(x, "localPolicy")) picked += std::string(picked.empty() ? "" : " and ") + "Local";
   out += "  picked by " + (picked.empty() ? std::string("no policy chain") : picked + " policy");
-  out += "  chain " + Str(x, "chain");
+  out += "  chain " + JsonStr(x, "chain");
   return out;
 }
 
 }  // namespace
 
 std::string RenderServiceExplanation(const json& e) {
-  std::string out = "Service " + Str(e, "service") + " (" + Str(e, "type") + ")";
-  if (!Str(e, "node").empty()) out += " as node " + Str(e, "node") + "'s table inet weft-services serves it";
+  std::string out = "Service " + JsonStr(e, "service") + " (" + JsonStr(e, "type") + ")";
+  if (!JsonStr(e, "node").empty()) out += " as node " + JsonStr(e, "node") + "'s table inet weft-services serves it";
   out += "\n";
-  if (!Str(e, "skip").empty()) {
-    out += "  not served by Weft's proxy: " + Str(e, "skip") + "\n";
+  if (!JsonStr(e, "skip").empty()) {
+    out += "  not served by Weft's proxy: " + JsonStr(e, "skip") + "\n";
     return out;
   }
-  out += "  sessionAffinity " + Str(e, "sessionAffinity");
-  if (Str(e, "sessionAffinity") == "ClientIP") out += " (timeout " + std::to_string(Int(e, "affinityTimeoutSeconds")) + " s)";
-  out += ", internalTrafficPolicy " + Str(e, "internalTrafficPolicy");
-  out += ", externalTrafficPolicy " + Str(e, "externalTrafficPolicy") +
+  out += "  sessionAffinity " + JsonStr(e, "sessionAffinity");
+  if (JsonStr(e, "sessionAffinity") == "ClientIP") out += " (timeout " + std::to_string(Int(e, "affinityTimeoutSeconds")) + " s)";
+  out += ", internalTrafficPolicy " + JsonStr(e, "internalTrafficPolicy");
+  out += ", externalTrafficPolicy " + JsonStr(e, "externalTrafficPolicy") +
          (Bool(e, "externalTrafficPolicyApplies") ? "" : " (not externally accessible: does not apply)");
-  if (!Str(e, "trafficDistribution").empty()) out += ", trafficDistribution " + Str(e, "trafficDistribution");
+  if (!JsonStr(e, "trafficDistribution").empty()) out += ", trafficDistribution " + JsonStr(e, "trafficDistribution");
   out += "\n";
   const json& ports = e.value("ports", json::array());
   if (ports.empty()) out += "  no service port in the table\n";
   for (const auto& p : ports) {
-    out += "\nport " + (Str(p, "name").empty() ? std::string("(unnamed)") : Str(p, "name")) + " " +
-           Str(p, "protocol") + "/" + std::to_string(Int(p, "port")) + ", " + Str(p, "family");
+    out += "\nport " + (JsonStr(p, "name").empty() ? std::string("(unnamed)") : JsonStr(p, "name")) + " " +
+           JsonStr(p, "protocol") + "/" + std::to_string(Int(p, "port")) + ", " + JsonStr(p, "family");
     if (Int(p, "nodePort")) out += ", NodePort " + std::to_string(Int(p, "nodePort"));
-    out += " (" + Str(p, "portName") + ")\n";
+    out += " (" + JsonStr(p, "portName") + ")\n";
     const json& eps = p.value("endpoints", json::array());
     if (eps.empty())
       out += Bool(p, "hasEndpoints") ? "  endpoints: none this node may use (some exist elsewhere)\n"
@@ -85,15 +82,15 @@ std::string RenderServiceExplanation(const json& e) {
       out += "  endpoints with a chain here (" + std::to_string(eps.size()) + "):\n";
     for (const auto& x : eps) out += "    " + EndpointLine(x) + "\n";
     for (const auto& path : p.value("paths", json::array())) {
-      const std::string addr = Str(path, "address");
-      out += "  a new " + Str(p, "protocol") + " connection to " +
+      const std::string addr = JsonStr(path, "address");
+      out += "  a new " + JsonStr(p, "protocol") + " connection to " +
              (addr.empty() ? "any node address, port " + std::to_string(Int(path, "port"))
                            : HostPort(addr, Int(path, "port"))) +
-             " (" + Str(path, "kind") + ") meets:\n";
+             " (" + JsonStr(path, "kind") + ") meets:\n";
       int n = 0;
       for (const auto& s : path.value("steps", json::array()))
-        out += "    " + std::to_string(++n) + ". " + Str(s, "at") + ": " + Str(s, "does") + "\n";
-      const std::string v = Str(path, "verdict");
+        out += "    " + std::to_string(++n) + ". " + JsonStr(s, "at") + ": " + JsonStr(s, "does") + "\n";
+      const std::string v = JsonStr(path, "verdict");
       if (v == "dnat") out += "    " + std::to_string(++n) + ". an endpoint's chain: DNAT to " + Join(path["endpoints"], " or ") + "\n";
       out += "    => " +
              (v == "dnat"     ? std::string("translated to an endpoint")
@@ -137,7 +134,7 @@ class ServiceCommand : public runtime::ctl::Command {
     auto resp = weftd.Get("/services/explain?service=" + PercentEncode(service_));
     if (!resp.ok()) return Fail(ctx, kServiceNoWeftd, Weftd::Explain(resp.status()), resp.status().details());
     json body = json::parse(resp->body, nullptr, /*allow_exceptions=*/false);
-    const std::string err = body.is_object() ? Str(body, "error") : "";
+    const std::string err = body.is_object() ? JsonStr(body, "error") : "";
     if (resp->status == 400) return Fail(ctx, kServiceBadInput, err.empty() ? resp->body : err);
     if (resp->status == 404 && !err.empty()) return Fail(ctx, kServiceUnknown, err);
     if (resp->status == 404)
@@ -157,7 +154,7 @@ class ServiceCommand : public runtime::ctl::Command {
       body["policyAfterTranslation"] = policy;
       *ctx.out << body.dump(2) << "\n";
     } else {
-      *ctx.out << RenderServiceExplanation(body) << "\npolicy after translation:\n" << Str(policy, "text");
+      *ctx.out << RenderServiceExplanation(body) << "\npolicy after translation:\n" << JsonStr(policy, "text");
     }
     return kServiceExplained;
   }
@@ -193,22 +190,22 @@ class ServiceCommand : public runtime::ctl::Command {
     }
     for (const auto& p : e.value("ports", json::array()))
       for (const auto& x : p.value("endpoints", json::array())) {
-        const std::string port = std::to_string(Int(x, "port")) + "/" + Str(p, "protocol");
-        const std::string ep = HostPort(Str(x, "address"), Int(x, "port")) + "/" + Str(p, "protocol");
+        const std::string port = std::to_string(Int(x, "port")) + "/" + JsonStr(p, "protocol");
+        const std::string ep = HostPort(JsonStr(x, "address"), Int(x, "port")) + "/" + JsonStr(p, "protocol");
         if (!asked.insert(ep).second) continue;
         json one = {{"endpoint", ep}};
-        auto r = weftd.Get("/netpol/explain?src=" + PercentEncode(from_) + "&dst=" + PercentEncode(Str(x, "address")) +
+        auto r = weftd.Get("/netpol/explain?src=" + PercentEncode(from_) + "&dst=" + PercentEncode(JsonStr(x, "address")) +
                            "&port=" + PercentEncode(port));
         json b = r.ok() ? json::parse(r->body, nullptr, false) : json();
         if (r.ok() && r->status == 200 && b.is_object() && b.contains("allowed")) {
           one["allowed"] = Bool(b, "allowed");
-          one["reason"] = Str(b, "reason");
+          one["reason"] = JsonStr(b, "reason");
           text += "  " + from_ + " -> " + ep + ": " + (Bool(b, "allowed") ? "ALLOWED" : "DENIED") + " (" +
-                  Str(b, "reason") + ")\n";
+                  JsonStr(b, "reason") + ")\n";
         } else {
           const std::string why = !r.ok() ? r.status().msg()
-                                  : b.is_object() && !Str(b, "error").empty()
-                                      ? Str(b, "error")
+                                  : b.is_object() && !JsonStr(b, "error").empty()
+                                      ? JsonStr(b, "error")
                                       : "HTTP " + std::to_string(r->status);
           one["error"] = why;
           text += "  " + from_ + " -> " + ep + ": not known (" + why + ")\n";

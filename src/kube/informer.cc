@@ -1,5 +1,8 @@
 #include "kube/informer.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "base/backoff.h"
 #include "base/json_util.h"
 #include "base/log.h"
@@ -148,6 +151,17 @@ uint64_t ChangeNotifier::Wait(uint64_t seen, std::chrono::milliseconds timeout, 
     cv_.wait_for(lock, slice);
   }
   return counter_;
+}
+
+uint64_t ChangeNotifier::WaitCoalesced(uint64_t seen, std::chrono::steady_clock::time_point wake,
+                                       std::chrono::milliseconds batch, const std::atomic<bool>& stop) {
+  const auto now = std::chrono::steady_clock::now();
+  auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake > now ? wake - now
+                                                                               : std::chrono::steady_clock::duration(0));
+  uint64_t v = Wait(seen, std::min<std::chrono::milliseconds>(wait, std::chrono::seconds(5)), stop);
+  if (v == seen) return seen;
+  std::this_thread::sleep_for(batch);
+  return value();
 }
 
 uint64_t ChangeNotifier::value() const {

@@ -164,6 +164,10 @@ class ChangeNotifier {
   // Waits until the counter differs from `seen` (returns the new value), `stop` is set, or `timeout` passes.
   // `stop` is polled every 100 ms; Notify() after setting it wakes the waiter at once.
   uint64_t Wait(uint64_t seen, std::chrono::milliseconds timeout, const std::atomic<bool>& stop);
+  // A controller's wait: until a change (then `batch` more, so a burst is
+  // one transaction), `wake` (capped at 5 s) or `stop`. Returns the value seen.
+  uint64_t WaitCoalesced(uint64_t seen, std::chrono::steady_clock::time_point wake, std::chrono::milliseconds batch,
+                         const std::atomic<bool>& stop);
   uint64_t value() const;
 
  private:

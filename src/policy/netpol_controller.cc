@@ -436,17 +436,9 @@ struct NetpolController::Impl {
   // Sleeps until an event arrives, the drift check or a retry is due, or
   // 5 s pass. Returns the notifier's value seen.
   uint64_t WaitForChange(const SyncLoop& loop, uint64_t seen, const std::atomic<bool>& stop) {
-    auto now = Clock::now();
-    auto wake = std::min({loop.next_check, loop.retry_at, loop.trim_at});
-    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake > now ? wake - now : Clock::duration(0));
-    uint64_t v = notifier.Wait(seen, std::min<std::chrono::milliseconds>(wait, std::chrono::seconds(5)), stop);
-    if (v != seen) {
-      // Coalesce a burst (a Deployment's pods, a namespace's relabel) into
-      // one transaction.
-      std::this_thread::sleep_for(opts.batch);
-      seen = notifier.value();
-    }
-    return seen;
+    // A burst (a Deployment's pods, a namespace's relabel) is coalesced
+    // into one transaction.
+    return notifier.WaitCoalesced(seen, std::min({loop.next_check, loop.retry_at, loop.trim_at}), opts.batch, stop);
   }
 
   NetpolOptions opts;

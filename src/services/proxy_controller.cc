@@ -439,16 +439,8 @@ struct ProxyController::Impl {
   }
 
   uint64_t WaitForChange(const SyncLoop& loop, uint64_t seen, const std::atomic<bool>& stop) {
-    auto now = Clock::now();
-    auto wake = std::min(loop.next_check, loop.retry_at);
-    auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(wake > now ? wake - now : Clock::duration(0));
-    uint64_t v = notifier.Wait(seen, std::min<std::chrono::milliseconds>(wait, std::chrono::seconds(5)), stop);
-    if (v != seen) {
-      // Coalesce a burst (a rollout's endpoints) into one transaction.
-      std::this_thread::sleep_for(opts.batch);
-      seen = notifier.value();
-    }
-    return seen;
+    // A burst (a rollout's endpoints) is coalesced into one transaction.
+    return notifier.WaitCoalesced(seen, std::min(loop.next_check, loop.retry_at), opts.batch, stop);
   }
 
   ProxyOptions opts;

@@ -191,6 +191,11 @@ struct ProxyController::Impl {
             &notifier),
         slices(
             [this](const json& j) -> std::optional<SliceObject> {
+              // A slice no Service owns (no kubernetes.io/service-name label:
+              // one an operator or a controller manages by hand) is none of a
+              // Service proxy's business: left out without a word, as
+              // kube-proxy does, not counted as an object that failed to decode.
+              if (!HasServiceNameLabel(j)) return std::nullopt;
               auto s = DecodeEndpointSlice(j);
               if (!s.ok()) return Skip(s.status());
               SliceObject o{std::move(s).value(), std::nullopt};

@@ -181,6 +181,11 @@ TEST_F(ProxyControllerTest, FullFromCompleteListsThenOnlyDeltasAndABrokenObjectI
   cluster_.Put(kSvcPath, web);
   cluster_.Put(kSvcPath, broken);
   cluster_.Put(kSlicePath, slice);
+  // A slice no Service owns (as the upstream EndpointSlice e2e makes): left
+  // out, and not a decode error.
+  json unowned = SliceJson("default", "web", "by-hand", {Ep{"10.244.3.5"}});
+  unowned["metadata"]["labels"].erase("kubernetes.io/service-name");
+  cluster_.Put(kSlicePath, unowned);
   Start();
   ProxyMetrics& m = ctl_->metrics();
   ASSERT_TRUE(Eventually([&] { return m.ready.load(); }));

@@ -101,6 +101,15 @@ std::string SkippedByLabels(const json& obj) {
   return "";
 }
 
+}  // namespace
+
+bool HasServiceNameLabel(const json& slice) {
+  auto l = Label(slice, kServiceNameLabel);
+  return l && !l->empty();
+}
+
+namespace {
+
 Status CheckName(const Errors& err, const json& obj) {
   const json& meta = JsonMember(obj, "metadata");
   if (JsonStr(meta, "name").empty()) return err.Bad("metadata.name", "missing");

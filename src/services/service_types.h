@@ -118,6 +118,10 @@ struct EndpointSlice {
 // `Service default/web: spec.ports[1].port: 70000 is not a port`.
 Result<Service> DecodeService(const nlohmann::json& obj);
 Result<EndpointSlice> DecodeEndpointSlice(const nlohmann::json& obj);
+// Whether a Service owns the slice (a non-empty kubernetes.io/service-name
+// label). One without is not malformed, only no proxy's concern: the
+// controller leaves it out silently (DecodeEndpointSlice refuses it).
+bool HasServiceNameLabel(const nlohmann::json& slice);
 // The same from JSON text.
 Result<Service> ParseService(std::string_view text);
 Result<EndpointSlice> ParseEndpointSlice(std::string_view text);

@@ -2,9 +2,10 @@
 # A real Kubernetes on this machine, without Docker, for trying and testing
 # Weft against the real API server, kubelet and kube-proxy (docs/cluster.md).
 #
-#   scripts/cluster.sh up [--nodes N] [--dual-stack] [--proxy-mode nftables|iptables]
+#   scripts/cluster.sh up [--nodes N] [--dual-stack] [--proxy-mode nftables|iptables|weft]
 #                                          start it (default 2 nodes, nftables); exits 0 once every
-#                                          node is Ready, last line KUBECONFIG=<path>
+#                                          node is Ready, last line KUBECONFIG=<path>. weft: no
+#                                          kube-proxy on any node, weftd's Service proxy serves them
 #   scripts/cluster.sh down                stop and remove everything `up` made (also after a crash
 #                                          or a kill -9 of `up`)
 #   scripts/cluster.sh status              what runs (exit 0 all of it, 1 part of it, 3 nothing)
@@ -28,8 +29,11 @@
 # <prefix> is new for every run (wk + 4 hex digits). Node N: network namespace
 # <prefix>-nN, a mount namespace of its own (<state>/ns/nN.mnt) and a UTS
 # namespace whose hostname is <prefix>-nN (<state>/ns/nN.uts), with
-# containerd, kubelet and kube-proxy; its cgroup root /<prefix>-nN. Weft is
-# installed from deploy/ (its image imported into each node's containerd).
+# containerd, kubelet and kube-proxy (none with --proxy-mode weft); its cgroup
+# root /<prefix>-nN. Weft is installed from deploy/ (its image imported into
+# each node's containerd); with --proxy-mode weft the manifest as
+# docs/services.md ("Migrating from kube-proxy") says: service-proxy = true and
+# the API server's address in KUBERNETES_SERVICE_HOST/PORT.
 #
 # The machine's root network namespace is never touched: every link is made
 # inside the run's namespaces, and every address is one of theirs
@@ -231,7 +235,8 @@ cmd_up() {
                 [[ ${2:-} =~ ^[0-9]+$ ]] && (( $2 <= 9 )) || die "--nodes N: N in 0..9 (got '${2:-}')"
                 nodes=$2; shift ;;
             --proxy-mode)
-                [[ ${2:-} == nftables || ${2:-} == iptables ]] || die "--proxy-mode: nftables or iptables (got '${2:-}')"
+                [[ ${2:-} == nftables || ${2:-} == iptables || ${2:-} == weft ]] ||
+                    die "--proxy-mode: nftables, iptables (kube-proxy's modes) or weft (weftd's Service proxy, no kube-proxy) (got '${2:-}')"
                 proxy_mode=$2; shift ;;
             *) usage ;;
         esac
@@ -393,7 +398,11 @@ extendedKeyUsage=clientAuth"
     local pids=()
     for (( n = 1; n <= nodes; n++ )); do start_node_daemons "$n" & pids+=($!); done
     for (( n = 1; n <= nodes; n++ )); do wait "${pids[n-1]}" || die "node $n did not start (above)"; done
-    log "$nodes node(s): containerd, kubelet, kube-proxy started; waiting for them to register"
+    if [[ $PROXY_MODE == weft ]]; then
+        log "$nodes node(s): containerd, kubelet started (no kube-proxy: weftd serves Services); waiting for them to register"
+    else
+        log "$nodes node(s): containerd, kubelet, kube-proxy started; waiting for them to register"
+    fi
     # The deadlines below are generous: on a busy machine (load 30-80 on 2
     # cores) each step has taken several times what it takes idle.
     local end=$(( SECONDS + 300 ))
@@ -419,7 +428,8 @@ extendedKeyUsage=clientAuth"
     # weftd-own-node.yaml with it: weftd's first writes of its Node already go
     # through the policy that lets it write that Node only (docs/security.md).
     log "nodes registered, NotReady: ${cond#False }; kubectl apply -f deploy/weftd.yaml -f deploy/weftd-own-node.yaml"
-    kctl apply -f "$repo/deploy/weftd.yaml" -f "$repo/deploy/weftd-own-node.yaml" >/dev/null
+    render_weftd_manifest > "$STATE/weftd.yaml"
+    kctl apply -f "$STATE/weftd.yaml" -f "$repo/deploy/weftd-own-node.yaml" >/dev/null
     end=$(( SECONDS + 600 ))
     until kctl wait --for=condition=Ready node --all --timeout=5s >/dev/null 2>&1; do
         if (( SECONDS >= end )); then
@@ -659,7 +669,27 @@ start_node_daemons() {
     start "kubelet-$name" "@node$n" "$BIN/kubelet" --config "$nd/kubelet.yaml" \
         --kubeconfig "$STATE/kubelet-$name.kubeconfig" --hostname-override "$node" \
         --node-ip "$node_ips" --v=1
-    start "kube-proxy-$name" "@node$n" "$BIN/kube-proxy" --config "$nd/kube-proxy.yaml" --v=1
+    [[ $PROXY_MODE == weft ]] ||
+        start "kube-proxy-$name" "@node$n" "$BIN/kube-proxy" --config "$nd/kube-proxy.yaml" --v=1
+}
+
+# render_weftd_manifest: deploy/weftd.yaml as this run applies it (a copy in
+# <state>/weftd.yaml). With --proxy-mode weft, as docs/services.md's migration
+# says: the Service proxy on, and weftd told the API server's own address,
+# since the `kubernetes` ClusterIP the kubelet puts in KUBERNETES_SERVICE_HOST
+# is served by weftd itself once it runs (an env var the container declares
+# wins over the kubelet's). Each edit is checked: a manifest that no longer
+# has the line it replaces fails `up` instead of starting the wrong thing.
+render_weftd_manifest() {
+    local m=$repo/deploy/weftd.yaml
+    if [[ $PROXY_MODE != weft ]]; then cat "$m"; return; fi
+    grep -q '^    service-proxy = false$' "$m" || die "$m: no 'service-proxy = false' line to turn on"
+    grep -q '^              valueFrom: {fieldRef: {fieldPath: spec.nodeName}}$' "$m" ||
+        die "$m: no NODE_NAME env entry to add KUBERNETES_SERVICE_HOST beside"
+    sed -e 's/^    service-proxy = false$/    service-proxy = true/' \
+        -e "/^              valueFrom: {fieldRef: {fieldPath: spec.nodeName}}\$/a\\
+            - {name: KUBERNETES_SERVICE_HOST, value: \"$API_IP\"}\\
+            - {name: KUBERNETES_SERVICE_PORT, value: \"$API_PORT\"}" "$m"
 }
 
 # podman_image_tar TAG TAR CONTEXT_FILE ENTRYPOINT: a FROM scratch image of one
@@ -830,7 +860,10 @@ cmd_status() {
     local n=0 up=0 c pid
     echo "run $PREFIX, state $STATE"
     local comps=(etcd kube-apiserver kube-controller-manager kube-scheduler) i
-    for (( i = 1; i <= ${NODES:-0}; i++ )); do comps+=("containerd-n$i" "kubelet-n$i" "kube-proxy-n$i"); done
+    for (( i = 1; i <= ${NODES:-0}; i++ )); do
+        comps+=("containerd-n$i" "kubelet-n$i")
+        [[ ${PROXY_MODE:-nftables} == weft ]] || comps+=("kube-proxy-n$i")
+    done
     for c in "${comps[@]}"; do
         n=$(( n + 1 ))
         pid=$(cat "$STATE/pids/$c.pid" 2>/dev/null || echo -)
